@@ -1,0 +1,106 @@
+"""The ``l4spark`` command: prints for people; the work is in the library."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from typing import Sequence
+
+from l4spark.errors import L4SparkError
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING if not args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args) or 0)
+    except L4SparkError as exc:
+        print(f"l4spark: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="l4spark", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    from l4spark.simulate.cli import add_parser as add_simulate
+    add_simulate(commands)
+
+    parse = commands.add_parser("parse", help="parse rank log files into the events and templates tables")
+    parse.add_argument("--logs-root", required=True, help="folder holding <job_id>/<node>/rank-<r>.log[.gz]")
+    parse.add_argument("--warehouse", help="warehouse root (default from conf: ./warehouse)")
+    parse.add_argument("--jobs", nargs="+", metavar="JOB", help="parse only these job ids")
+    _add_common(parse)
+    parse.set_defaults(func=run_parse)
+    return parser
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--conf", action="append", default=[], metavar="FILE",
+                        help="TOML config file overriding the defaults (repeatable; later wins)")
+    parser.add_argument("--master", help="Spark master (default from conf: local[*])")
+    parser.add_argument("--format", choices=("parquet", "delta"), help="table format (default parquet)")
+
+
+def _config(args: argparse.Namespace):
+    from l4spark.config import load_config
+    overrides = {}
+    if getattr(args, "warehouse", None):
+        overrides["storage.warehouse"] = args.warehouse
+    if getattr(args, "master", None):
+        overrides["spark.master"] = args.master
+    if getattr(args, "format", None):
+        overrides["storage.format"] = args.format
+    return load_config(*args.conf, overrides=overrides)
+
+
+def run_parse(args: argparse.Namespace) -> int:
+    from l4spark.parse import parse_jobs
+    from l4spark.session import build_session
+
+    config = _config(args)
+    started = time.perf_counter()
+
+    def progress(message: str) -> None:
+        print(f"[{time.perf_counter() - started:7.1f}s] {message}", flush=True)
+
+    progress(f"starting Spark ({config.spark.master})")
+    spark = build_session(config.spark)
+    try:
+        summary = parse_jobs(spark, config, args.logs_root, args.jobs, progress=progress)
+    finally:
+        spark.stop()
+    print_parse_summary(summary, config.storage.warehouse)
+    return 0
+
+
+def print_parse_summary(summary, warehouse: str) -> None:
+    seconds = summary.total_seconds
+    print()
+    print(f"parse run {summary.run_id} -> {warehouse}")
+    print(f"  jobs            {len(summary.jobs)}")
+    print(f"  files           {summary.files:,}")
+    print(f"  bytes           {summary.bytes:,} ({summary.bytes / 1e6:.1f} MB)")
+    print(f"  lines           {summary.lines:,}")
+    print(f"  events          {summary.events:,} distinct in these jobs")
+    print(f"  new templates   {summary.new_templates:,}")
+    print(f"  quarantined     {summary.set_aside_lines:,} lines set aside; issues: "
+          + (", ".join(f"{k}={v}" for k, v in summary.issues_by_reason.items()) or "none"))
+    rate = summary.lines / seconds if seconds else 0.0
+    print(f"  seconds         {seconds:.1f} ({rate:,.0f} lines/s, {summary.bytes / 1e6 / seconds if seconds else 0:.1f} MB/s)"
+          f"  [" + ", ".join(f"{k} {v:.1f}" for k, v in summary.seconds.items()) + "]")
+    flagged = [j for j in summary.per_job if j["issues"] or j["meta_error"]]
+    if flagged:
+        print("  per job issues:")
+        for job in flagged:
+            detail = ", ".join(f"{k}={v}" for k, v in sorted(job["issues"].items()))
+            print(f"    {job['job_id']}: {detail}" + (f" ({job['meta_error']})" if job["meta_error"] else ""))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

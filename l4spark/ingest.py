@@ -1,0 +1,149 @@
+"""Ingest: rank files -> a DataFrame of lines (and of the files' quarantine entries).
+
+Files are listed once on the driver (``layout.scan_logs_root``), packed into read tasks of
+about ``ingest.target_task_bytes`` each, and read inside Spark tasks with ``mapInArrow``:
+``spark.range(n_tasks)`` gives exactly one task id per partition, and each task reads its
+files whole with ``reader.read_lines``. Spark never lists or opens the small files itself,
+line numbers are exact (no file is split), and a broken file becomes quarantine rows instead
+of a failed stage.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Iterator, Sequence
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+from l4spark.config import IngestConfig
+from l4spark.layout import Issue, RankFile
+from l4spark.reader import ReadLimits, read_lines
+
+# One row per kept line (issue is null) or per quarantine entry of a file (issue is the
+# reason, raw is a sample, n_lines/n_bytes count what it covers).
+INGEST_SCHEMA = T.StructType([
+    T.StructField("job_id", T.StringType(), False),
+    T.StructField("node", T.StringType(), True),
+    T.StructField("rank", T.IntegerType(), True),
+    T.StructField("file", T.StringType(), True),
+    T.StructField("line_no", T.LongType(), True),
+    T.StructField("raw", T.StringType(), True),
+    T.StructField("issue", T.StringType(), True),
+    T.StructField("detail", T.StringType(), True),
+    T.StructField("n_lines", T.LongType(), True),
+    T.StructField("n_bytes", T.LongType(), True),
+])
+_ARROW_SCHEMA = pa.schema([
+    pa.field("job_id", pa.string(), False),
+    pa.field("node", pa.string()),
+    pa.field("rank", pa.int32()),
+    pa.field("file", pa.string()),
+    pa.field("line_no", pa.int64()),
+    pa.field("raw", pa.string()),
+    pa.field("issue", pa.string()),
+    pa.field("detail", pa.string()),
+    pa.field("n_lines", pa.int64()),
+    pa.field("n_bytes", pa.int64()),
+])
+
+
+def plan_read_tasks(files: Sequence[RankFile], conf: IngestConfig, min_tasks: int = 1) -> list[list[RankFile]]:
+    """Pack files into tasks of about ``target_task_bytes`` (largest first into the lightest
+    task), deterministic for the same files. A .gz file weighs its size x ``gz_expansion``."""
+    if not files:
+        return []
+
+    def weight(f: RankFile) -> float:
+        return max(f.size, 1) * (conf.gz_expansion if f.compressed else 1.0)
+
+    total = sum(weight(f) for f in files)
+    n_tasks = max(min_tasks, int(-(-total // conf.target_task_bytes)))
+    n_tasks = min(n_tasks, len(files))
+    heap = [(0.0, i) for i in range(n_tasks)]
+    tasks: list[list[RankFile]] = [[] for _ in range(n_tasks)]
+    for rank_file in sorted(files, key=lambda f: (-weight(f), f.rel_path)):
+        load, index = heapq.heappop(heap)
+        tasks[index].append(rank_file)
+        heapq.heappush(heap, (load + weight(rank_file), index))
+    for task in tasks:
+        task.sort(key=lambda f: f.rel_path)
+    return tasks
+
+
+def read_rank_files(spark: SparkSession, files: Sequence[RankFile], conf: IngestConfig) -> DataFrame:
+    """Lines of ``files`` with INGEST_SCHEMA columns; quarantine rows have ``issue`` set."""
+    tasks = plan_read_tasks(files, conf, min_tasks=2 * _parallelism(spark))
+    limits = ReadLimits(conf.max_line_bytes, conf.read_chunk_bytes, conf.binary_control_share)
+    batch_lines = conf.batch_lines
+
+    def read_tasks(task_ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in task_ids:
+            for task_id in batch.column(0).to_pylist():
+                yield from arrow_batches(tasks[task_id], limits, batch_lines)
+
+    return spark.range(0, len(tasks), 1, max(len(tasks), 1)).mapInArrow(read_tasks, INGEST_SCHEMA)
+
+
+def _parallelism(spark: SparkSession) -> int:
+    value = spark.conf.get("spark.default.parallelism", None)
+    if value:
+        return int(value)
+    master = spark.conf.get("spark.master", "local[*]")
+    if master.startswith("local["):
+        inner = master[len("local["):].rstrip("]").split(",")[0]
+        return int(inner) if inner.isdigit() else _cpu_count()
+    return _cpu_count()
+
+
+def _cpu_count() -> int:
+    import os
+    return os.cpu_count() or 1
+
+
+def arrow_batches(files: Sequence[RankFile], limits: ReadLimits, batch_lines: int) -> Iterator[pa.RecordBatch]:
+    """Read ``files`` in order into Arrow batches of about ``batch_lines`` rows."""
+    columns: dict[str, list] = {name: [] for name in _ARROW_SCHEMA.names}
+    for rank_file in files:
+        for item in read_lines(rank_file, limits):
+            if isinstance(item, Issue):
+                _append_issue(columns, rank_file, item)
+                continue
+            first, lines = item
+            if None in lines:
+                numbered = [(first + i, line) for i, line in enumerate(lines) if line is not None]
+                line_nos = [n for n, _ in numbered]
+                lines = [line for _, line in numbered]
+            else:
+                line_nos = range(first, first + len(lines))
+            count = len(lines)
+            columns["job_id"] += [rank_file.job_id] * count
+            columns["node"] += [rank_file.node] * count
+            columns["rank"] += [rank_file.rank] * count
+            columns["file"] += [rank_file.rel_path] * count
+            columns["line_no"] += line_nos
+            columns["raw"] += lines
+            for name in ("issue", "detail", "n_lines", "n_bytes"):
+                columns[name] += [None] * count
+            if len(columns["raw"]) >= batch_lines:
+                yield _to_batch(columns)
+    if columns["raw"]:
+        yield _to_batch(columns)
+
+
+def _append_issue(columns: dict[str, list], rank_file: RankFile, issue: Issue) -> None:
+    values = {
+        "job_id": rank_file.job_id, "node": rank_file.node, "rank": rank_file.rank, "file": rank_file.rel_path,
+        "line_no": issue.line_no, "raw": issue.sample, "issue": issue.reason, "detail": issue.detail,
+        "n_lines": issue.n_lines, "n_bytes": issue.n_bytes,
+    }
+    for name, value in values.items():
+        columns[name].append(value)
+
+
+def _to_batch(columns: dict[str, list]) -> pa.RecordBatch:
+    arrays = [pa.array(columns[field.name], type=field.type) for field in _ARROW_SCHEMA]
+    for values in columns.values():
+        values.clear()
+    return pa.RecordBatch.from_arrays(arrays, schema=_ARROW_SCHEMA)

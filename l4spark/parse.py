@@ -1,0 +1,268 @@
+"""The parse run: rank files -> ``events``, ``templates``, ``job_event_counts``, ``jobs``, ``quarantine``.
+
+Three Spark actions over one persisted DataFrame of structured, masked lines:
+1. the quarantine rows of the files (small);
+2. per (job, masked message): line count, first time, first occurrence (small: training logs
+   repeat a few thousand messages millions of times); the driver runs Drain only over masked
+   messages the template store has not seen, in first-occurrence order, and saves the store;
+3. the lines joined to their event ids (broadcast of this run's distinct messages) and written,
+   replacing exactly the parsed jobs' partitions.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Iterable
+
+import pandas as pd
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from l4spark import __version__
+from l4spark.config import Config
+from l4spark.ingest import read_rank_files
+from l4spark.layout import Issue, LayoutScan, scan_logs_root
+from l4spark.storage import (
+    load_template_store,
+    read_table,
+    save_template_store,
+    table_exists,
+    write_job_rows,
+    write_table,
+)
+from l4spark.structure import with_masked, with_structure
+
+log = logging.getLogger(__name__)
+
+EVENTS_SCHEMA = T.StructType([
+    T.StructField("job_id", T.StringType(), False),
+    T.StructField("node", T.StringType(), True),
+    T.StructField("rank", T.IntegerType(), True),
+    T.StructField("file", T.StringType(), True),
+    T.StructField("line_no", T.LongType(), True),
+    T.StructField("ts", T.TimestampType(), True),
+    T.StructField("level", T.StringType(), True),
+    T.StructField("event_id", T.StringType(), True),
+    T.StructField("message", T.StringType(), True),
+    T.StructField("stage", T.StringType(), True),
+    T.StructField("iteration", T.LongType(), True),
+])
+# Reasons whose lines are set aside (not in events); other reasons repair or only report.
+SET_ASIDE = {"binary_line", "line_too_long"}
+
+
+@dataclass
+class ParseSummary:
+    run_id: str
+    jobs: list[str]
+    files: int = 0
+    bytes: int = 0
+    lines: int = 0
+    events: int = 0
+    new_templates: int = 0
+    set_aside_lines: int = 0
+    issues_by_reason: dict[str, int] = field(default_factory=dict)
+    per_job: list[dict] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def total_seconds(self) -> float:
+        return sum(self.seconds.values())
+
+
+def parse_jobs(spark: SparkSession, config: Config, logs_root: str | Path, jobs: Iterable[str] | None = None,
+               progress: Callable[[str], None] = log.info) -> ParseSummary:
+    """Parse the jobs under ``logs_root`` (all, or ``jobs``) into the warehouse tables."""
+    clock = _Clock()
+    run_id = datetime.now(timezone.utc).strftime("parse-%Y%m%dT%H%M%S-") + uuid.uuid4().hex[:6]
+    scan = scan_logs_root(logs_root, config.layout.pattern, config.layout.job_file, jobs)
+    job_ids = sorted(scan.jobs)
+    summary = ParseSummary(run_id, job_ids, files=len(scan.files), bytes=scan.total_bytes)
+    summary.seconds["list"] = clock.lap()
+    progress(f"listed {len(scan.files)} rank files, {scan.total_bytes / 1e6:.1f} MB, in {len(job_ids)} jobs "
+             f"({scan.skipped_hidden} hidden paths skipped)")
+    if not job_ids:
+        progress("nothing to parse")
+        return summary
+
+    parsed = (
+        read_rank_files(spark, scan.files, config.ingest)
+        .transform(lambda df: with_structure(df, config.structure))
+        .transform(lambda df: with_masked(df, config.masking))
+    )
+    level = StorageLevel.DISK_ONLY if config.ingest.cache == "disk" else StorageLevel.MEMORY_AND_DISK
+    parsed = parsed.persist(level)
+    try:
+        file_issues = _file_issues(parsed)
+        lines = parsed.where(F.col("issue").isNull())
+        stats = (
+            lines.groupBy("job_id", "masked")
+            .agg(F.count(F.lit(1)).alias("n_lines"), F.min("ts").alias("first_ts"),
+                 F.min(F.struct("file", "line_no")).alias("first"))
+            .select("job_id", "masked", "n_lines", "first_ts",
+                    F.col("first.file").alias("first_file"), F.col("first.line_no").alias("first_line"))
+            .toPandas()
+        )
+        summary.seconds["read+structure"] = clock.lap()
+        summary.lines = int(stats["n_lines"].sum())
+        progress(f"read {summary.lines:,} lines; {stats['masked'].nunique():,} distinct masked messages")
+
+        store = load_template_store(config.storage, config.drain)
+        before = len(store)
+        ordered = stats.sort_values(["first_file", "first_line"], kind="stable").drop_duplicates("masked")
+        assignment = store.add(ordered["masked"].tolist())
+        summary.new_templates = len(store) - before
+        save_template_store(config.storage, store)
+        summary.seconds["template"] = clock.lap()
+        progress(f"templated: {summary.new_templates} new events ({len(store)} in the store)")
+
+        mapping = spark.createDataFrame(
+            pd.DataFrame({"masked": list(assignment), "event_id": list(assignment.values())}),
+            schema="masked string, event_id string")
+        events = (
+            lines.join(F.broadcast(mapping), on="masked", how="left")
+            .select("job_id", "node", "rank", "file", "line_no", "ts", "level", "event_id", "message",
+                    F.lit(None).cast("string").alias("stage"), F.lit(None).cast("long").alias("iteration"))
+        )
+        jobs_with_lines = set(stats["job_id"].unique())
+        write_job_rows(events, config.storage, "events", job_ids, jobs_with_lines)
+        summary.seconds["write events"] = clock.lap()
+    finally:
+        parsed.unpersist()
+
+    stats["event_id"] = stats["masked"].map(assignment)
+    counts = (
+        stats.groupby(["job_id", "event_id"], as_index=False)
+        .agg(n_lines=("n_lines", "sum"), first_ts=("first_ts", "min"))
+    )
+    summary.events = int(counts["event_id"].nunique())
+    write_job_rows(spark.createDataFrame(counts, schema=_COUNTS_SCHEMA), config.storage, "job_event_counts",
+                   job_ids, set(counts["job_id"]))
+    _write_templates(spark, config, store)
+    issues = scan.issues + file_issues
+    _summarise_issues(summary, issues)
+    summary.per_job = _per_job(scan, stats, counts, issues)
+    _write_jobs(spark, config, scan, summary)
+    _write_quarantine(spark, config, issues, job_ids, run_id)
+    summary.seconds["write tables"] = clock.lap()
+    return summary
+
+
+_COUNTS_SCHEMA = "job_id string, event_id string, n_lines long, first_ts timestamp"
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self._last = time.perf_counter()
+
+    def lap(self) -> float:
+        now = time.perf_counter()
+        elapsed, self._last = now - self._last, now
+        return round(elapsed, 3)
+
+
+def _file_issues(parsed: DataFrame) -> list[Issue]:
+    rows = (
+        parsed.where(F.col("issue").isNotNull())
+        .select("job_id", "file", "issue", "detail", "n_lines", "n_bytes", "line_no", "raw")
+        .collect()
+    )
+    return [Issue(r.job_id, r.file, r.issue, r.detail, r.n_lines or 0, r.n_bytes or 0, r.line_no, r.raw)
+            for r in rows]
+
+
+def _summarise_issues(summary: ParseSummary, issues: list[Issue]) -> None:
+    by_reason: Counter[str] = Counter()
+    for issue in issues:
+        by_reason[issue.reason] += max(issue.n_lines, 1)
+        if issue.reason in SET_ASIDE:
+            summary.set_aside_lines += issue.n_lines
+    summary.issues_by_reason = dict(sorted(by_reason.items()))
+
+
+def _per_job(scan: LayoutScan, stats: pd.DataFrame, counts: pd.DataFrame, issues: list[Issue]) -> list[dict]:
+    lines = stats.groupby("job_id")["n_lines"].sum().to_dict()
+    events = counts.groupby("job_id")["event_id"].nunique().to_dict()
+    rows = []
+    for job_id, meta in sorted(scan.jobs.items()):
+        files = [f for f in scan.files if f.job_id == job_id]
+        job_issues = [i for i in issues if i.job_id == job_id]
+        rows.append({
+            "job_id": job_id,
+            "status": meta.status,
+            "files": len(files),
+            "bytes": sum(f.size for f in files),
+            "lines": int(lines.get(job_id, 0)),
+            "events": int(events.get(job_id, 0)),
+            "set_aside_lines": sum(i.n_lines for i in job_issues if i.reason in SET_ASIDE),
+            "issues": dict(Counter(i.reason for i in job_issues)),
+            "meta_error": meta.error,
+        })
+    return rows
+
+
+def _write_templates(spark: SparkSession, config: Config, store) -> None:
+    """The templates table: every event of the store with its line count over all jobs."""
+    totals = (
+        read_table(spark, config.storage, "job_event_counts")
+        .groupBy("event_id")
+        .agg(F.sum("n_lines").alias("n_lines"), F.countDistinct("job_id").alias("n_jobs"),
+             F.min("first_ts").alias("first_seen"))
+    )
+    templates = spark.createDataFrame(
+        pd.DataFrame([(t.event_id, t.template) for t in store.templates()], columns=["event_id", "template"]),
+        schema="event_id string, template string")
+    table = (
+        templates.join(totals, on="event_id", how="left")
+        .select("event_id", "template", "first_seen",
+                F.coalesce("n_lines", F.lit(0)).cast("long").alias("n_lines"),
+                F.coalesce("n_jobs", F.lit(0)).cast("long").alias("n_jobs"))
+        .orderBy("event_id")
+    )
+    write_table(table.localCheckpoint(), config.storage, "templates")
+
+
+def _write_jobs(spark: SparkSession, config: Config, scan: LayoutScan, summary: ParseSummary) -> None:
+    parsed_at = datetime.now(timezone.utc).replace(tzinfo=None)
+    rows = []
+    for job in summary.per_job:
+        meta = scan.jobs[job["job_id"]]
+        rows.append({
+            "job_id": job["job_id"], "status": meta.status,
+            "settings": json.dumps(meta.settings, sort_keys=True, default=str),
+            "start_time": meta.start_time, "end_time": meta.end_time, "meta_error": meta.error,
+            "n_files": job["files"], "n_bytes": job["bytes"], "n_lines": job["lines"], "n_events": job["events"],
+            "n_set_aside_lines": job["set_aside_lines"], "n_issues": sum(job["issues"].values()),
+            "run_id": summary.run_id, "parsed_at": parsed_at, "parser_version": __version__,
+        })
+    frame = spark.createDataFrame(pd.DataFrame(rows), schema=JOBS_SCHEMA)
+    write_job_rows(frame, config.storage, "jobs", summary.jobs)
+
+
+JOBS_SCHEMA = (
+    "job_id string, status string, settings string, start_time string, end_time string, meta_error string, "
+    "n_files long, n_bytes long, n_lines long, n_events long, n_set_aside_lines long, n_issues long, "
+    "run_id string, parsed_at timestamp, parser_version string"
+)
+QUARANTINE_SCHEMA = (
+    "job_id string, file string, reason string, detail string, n_lines long, n_bytes long, line_no long, "
+    "sample string, run_id string"
+)
+
+
+def _write_quarantine(spark: SparkSession, config: Config, issues: list[Issue], job_ids: list[str],
+                      run_id: str) -> None:
+    rows = [(i.job_id, i.file, i.reason, i.detail, i.n_lines, i.n_bytes, i.line_no, i.sample, run_id)
+            for i in issues if i.job_id is not None]
+    frame = spark.createDataFrame(rows, schema=QUARANTINE_SCHEMA)
+    if rows or table_exists(config.storage, "quarantine"):
+        write_job_rows(frame, config.storage, "quarantine", job_ids, {r[0] for r in rows})

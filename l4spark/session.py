@@ -1,0 +1,34 @@
+"""The SparkSession factory: local by default, bound to loopback, UTC, few shuffle partitions."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from pyspark.sql import SparkSession
+
+from l4spark.config import SparkConfig
+
+
+def build_session(conf: SparkConfig) -> SparkSession:
+    """A SparkSession for ``conf``. Python workers run this interpreter (``PYSPARK_PYTHON``) so
+    that executors import the same l4spark and libraries; every socket binds to 127.0.0.1
+    unless ``SPARK_LOCAL_IP`` says otherwise (a cluster's spark-submit sets its own)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    local = conf.master.startswith("local")
+    if local:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = (
+        SparkSession.builder.master(conf.master)
+        .appName(conf.app_name)
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", str(conf.shuffle_partitions))
+        .config("spark.log.level", conf.log_level)
+        .config("spark.driver.memory", conf.driver_memory)
+    )
+    if local:
+        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+    for key, value in conf.extra.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()

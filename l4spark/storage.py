@@ -1,0 +1,159 @@
+"""Warehouse I/O: where tables live, replacing a job's rows, the template store files.
+
+All table writes go through ``write_job_rows`` (per-job replacement) or ``write_table``
+(small tables rewritten whole). Parquet: a dynamic partition overwrite replaces the partitions
+of the jobs written, and partitions of those jobs that the new data no longer has are deleted,
+so a rerun leaves exactly the new rows. Delta: ``replaceWhere`` on the job ids.
+
+The template store is small driver-side state: ``_template_store/state-<n>.json`` (Drain
+clusters) and ``masked-<n>.parquet`` (masked message -> event id), made current by atomically
+replacing the one-line ``CURRENT`` file. A crash before that leaves the previous version in use.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+
+from l4spark.config import DrainConfig, StorageConfig
+from l4spark.errors import TemplateStoreError
+from l4spark.templates import TemplateStore
+
+STORE_DIR = "_template_store"
+KEEP_STORE_VERSIONS = 3
+
+
+def table_path(storage: StorageConfig, table: str) -> str:
+    return str(Path(storage.warehouse).resolve() / table)
+
+
+def table_exists(storage: StorageConfig, table: str) -> bool:
+    path = Path(table_path(storage, table))
+    return path.is_dir() and any(path.iterdir())
+
+
+def read_table(spark: SparkSession, storage: StorageConfig, table: str) -> DataFrame:
+    reader = spark.read.format(storage.format)
+    if storage.format == "parquet":
+        reader = reader.option("basePath", table_path(storage, table))
+    return reader.load(table_path(storage, table))
+
+
+def write_job_rows(rows: DataFrame, storage: StorageConfig, table: str, job_ids: Iterable[str],
+                   jobs_with_rows: Iterable[str] | None = None) -> None:
+    """Replace the rows of ``job_ids`` in ``table`` (partitioned by job_id) with ``rows``.
+
+    ``rows`` must hold only those jobs. Rows of other jobs are untouched. ``jobs_with_rows``
+    (default: all) says which jobs ``rows`` has; the others' old partitions are deleted, as a
+    dynamic overwrite only replaces partitions that the new data has.
+    """
+    job_ids = sorted(set(job_ids))
+    path = table_path(storage, table)
+    if storage.format == "delta":
+        quoted = ", ".join("'" + j.replace("'", "''") + "'" for j in job_ids)
+        (rows.write.format("delta").mode("overwrite").partitionBy("job_id")
+         .option("replaceWhere", f"job_id IN ({quoted})").save(path))
+        return
+    (rows.write.mode("overwrite").option("partitionOverwriteMode", "dynamic")
+     .partitionBy("job_id").parquet(path))
+    delete_job_partitions(storage, table, set(job_ids) - set(jobs_with_rows if jobs_with_rows is not None else job_ids))
+
+
+def delete_job_partitions(storage: StorageConfig, table: str, job_ids: Iterable[str]) -> None:
+    """Remove every row of ``job_ids`` from a Parquet table."""
+    base = Path(table_path(storage, table))
+    for job_id in job_ids:
+        folder = base / ("job_id=" + escape_partition_value(job_id))
+        if folder.is_dir():
+            shutil.rmtree(folder)
+
+
+def escape_partition_value(value: str) -> str:
+    """Spark's escaping of a partition value in a folder name (ExternalCatalogUtils)."""
+    special = set('"#%\'*/:=?\\\x7f{[]^')
+    out = []
+    for char in value:
+        if char in special or ord(char) < 0x20:
+            out.append(f"%{ord(char):02X}")
+        else:
+            out.append(char)
+    return "".join(out) if value else "__HIVE_DEFAULT_PARTITION__"
+
+
+def write_table(rows: DataFrame, storage: StorageConfig, table: str) -> None:
+    """Rewrite a small unpartitioned table whole."""
+    rows.write.format(storage.format).mode("overwrite").save(table_path(storage, table))
+
+
+# ---- template store -----------------------------------------------------------------------
+
+
+def load_template_store(storage: StorageConfig, conf: DrainConfig) -> TemplateStore:
+    """The current store of the warehouse, or an empty one for a new warehouse."""
+    base = Path(storage.warehouse).resolve() / STORE_DIR
+    current = base / "CURRENT"
+    if not current.exists():
+        return TemplateStore(conf)
+    version = current.read_text("utf-8").strip()
+    try:
+        state = json.loads((base / f"state-{version}.json").read_text("utf-8"))
+        masked = pq.read_table(base / f"masked-{version}.parquet")
+    except (OSError, ValueError, pa.ArrowInvalid) as exc:
+        raise TemplateStoreError(f"template store version {version} under {base} is unreadable: {exc}") from exc
+    mapping = dict(zip(masked.column("masked").to_pylist(), masked.column("event_id").to_pylist()))
+    return TemplateStore.from_state(state, mapping, conf)
+
+
+def save_template_store(storage: StorageConfig, store: TemplateStore) -> str:
+    """Write a new version of the store and make it current atomically; returns the version."""
+    base = Path(storage.warehouse).resolve() / STORE_DIR
+    base.mkdir(parents=True, exist_ok=True)
+    current = base / "CURRENT"
+    previous = int(current.read_text("utf-8").strip()) if current.exists() else 0
+    version = f"{previous + 1:06d}"
+    _atomic_write_bytes(base / f"state-{version}.json", json.dumps(store.to_state(), ensure_ascii=False).encode())
+    mapping = store.masked_map()
+    table = pa.table({"masked": pa.array(list(mapping), pa.string()),
+                      "event_id": pa.array(list(mapping.values()), pa.string())})
+    tmp = base / f".masked-{version}.parquet.tmp"
+    pq.write_table(table, tmp)
+    os.replace(tmp, base / f"masked-{version}.parquet")
+    _atomic_write_bytes(current, version.encode())
+    _prune_versions(base, int(version))
+    return version
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _prune_versions(base: Path, newest: int) -> None:
+    for path in base.glob("*-[0-9][0-9][0-9][0-9][0-9][0-9].*"):
+        number = int(path.name.split("-")[1].split(".")[0])
+        if number <= newest - KEEP_STORE_VERSIONS:
+            path.unlink()
+
+
+def write_json(path: str | Path, payload: Any) -> None:
+    """Write a JSON document atomically (reports, summaries)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write_bytes(path, json.dumps(payload, indent=2, default=str).encode())

@@ -1,0 +1,232 @@
+"""Line rules shared by the JVM hot path and the Python reference: wrappers, headers, masks.
+
+Every rule is written once (in conf) in the regex syntax that Python ``re`` and Java regex
+share, and compiled two ways: ``java_*`` strings for Spark's ``regexp_replace`` /
+``regexp_extract`` and Python patterns for the single-process reference used by tests, the
+drain3 baseline and the parsing benchmark. The two must give the same result on every line;
+``tests/test_structure_parity.py`` checks that on real and generated lines.
+
+Structuring a line (both engines):
+1. peel wrappers: one anchored regex strips up to ``max_depth`` wrapper prefixes of any kind;
+   the first wrapper that carries a timestamp gives ``wrapper_ts``;
+2. header: rules are tried in order; the first that matches the whole peeled text builds
+   ``ts``, ``level`` and ``message`` from its field templates; no match keeps the text whole.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable
+
+# Java named groups allow letters and digits only, starting with a letter.
+_GROUP_NAME = re.compile(r"\(\?P<([^>]*)>")
+_JAVA_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
+_TEMPLATE_FIELD = re.compile(r"\{([^{}]*)\}")
+# Markers of a matched header inside the JVM result string (see header_replacement_java).
+HEADER_MARK = "\x02"
+FIELD_SEP = "\x01"
+
+
+def compile_pattern(pattern: str) -> re.Pattern[str]:
+    """Compile a conf regex for Python with the flags that make it behave as in Java."""
+    try:
+        return re.compile(pattern, re.ASCII | re.DOTALL)
+    except re.error as exc:
+        raise ValueError(f"regex does not compile: {exc} in {pattern!r}") from exc
+
+
+def java_regex(pattern: str) -> str:
+    """The same regex in Java syntax: (?P<n>...) -> (?<n>...), (?P=n) -> \\k<n>, DOTALL on."""
+    converted = pattern.replace("(?P<", "(?<")
+    converted = re.sub(r"\(\?P=([A-Za-z][A-Za-z0-9]*)\)", r"\\k<\1>", converted)
+    return "(?s)" + converted
+
+
+def _without_names(pattern: str) -> str:
+    """Named groups as non-capturing groups, so several rules can be joined in one regex."""
+    return _GROUP_NAME.sub("(?:", pattern)
+
+
+def _check_names(pattern: str, where: str) -> set[str]:
+    names = set(_GROUP_NAME.findall(pattern))
+    bad = sorted(n for n in names if not _JAVA_NAME.match(n))
+    if bad:
+        raise ValueError(f"{where}: group names must be letters and digits (Java rule), found {bad}")
+    return names
+
+
+def _check_template(template: str, names: set[str], where: str) -> None:
+    unknown = sorted(set(_TEMPLATE_FIELD.findall(template)) - names)
+    if unknown:
+        raise ValueError(f"{where}: template {template!r} names groups the pattern lacks: {unknown}")
+
+
+def _java_template(template: str) -> str:
+    parts = _TEMPLATE_FIELD.split(template)
+    out = []
+    for i, part in enumerate(parts):
+        if i % 2:
+            out.append("${" + part + "}")
+        else:
+            out.append(part.replace("\\", "\\\\").replace("$", "\\$"))
+    return "".join(out)
+
+
+def _expand(template: str, match: re.Match[str]) -> str:
+    return _TEMPLATE_FIELD.sub(lambda m: match.group(m.group(1)) or "", template)
+
+
+@dataclass(frozen=True)
+class WrapperRule:
+    """A launcher/collector prefix (e.g. ``[default3]:``), optionally carrying a timestamp."""
+
+    name: str
+    pattern: str
+    ts: str = ""
+
+    def __post_init__(self) -> None:
+        compile_pattern(self.pattern)
+        names = _check_names(self.pattern, f"wrapper '{self.name}'")
+        _check_template(self.ts, names, f"wrapper '{self.name}' ts")
+
+
+@dataclass(frozen=True)
+class HeaderRule:
+    """A framework header: the fields ts, level, message built from named groups."""
+
+    name: str
+    pattern: str
+    ts: str = ""
+    level: str = ""
+    message: str = "{msg}"
+
+    def __post_init__(self) -> None:
+        compile_pattern(self.pattern)
+        names = _check_names(self.pattern, f"header '{self.name}'")
+        for field_name in ("ts", "level", "message"):
+            _check_template(getattr(self, field_name), names, f"header '{self.name}' {field_name}")
+
+    def anchored(self) -> str:
+        return "^(?:" + self.pattern + ")$"
+
+
+@dataclass(frozen=True)
+class MaskRule:
+    """Replace every match of ``pattern`` in a message by the literal ``replacement``."""
+
+    name: str
+    pattern: str
+    replacement: str
+
+    def __post_init__(self) -> None:
+        compiled = compile_pattern(self.pattern)
+        if compiled.match(""):
+            raise ValueError(f"mask '{self.name}' matches the empty string")
+
+    def java_replacement(self) -> str:
+        return self.replacement.replace("\\", "\\\\").replace("$", "\\$")
+
+
+# ---- the JVM side: strings handed to Spark functions -------------------------------------
+
+
+def wrapper_strip_java(wrappers: Iterable[WrapperRule], max_depth: int) -> str | None:
+    """One anchored regex that matches up to ``max_depth`` wrapper prefixes, any kind each."""
+    alternatives = [_without_names(w.pattern) for w in wrappers]
+    if not alternatives or max_depth <= 0:
+        return None
+    joined = "|".join(f"(?:{a})" for a in alternatives)
+    return java_regex(f"^(?:{joined}){{0,{max_depth}}}")
+
+
+def wrapper_ts_java(wrappers: Iterable[WrapperRule], max_depth: int) -> list[tuple[str, str]]:
+    """Per wrapper with a timestamp: (regex, replacement) giving its ts if it is among the first
+    ``max_depth`` layers; the replacement is the ts template, the regex matches the whole line."""
+    rules = list(wrappers)
+    any_wrapper = "|".join(f"(?:{_without_names(w.pattern)})" for w in rules)
+    out = []
+    for rule in rules:
+        if not rule.ts or max_depth <= 0:
+            continue
+        regex = f"^(?:{any_wrapper}){{0,{max_depth - 1}}}?(?:{rule.pattern}).*$"
+        out.append((java_regex(regex), _java_template(rule.ts)))
+    return out
+
+
+def header_replacement_java(rule: HeaderRule) -> tuple[str, str]:
+    """(regex, replacement): a matched line becomes MARK ts SEP level SEP message."""
+    regex = java_regex("^(?!" + HEADER_MARK + ")(?:" + rule.pattern + ")$")
+    replacement = (
+        HEADER_MARK + _java_template(rule.ts) + FIELD_SEP + _java_template(rule.level) + FIELD_SEP
+        + _java_template(rule.message)
+    )
+    return regex, replacement
+
+
+# ---- the Python reference ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Structured:
+    """A structured line: ``ts`` is the raw timestamp text (not yet parsed), or None."""
+
+    ts: str | None
+    level: str | None
+    message: str
+
+
+class LineStructurer:
+    """Python reference of the JVM structuring: same rules, same result, one line at a time."""
+
+    def __init__(self, wrappers: Iterable[WrapperRule], headers: Iterable[HeaderRule],
+                 levels: dict[str, str], max_depth: int) -> None:
+        wrappers = tuple(wrappers)
+        joined = "|".join(f"(?:{_without_names(w.pattern)})" for w in wrappers)
+        self._strip = compile_pattern(f"^(?:{joined}){{0,{max_depth}}}") if wrappers and max_depth > 0 else None
+        self._wrapper_ts = [
+            (compile_pattern(f"^(?:{joined}){{0,{max_depth - 1}}}?(?:{w.pattern}).*$"), w.ts)
+            for w in wrappers if w.ts and max_depth > 0
+        ]
+        self._headers = [(compile_pattern(h.anchored()), h) for h in headers]
+        self._levels = levels
+
+    def structure(self, line: str) -> Structured:
+        wrapper_ts = None
+        for regex, template in self._wrapper_ts:
+            match = regex.match(line)
+            if match:
+                wrapper_ts = _expand(template, match)
+                break
+        text = self._strip.sub("", line, count=1) if self._strip else line
+        for regex, rule in self._headers:
+            match = regex.match(text)
+            if match:
+                ts = clean_ts(_expand(rule.ts, match)) or wrapper_ts
+                level = normalize_level(_expand(rule.level, match), self._levels)
+                return Structured(ts or None, level, _expand(rule.message, match))
+        return Structured(wrapper_ts or None, None, text)
+
+
+def clean_ts(ts: str) -> str:
+    """Drop what an absent optional group leaves behind ("12:00:00." -> "12:00:00")."""
+    return ts.rstrip(". ")
+
+
+def normalize_level(level: str, levels: dict[str, str]) -> str | None:
+    key = level.strip().upper()
+    if not key:
+        return None
+    return levels.get(key, key)
+
+
+class Masker:
+    """Python reference of the JVM masking: each rule's regex replaced in order."""
+
+    def __init__(self, masks: Iterable[MaskRule]) -> None:
+        self._rules = [(compile_pattern(m.pattern), m.replacement) for m in masks]
+
+    def mask(self, message: str) -> str:
+        for regex, replacement in self._rules:
+            message = regex.sub(lambda _m, r=replacement: r, message)
+        return message
