@@ -115,7 +115,9 @@ def _scan_job_dir(root: Path, job_dir: Path, matcher: re.Pattern[str], job_file:
     job_name = job_dir.name
     found_rank_file = False
     for dirpath, dirnames, filenames in os.walk(job_dir):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(("_", ".")))
+        hidden = [d for d in dirnames if d.startswith(("_", "."))]
+        scan.skipped_hidden += len(hidden)
+        dirnames[:] = sorted(d for d in dirnames if d not in hidden)
         for name in sorted(filenames):
             full = Path(dirpath) / name
             rel = full.relative_to(root).as_posix()

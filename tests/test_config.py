@@ -1,0 +1,50 @@
+"""Configuration: defaults load, overrides apply, bad input is a ConfigError naming the key."""
+
+from __future__ import annotations
+
+import pytest
+
+from l4spark.config import load_config
+from l4spark.errors import ConfigError
+
+
+def test_defaults_load_with_rules(default_config):
+    assert default_config.storage.format == "parquet"
+    assert [w.name for w in default_config.structure.wrappers][:2] == ["cri", "rfc3339"]
+    assert len(default_config.structure.headers) >= 6
+    assert default_config.structure.levels["WARNING"] == "WARN"
+    assert {m.name for m in default_config.masking} >= {"ip", "number", "path"}
+
+
+def test_file_and_dotted_overrides(tmp_path):
+    path = tmp_path / "env.toml"
+    path.write_text('[storage]\nwarehouse = "/data/wh"\n[drain]\nsim_th = 0.5\n'
+                    '[[masking]]\nname = "num"\npattern = "[0-9]+"\nreplacement = "<N>"\n')
+    config = load_config(path, overrides={"spark.master": "local[1]"})
+    assert config.storage.warehouse == "/data/wh"
+    assert config.drain.sim_th == 0.5
+    assert [m.name for m in config.masking] == ["num"]
+    assert config.spark.master == "local[1]"
+
+
+@pytest.mark.parametrize("text,message", [
+    ('[storage]\nwarehous = "x"\n', "unknown config key 'storage.warehous'"),
+    ('[nonsense]\na = 1\n', "unknown config key 'nonsense'"),
+    ('[ingest]\nmax_line_bytes = "big"\n', "'ingest.max_line_bytes' must be an integer"),
+    ('[storage]\nformat = "orc"\n', "'storage.format' must be 'parquet' or 'delta'"),
+    ('[[masking]]\nname = "m"\npattern = "([0-9"\nreplacement = "x"\n', "masking\\[0\\].*does not compile"),
+    ('[[masking]]\nname = "m"\npattern = "[0-9]+"\n', "masking\\[0\\]' is incomplete"),
+    ('[layout]\npattern = "^(?P<job_id>[^/]+)/x$"\n', "needs the named groups"),
+    ('[drain]\nsim_th = 2.0\n', "drain.sim_th"),
+    ('this is not toml', "not valid TOML"),
+])
+def test_bad_config_is_a_clear_error(tmp_path, text, message):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_config(path)
+
+
+def test_missing_file_is_a_clear_error(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "absent.toml")

@@ -1,0 +1,179 @@
+"""End to end: rank files -> events/templates/jobs/quarantine tables, reruns and id stability."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from l4spark.parse import parse_jobs
+from l4spark.storage import load_template_store
+
+pytestmark = pytest.mark.spark
+
+EVENTS_COLUMNS = [
+    ("node", "string"), ("rank", "int"), ("file", "string"), ("line_no", "bigint"), ("ts", "timestamp"),
+    ("level", "string"), ("event_id", "string"), ("message", "string"), ("stage", "string"),
+    ("iteration", "bigint"), ("job_id", "string"),
+]
+
+
+def healthy_lines(node: str, rank: int, n: int = 20) -> list[str]:
+    lines = [f"[2026-11-20 01:00:0{rank % 10},000] [INFO] [engine.py:12:init] [Rank {rank}] initializing model",
+             f"{node}:4242:4300 [{rank % 8}] NCCL INFO Channel 00/02 :    0   1   2   3"]
+    lines += [f" [2026-11-20 01:{i // 60:02d}:{i % 60:02d}] iteration {i:>8}/    1000 | lm loss: {2.5 - i / 1000:.6E} |"
+              for i in range(1, n)]
+    return lines
+
+
+def write_job(root, job_id, nodes, status="failed", extra=None, gz=False):
+    job = root / job_id
+    for n, node in enumerate(nodes):
+        for r in range(2):
+            rank = n * 2 + r
+            text = "\n".join(healthy_lines(node, rank) + (extra or {}).get((node, rank), [])) + "\n"
+            path = job / node / (f"rank-{rank}.log" + (".gz" if gz else ""))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(gzip.compress(text.encode(), mtime=0) if gz else text.encode())
+    (job / "job.json").write_text(json.dumps({
+        "job_id": job_id, "status": status, "settings": {"model": "m", "framework": "megatron"},
+        "start_time": "2026-11-20T01:00:00Z", "end_time": "2026-11-20T02:00:00Z"}))
+
+
+def read(warehouse, table):
+    return pq.read_table(warehouse / table).to_pandas()
+
+
+def event_ids_by_line(warehouse, job_id):
+    events = read(warehouse, "events")
+    events = events[events["job_id"] == job_id]
+    return dict(zip(zip(events["file"], events["line_no"]), events["event_id"]))
+
+
+def test_parse_writes_the_contract_tables(spark, test_config, tmp_path):
+    logs = tmp_path / "logs"
+    write_job(logs, "job-a", ["gpu-001", "gpu-002"],
+              extra={("gpu-002", 3): ["gpu-002:4242:4300 [3] NCCL WARN NET/IB : Got completion from peer "
+                                       "10.3.1.17<52011> with error 12, opcode 0, len 0, vendor err 129 (Recv)"]})
+    write_job(logs, "job-b", ["gpu-003"], status="succeeded", gz=True)
+    summary = parse_jobs(spark, test_config, logs, progress=lambda m: None)
+    warehouse = tmp_path / "warehouse"
+
+    events = spark.read.parquet(str(warehouse / "events"))
+    assert [(f.name, f.dataType.simpleString()) for f in events.schema.fields] == EVENTS_COLUMNS
+    assert summary.lines == events.count() == 4 * 21 + 1 + 2 * 21
+    assert summary.files == 6 and summary.jobs == ["job-a", "job-b"]
+    assert events.where("event_id is null").count() == 0
+
+    frame = read(warehouse, "events").sort_values(["job_id", "file", "line_no"])
+    rank3 = frame[frame["file"] == "job-a/gpu-002/rank-3.log"]
+    assert list(rank3["line_no"]) == list(range(1, 23))
+    last = rank3.iloc[-1]
+    assert (last["level"], last["node"], last["rank"]) == ("WARN", "gpu-002", 3)
+    assert last["message"].startswith("NCCL WARN NET/IB : Got completion from peer 10.3.1.17<52011>")
+
+    templates = read(warehouse, "templates").set_index("event_id")
+    assert templates.loc[last["event_id"], "template"] == (
+        "NCCL WARN NET/IB : Got completion from peer <IP> with error <NUM>, opcode <NUM>, len <NUM>, "
+        "vendor err <NUM> (Recv)")
+    assert templates["n_lines"].sum() == summary.lines
+    iteration_event = frame[frame["message"].str.contains("iteration")]["event_id"].unique()
+    assert len(iteration_event) == 1 and templates.loc[iteration_event[0], "n_jobs"] == 2
+
+    jobs = read(warehouse, "jobs").set_index("job_id")
+    assert jobs.loc["job-a", "status"] == "failed" and jobs.loc["job-b", "status"] == "succeeded"
+    assert jobs.loc["job-a", "n_lines"] == 4 * 21 + 1
+    assert json.loads(jobs.loc["job-b", "settings"]) == {"framework": "megatron", "model": "m"}
+
+
+def test_rerun_replaces_exactly_the_parsed_job(spark, test_config, tmp_path):
+    logs = tmp_path / "logs"
+    write_job(logs, "job-a", ["gpu-001"])
+    write_job(logs, "job-b", ["gpu-002"])
+    parse_jobs(spark, test_config, logs, progress=lambda m: None)
+    warehouse = tmp_path / "warehouse"
+    before = read(warehouse, "events").sort_values(["job_id", "file", "line_no"]).reset_index(drop=True)
+
+    parse_jobs(spark, test_config, logs, jobs=["job-a"], progress=lambda m: None)
+    after = read(warehouse, "events").sort_values(["job_id", "file", "line_no"]).reset_index(drop=True)
+    assert after.equals(before)
+
+    # job-a loses a node: its old rows must go, job-b's stay
+    import shutil
+    shutil.rmtree(logs / "job-a" / "gpu-001")
+    write_job(logs, "job-a-new", ["gpu-009"])
+    (logs / "job-a" / "gpu-005").mkdir()
+    (logs / "job-a" / "gpu-005" / "rank-0.log").write_text("only line\n")
+    parse_jobs(spark, test_config, logs, jobs=["job-a"], progress=lambda m: None)
+    final = read(warehouse, "events")
+    assert list(final[final["job_id"] == "job-a"]["message"]) == ["only line"]
+    assert len(final[final["job_id"] == "job-b"]) == len(before[before["job_id"] == "job-b"])
+
+
+def test_event_ids_are_stable_across_runs_and_jobs(spark, test_config, tmp_path):
+    logs = tmp_path / "logs"
+    write_job(logs, "job-a", ["gpu-001"], extra={("gpu-001", 0): ["CUDA error: an illegal memory access was encountered"]})
+    write_job(logs, "job-b", ["gpu-002"], extra={("gpu-002", 1): ["checkpoint save to /ckpt/x/y failed, retrying"]})
+    warehouse = tmp_path / "warehouse"
+    parse_jobs(spark, test_config, logs, jobs=["job-a"], progress=lambda m: None)
+    first = event_ids_by_line(warehouse, "job-a")
+    parse_jobs(spark, test_config, logs, jobs=["job-b"], progress=lambda m: None)
+    parse_jobs(spark, test_config, logs, jobs=["job-a"], progress=lambda m: None)
+    assert event_ids_by_line(warehouse, "job-a") == first
+
+    events = read(warehouse, "events")
+    shared = events[events["message"].str.contains("NCCL INFO Channel")]
+    assert set(shared["job_id"]) == {"job-a", "job-b"} and shared["event_id"].nunique() == 1
+    assert len(load_template_store(test_config.storage, test_config.drain)) == read(warehouse, "templates").shape[0]
+
+
+def test_line_order_is_exact_in_a_file_bigger_than_a_task(spark, tmp_path):
+    from l4spark.config import load_config
+    config = load_config(overrides={"storage.warehouse": str(tmp_path / "warehouse"),
+                                    "ingest.target_task_bytes": 64 * 1024, "ingest.read_chunk_bytes": 4096,
+                                    "ingest.batch_lines": 1000})
+    logs = tmp_path / "logs"
+    write_job(logs, "job-a", ["gpu-001"])
+    big = logs / "job-a" / "gpu-001" / "rank-0.log"
+    big.write_text("".join(f"step {i} of the long run\n" for i in range(1, 30001)))
+    spark.conf.set("spark.sql.files.maxPartitionBytes", 64 * 1024)
+    try:
+        parse_jobs(spark, config, logs, progress=lambda m: None)
+    finally:
+        spark.conf.unset("spark.sql.files.maxPartitionBytes")
+    events = read(tmp_path / "warehouse", "events")
+    rank0 = events[events["file"] == "job-a/gpu-001/rank-0.log"].sort_values("line_no")
+    assert list(rank0["line_no"]) == list(range(1, 30001))
+    assert list(rank0["message"]) == [f"step {i} of the long run" for i in range(1, 30001)]
+
+
+def test_bad_input_is_quarantined_and_the_batch_goes_on(spark, test_config, tmp_path):
+    logs = tmp_path / "logs"
+    write_job(logs, "job-good", ["gpu-001"])
+    write_job(logs, "job-bad", ["gpu-002"])
+    node = logs / "job-bad" / "gpu-002"
+    (node / "rank-7.log").write_bytes(b"fine\n\x00\x00\x01binary\x00\n\xff\xfe latin junk in a long line\n" +
+                                      b"y" * (2 * 1024 * 1024) + b"\nlast\n")
+    (node / "rank-8.log").write_bytes(b"")
+    (node / "rank-9.log.gz").write_bytes(gzip.compress("".join(f"line {i}\n" for i in range(9999)).encode())[:2000])
+    (node / "core.dump").write_bytes(b"\x7fELF")
+    (logs / "job-bad" / "job.json").write_text("{broken")
+    warehouse = tmp_path / "warehouse"
+    summary = parse_jobs(spark, test_config, logs, progress=lambda m: None)
+
+    assert summary.issues_by_reason == {"binary_line": 1, "empty_file": 1, "gzip_truncated": 1,
+                                        "invalid_utf8": 1, "job_meta": 1, "line_too_long": 1,
+                                        "outside_layout": 1}
+    assert summary.set_aside_lines == 2
+    quarantine = read(warehouse, "quarantine")
+    assert set(quarantine["job_id"]) == {"job-bad"}
+    events = read(warehouse, "events")
+    rank7 = events[events["file"] == "job-bad/gpu-002/rank-7.log"].sort_values("line_no")
+    assert list(rank7["line_no"]) == [1, 3, 5]
+    assert list(rank7["message"])[::2] == ["fine", "last"]
+    jobs = read(warehouse, "jobs").set_index("job_id")
+    assert jobs.loc["job-bad", "status"] == "unknown" and "not JSON" in jobs.loc["job-bad", "meta_error"]
+    good = events[events["job_id"] == "job-good"]
+    assert len(good) == 2 * 21

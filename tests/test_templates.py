@@ -1,0 +1,65 @@
+"""The template store: Drain over distinct masked messages, stable ids, exact save/restore."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from l4spark.config import DrainConfig
+from l4spark.errors import TemplateStoreError
+from l4spark.templates import TemplateStore
+
+MESSAGES = [
+    "connection to <IP> lost after <NUM> retries",
+    "connection to <IP> lost after <NUM> attempts",
+    "saving checkpoint to <PATH>",
+    "iteration <NUM>/ <NUM> | lm loss: <NUM> |",
+    "NCCL WARN NET/IB : Got completion from peer <IP> with error <NUM>",
+    "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=<NUM>, OpType=ALLREDUCE)",
+    "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=<NUM>, OpType=BROADCAST)",
+    "rank0 ready",
+    "rank1 ready",
+]
+
+
+def test_known_messages_keep_their_ids_and_similar_ones_join():
+    store = TemplateStore(DrainConfig())
+    first = store.add(MESSAGES)
+    assert first["rank0 ready"] == first["rank1 ready"]
+    assert first["connection to <IP> lost after <NUM> retries"] == first["connection to <IP> lost after <NUM> attempts"]
+    assert len(set(first.values())) == 6
+    again = store.add(list(reversed(MESSAGES)))
+    assert again == first
+    assert all(event_id.startswith("E") and len(event_id) == 13 for event_id in first.values())
+
+
+def test_ids_do_not_depend_on_store_instance():
+    a, b = TemplateStore(DrainConfig()), TemplateStore(DrainConfig())
+    assert a.add(MESSAGES) == b.add(MESSAGES)
+
+
+def test_restore_is_exact_and_continues_identically():
+    rng = random.Random(3)
+    words = ["alpha", "beta", "gamma", "delta", "<NUM>", "<IP>", "node", "failed", "ok", "retry"]
+    stream = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 7))) for _ in range(600)]
+    head, tail = stream[:300], stream[300:]
+
+    continuous = TemplateStore(DrainConfig())
+    continuous.add(head)
+    state = json.loads(json.dumps(continuous.to_state()))  # through plain JSON
+    restored = TemplateStore.from_state(state, continuous.masked_map(), DrainConfig())
+    assert restored.to_state() == continuous.to_state()
+
+    assert restored.add(tail) == continuous.add(tail)
+    assert restored.to_state() == continuous.to_state()
+
+
+def test_restore_refuses_other_drain_settings():
+    store = TemplateStore(DrainConfig())
+    store.add(MESSAGES)
+    with pytest.raises(TemplateStoreError, match="Drain settings"):
+        TemplateStore.from_state(store.to_state(), store.masked_map(), DrainConfig(sim_th=0.7))
+    with pytest.raises(TemplateStoreError, match="format"):
+        TemplateStore.from_state({**store.to_state(), "format": 99}, {}, DrainConfig())
