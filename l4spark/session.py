@@ -16,17 +16,19 @@ def build_session(conf: SparkConfig) -> SparkSession:
     unless ``SPARK_LOCAL_IP`` says otherwise (a cluster's spark-submit sets its own)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    local = conf.master.startswith("local")
+    # Under spark-submit the JVM is already up with the submitter's master and memory.
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ
+    local = conf.master.startswith("local") and not submitted
     if local:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = (
-        SparkSession.builder.master(conf.master)
-        .appName(conf.app_name)
+        SparkSession.builder.appName(conf.app_name)
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", str(conf.shuffle_partitions))
         .config("spark.log.level", conf.log_level)
-        .config("spark.driver.memory", conf.driver_memory)
     )
+    if not submitted:
+        builder = builder.master(conf.master).config("spark.driver.memory", conf.driver_memory)
     if local:
         builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
     for key, value in conf.extra.items():
