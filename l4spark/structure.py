@@ -19,8 +19,10 @@ from l4spark.textrules import (
     FIELD_SEP,
     HEADER_MARK,
     MaskRule,
+    fuse_masks,
     header_replacement_java,
     java_regex,
+    java_replacement,
     wrapper_strip_java,
     wrapper_ts_java,
 )
@@ -65,10 +67,11 @@ def with_structure(lines: DataFrame, conf: StructureConfig) -> DataFrame:
 
 
 def with_masked(lines: DataFrame, masks: Sequence[MaskRule]) -> DataFrame:
-    """Add ``masked``: ``message`` with every mask rule applied in order (null stays null)."""
+    """Add ``masked``: ``message`` with the mask rules applied as ``fuse_masks`` passes (null
+    stays null)."""
     masked = reduce(
-        lambda text, rule: F.regexp_replace(text, F.lit(java_regex(rule.pattern)), F.lit(rule.java_replacement())),
-        masks,
+        lambda text, rule: F.regexp_replace(text, F.lit(java_regex(rule[0])), F.lit(java_replacement(rule[1]))),
+        fuse_masks(masks),
         F.col("message"),
     )
     return lines.withColumn("masked", masked)

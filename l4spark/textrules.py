@@ -73,6 +73,11 @@ def _java_template(template: str) -> str:
     return "".join(out)
 
 
+def java_replacement(literal: str) -> str:
+    """A literal replacement text in Java's replacement syntax ($ and \\ escaped)."""
+    return literal.replace("\\", "\\\\").replace("$", "\\$")
+
+
 def _expand(template: str, match: re.Match[str]) -> str:
     return _TEMPLATE_FIELD.sub(lambda m: match.group(m.group(1)) or "", template)
 
@@ -124,8 +129,6 @@ class MaskRule:
         if compiled.match(""):
             raise ValueError(f"mask '{self.name}' matches the empty string")
 
-    def java_replacement(self) -> str:
-        return self.replacement.replace("\\", "\\\\").replace("$", "\\$")
 
 
 # ---- the JVM side: strings handed to Spark functions -------------------------------------
@@ -220,11 +223,80 @@ def normalize_level(level: str, levels: dict[str, str]) -> str | None:
     return levels.get(key, key)
 
 
+def fuse_masks(masks: Iterable[MaskRule]) -> list[tuple[str, str]]:
+    """(regex, replacement) passes: consecutive rules with the same replacement become one
+    alternation, so a line is scanned once per group instead of once per rule (each pass also
+    costs a UTF-8 <-> UTF-16 copy of the line in the JVM). Alternatives are tried in rule order
+    at each position, leftmost match first. When every alternative starts with a plain
+    character or character class, a one-character lookahead guard lets most positions fail at
+    once. Named groups are dropped (the same name in two rules would clash)."""
+    passes: list[tuple[list[str], str]] = []
+    for mask in masks:
+        if passes and passes[-1][1] == mask.replacement:
+            passes[-1][0].append(_without_names(mask.pattern))
+        else:
+            passes.append(([_without_names(mask.pattern)], mask.replacement))
+    fused = []
+    for patterns, replacement in passes:
+        if len(patterns) == 1:
+            fused.append((patterns[0], replacement))
+            continue
+        alternation = "|".join(f"(?:{p})" for p in patterns)
+        starts = [_first_atom(p) for p in patterns]
+        if all(starts):
+            alternation = f"(?=[{''.join(starts)}])(?:{alternation})"
+        fused.append((alternation, replacement))
+    return fused
+
+
+_FIRST_ATOM = re.compile(r"^(?:\[(?P<cls>(?:\\.|[^\]\\])+)\]|(?P<lit>[A-Za-z0-9/<>_:@%=~-]))")
+
+
+def _first_atom(pattern: str) -> str | None:
+    """The body of a character class for the pattern's first character, when it is a plain
+    class (not negated) or a plain literal followed by no quantifier that allows zero."""
+    match = _FIRST_ATOM.match(pattern)
+    if not match or _has_top_level_alternation(pattern):
+        return None
+    rest = pattern[match.end():]
+    if rest[:1] in ("?", "*") or rest.startswith("{0"):
+        return None
+    body = match.group("cls") or re.escape(match.group("lit"))
+    if body.startswith("^"):
+        return None
+    # bodies are concatenated into one class: a bare '-' at either end would make a range
+    if body.startswith("-"):
+        body = "\\" + body
+    if body.endswith("-") and not body.endswith("\\-"):
+        body = body[:-1] + "\\-"
+    return body
+
+
+def _has_top_level_alternation(pattern: str) -> bool:
+    depth, in_class, escaped = 0, False, False
+    for char in pattern:
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == "|" and depth == 0:
+            return True
+    return False
+
+
 class Masker:
-    """Python reference of the JVM masking: each rule's regex replaced in order."""
+    """Python reference of the JVM masking: the fused passes of ``fuse_masks`` in order."""
 
     def __init__(self, masks: Iterable[MaskRule]) -> None:
-        self._rules = [(compile_pattern(m.pattern), m.replacement) for m in masks]
+        self._rules = [(compile_pattern(p), r) for p, r in fuse_masks(masks)]
 
     def mask(self, message: str) -> str:
         for regex, replacement in self._rules:

@@ -42,7 +42,7 @@ from l4spark.evaluation.grouping import grouping_accuracy, parsing_accuracy
 from l4spark.parse import parse_jobs
 from l4spark.storage import read_table
 from l4spark.structure import with_masked
-from l4spark.textrules import LineStructurer, compile_pattern
+from l4spark.textrules import LineStructurer, compile_pattern, fuse_masks
 
 log = logging.getLogger(__name__)
 
@@ -184,12 +184,13 @@ def template_miner_config(config: Config) -> TemplateMinerConfig:
     miner_config.parametrize_numeric_tokens = config.drain.parametrize_numeric_tokens
     miner_config.mask_prefix, miner_config.mask_suffix = "<", ">"
     instructions = []
-    for rule in config.masking:
-        replacement = rule.replacement
+    # The passes the pipeline runs (consecutive masks with one replacement fused into one
+    # alternation), with the flags of textrules.compile_pattern so that each regex means what
+    # it means in Java.
+    for pattern, replacement in fuse_masks(config.masking):
         if not (replacement.startswith("<") and replacement.endswith(">")) or "\\" in replacement:
-            raise ConfigError(f"mask '{rule.name}': drain3 can only replace with '<name>', found {replacement!r}")
-        # The flags of textrules.compile_pattern, so that the regex means what it means in Java.
-        instructions.append(MaskingInstruction("(?as)" + rule.pattern, replacement[1:-1]))
+            raise ConfigError(f"mask pass {pattern!r}: drain3 can only replace with '<name>', found {replacement!r}")
+        instructions.append(MaskingInstruction("(?as)" + pattern, replacement[1:-1]))
     miner_config.masking_instructions = instructions
     return miner_config
 
