@@ -98,6 +98,9 @@ def parse_jobs(spark: SparkSession, config: Config, logs_root: str | Path, jobs:
         read_rank_files(spark, scan.files, config.ingest)
         .transform(lambda df: with_structure(df, config.structure))
         .transform(lambda df: with_masked(df, config.masking))
+        # keep only what later steps read: the cache is the run's biggest write
+        .select("job_id", "node", "rank", "file", "line_no", "ts", "level", "message", "masked",
+                "issue", "detail", "n_lines", "n_bytes", F.when(F.col("issue").isNotNull(), F.col("raw")).alias("sample"))
     )
     level = StorageLevel.DISK_ONLY if config.ingest.cache == "disk" else StorageLevel.MEMORY_AND_DISK
     parsed = parsed.persist(level)
@@ -173,10 +176,10 @@ class _Clock:
 def _file_issues(parsed: DataFrame) -> list[Issue]:
     rows = (
         parsed.where(F.col("issue").isNotNull())
-        .select("job_id", "file", "issue", "detail", "n_lines", "n_bytes", "line_no", "raw")
+        .select("job_id", "file", "issue", "detail", "n_lines", "n_bytes", "line_no", "sample")
         .collect()
     )
-    return [Issue(r.job_id, r.file, r.issue, r.detail, r.n_lines or 0, r.n_bytes or 0, r.line_no, r.raw)
+    return [Issue(r.job_id, r.file, r.issue, r.detail, r.n_lines or 0, r.n_bytes or 0, r.line_no, r.sample)
             for r in rows]
 
 
