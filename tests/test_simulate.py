@@ -1,0 +1,485 @@
+"""Tests of the training-fleet simulator (l4spark.simulate): each realism property on a small fleet."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import re
+import time
+from datetime import datetime
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+
+from l4spark.simulate import FAULT_CLASSES, FAULT_KINDS, FleetOptions, simulate_fleet
+from l4spark.simulate.cli import main as cli_main
+from l4spark.simulate.cli import parse_range, parse_size
+from l4spark.simulate.formats import Clock, RankLog, Truth, template_of
+from l4spark.simulate.stats import label_stats
+
+SMALL = dict(jobs=40, failed_share=0.6, nodes=(2, 5), iterations=150)
+
+
+def _read(path: Path) -> list[str]:
+    if path.suffix == ".gz":
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            return f.read().split("\n")[:-1]
+    return path.read_text(encoding="utf-8").split("\n")[:-1]
+
+
+class Fleet:
+    """A generated fleet, read back: jobs, labels and lines per rank file."""
+
+    def __init__(self, root: Path, summary) -> None:
+        self.root, self.summary = root, summary
+        self.jobs = {p.parent.name: json.loads(p.read_text()) for p in sorted(root.glob("*/job.json"))}
+        self.labels = {p.stem: json.loads(p.read_text()) for p in sorted((root / "_labels").glob("*.json"))}
+        self._files: dict[str, dict[tuple[str, int], list[str]]] = {}
+
+    def files(self, job: str) -> dict[tuple[str, int], list[str]]:
+        if job not in self._files:
+            out = {}
+            for p in sorted((self.root / job).glob("*/rank-*")):
+                rank = int(re.match(r"rank-(\d+)", p.name).group(1))
+                out[(p.parent.name, rank)] = _read(p)
+            self._files[job] = out
+        return self._files[job]
+
+    def lines(self, job: str) -> list[str]:
+        return [line for lines in self.files(job).values() for line in lines]
+
+    def all_lines(self):
+        for job in self.jobs:
+            yield from self.lines(job)
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory) -> Fleet:
+    root = tmp_path_factory.mktemp("fleet")
+    summary = simulate_fleet(root, FleetOptions(seed=7, **SMALL))
+    return Fleet(root, summary)
+
+
+def _tree_hash(root: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            h.update(str(p.relative_to(root)).encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+# -- layout and summary ---------------------------------------------------------------------------
+def test_layout_is_exactly_the_documented_one(fleet):
+    for job_dir in fleet.root.iterdir():
+        if job_dir.name == "_labels":
+            assert all(p.suffix == ".json" for p in job_dir.iterdir())
+            continue
+        names = {p.name for p in job_dir.iterdir()}
+        assert "job.json" in names
+        job = fleet.jobs[job_dir.name]
+        assert sorted(names - {"job.json"}) == sorted(job["nodes"])
+        for node in job["nodes"]:
+            ranks = sorted(int(p.name[5:-4]) for p in (job_dir / node).iterdir())
+            i = job["nodes"].index(node)
+            per = job["settings"]["gpus_per_node"]
+            assert ranks == list(range(i * per, (i + 1) * per))
+    assert set(fleet.labels) == {j for j, d in fleet.jobs.items() if d["status"] == "failed"}
+    assert fleet.summary.n_jobs == 40 and fleet.summary.n_failed == 24 == len(fleet.labels)
+    assert fleet.summary.n_files == sum(1 for _ in fleet.root.glob("*/*/rank-*"))
+
+
+def test_job_json_fields(fleet):
+    for job_id, job in fleet.jobs.items():
+        assert job["job_id"] == job_id and job["status"] in ("succeeded", "failed")
+        s = job["settings"]
+        for key in ("model", "framework", "framework_version", "tensor_parallel", "pipeline_parallel",
+                    "data_parallel", "nodes", "gpus_per_node", "image"):
+            assert key in s
+        assert s["tensor_parallel"] * s["pipeline_parallel"] * s["data_parallel"] == s["nodes"] * s["gpus_per_node"]
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", job["start_time"])
+        assert job["start_time"] < job["end_time"]
+        assert re.fullmatch(r"[A-Za-z0-9._-]+", job_id)
+
+
+# -- fault kinds -----------------------------------------------------------------------------------
+def test_at_least_twelve_kinds_cover_every_class_and_all_appear(fleet):
+    assert len(FAULT_KINDS) >= 12
+    assert set(FAULT_CLASSES.values()) == {
+        "network", "accelerator", "node", "storage", "configuration", "software_incompatibility",
+        "program_bug", "out_of_memory", "hang", "slowdown", "loss_divergence"}
+    assert set(fleet.summary.fault_kinds) == set(FAULT_KINDS)
+    assert {lab["fault_kind"] for lab in fleet.labels.values()} == set(FAULT_KINDS)
+    for lab in fleet.labels.values():
+        assert lab["fault_class"] == FAULT_CLASSES[lab["fault_kind"]]
+        assert lab["failure_stage"] in ("init", "data_loading", "model_loading", "training", "checkpoint_saving")
+        assert lab["indicating_messages"], lab["job_id"]
+
+
+# -- labels agree with the files ------------------------------------------------------------------
+def test_every_indicating_message_occurs_in_the_stated_count(fleet):
+    for job, lab in fleet.labels.items():
+        lines = fleet.lines(job)
+        for m in lab["indicating_messages"]:
+            carrying = [line for line in lines if m["message"] in line]
+            assert len(carrying) == m["count"], (job, m["message"][:100])
+            assert re.fullmatch(re.escape(m["template"]).replace(re.escape("<*>"), ".*?"), m["message"], re.S), m
+        for node in lab["faulty_nodes"]:
+            assert (fleet.root / job / node).is_dir()
+
+
+def _iterations_printed(lines: list[str]) -> list[int]:
+    its = []
+    for line in lines:
+        m = re.search(r" iteration +(\d+)/ *\d+ \|", line) or re.search(r"\[Rank 0\] step=(\d+),", line) \
+            or re.search(r"(?:^|\]:|F |00 ) ?\d+%\|[^|]*\| (\d+)/\d+ \[[0-9:]+<", line)
+        if m:
+            its.append(int(m.group(1)))
+    return its
+
+
+def test_labelled_stage_and_iteration_are_where_the_fault_lines_are(fleet):
+    checked = Counter()
+    for job, lab in fleet.labels.items():
+        its = _iterations_printed(fleet.lines(job))
+        stage = lab["failure_stage"]
+        if stage in ("init", "model_loading", "data_loading"):
+            assert its == [], job
+            checked["pre-training"] += 1
+        elif stage == "training":
+            assert isinstance(lab["failure_iteration"], int)
+            if lab["fault_kind"] in ("slowdown", "loss_nan"):
+                continue  # training goes on after the fault iteration
+            if not its and lab["framework"] == "hf_trainer":
+                continue  # no progress bars in this job: only loss dicts, which carry no step
+            assert its and max(its) < lab["failure_iteration"], job
+            checked["training"] += 1
+        else:
+            assert lab["failure_iteration"] is None
+            saving = re.compile(r"saving checkpoint at iteration|Saving model checkpoint|\[Torch\] Saving ")
+            assert any(saving.search(line) for line in fleet.lines(job)), job
+            checked["saving"] += 1
+    assert checked["pre-training"] >= 3 and checked["training"] >= 8 and checked["saving"] >= 2
+
+
+# -- formats ---------------------------------------------------------------------------------------
+FORMATS = {
+    "megatron_iteration": r" \[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] iteration +\d+/ *\d+ \| consumed samples: +\d+ \| elapsed time per iteration \(ms\): [\d.]+ \|.* lm loss: [\d.E+-]+ \| loss scale: [\d.]+ \| grad norm: [\d.]+ \| number of skipped iterations: +\d+ \| number of nan iterations: +\d+ \|",
+    "megatron_timers": r"^(\S+ )?\s+forward-backward \.+: \([\d.]+, [\d.]+\)",
+    "deepspeed_log_dist": r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] \[INFO\] \[logging\.py:96:log_dist\] \[Rank 0\] step=\d+, skipped=\d+, lr=\[",
+    "torchrun_prefix": r"\[default\d+\]:",
+    "nccl_info": r"[\w-]+:\d+:\d+ \[\d+\] NCCL INFO ",
+    "nccl_warn": r"[\w-]+:\d+:\d+ \[\d+\] \S+:\d+ NCCL WARN ",
+    "hf_dict": r"\{'loss': [\d.]+, 'grad_norm': [\d.e-]+, 'learning_rate': [\d.e-]+, 'epoch': [\d.]+\}",
+    "ascend_cann": r"\[(INFO|ERROR)\] HCCL\(\d+,python\):\d{4}-\d\d-\d\d-\d\d:\d\d:\d\d\.\d{3}\.\d{3} \[",
+    "c10_glog": r"\[rank\d+\]:\[[EW]\d{4} \d\d:\d\d:\d\d\.\d{9} \w+\.(cpp|h|ts):\d+\]",
+    "elastic_agent": r"failed \(exitcode: -?\d+\) local_rank: \d+ \(pid: \d+\) of binary: ",
+}
+
+
+def test_every_framework_format_appears_in_a_mixed_fleet(fleet):
+    found = {name: False for name in FORMATS}
+    patterns = {name: re.compile(p) for name, p in FORMATS.items()}
+    for line in fleet.all_lines():
+        for name, pat in patterns.items():
+            if not found[name] and pat.search(line):
+                found[name] = True
+    assert found == {name: True for name in FORMATS}
+    assert set(fleet.summary.frameworks) == {"megatron", "deepspeed", "hf_trainer", "mindspeed"}
+
+
+def test_kernel_xid_lines(tmp_path):
+    simulate_fleet(tmp_path, FleetOptions(seed=3, jobs=14, failed_share=1.0, nodes=(2, 3), iterations=80,
+                                          fault_kinds=("gpu_ecc_error", "gpu_fallen_off_bus", "kernel_exec_failure"),
+                                          frameworks=("megatron", "deepspeed", "hf_trainer")))
+    xid = re.compile(r"NVRM: Xid \(PCI:0000:[0-9a-f]{2}:00\): (\d+), pid=\d+, ")
+    seen = set()
+    for p in tmp_path.glob("*/*/rank-*.log"):
+        for line in _read(p):
+            m = xid.search(line)
+            if m:
+                seen.add(int(m.group(1)))
+    assert {79} <= seen and seen & {48, 94} and seen & {13, 31}
+    fallen = [line for p in tmp_path.glob("*/*/rank-*.log") for line in _read(p) if "GPU has fallen off the bus." in line]
+    assert any("NVRM: Xid (PCI:" in line and ": 79, pid=" in line for line in fallen)
+
+
+# -- lifecycle and roles ----------------------------------------------------------------------------
+def _successful(fleet, framework):
+    return [j for j, d in fleet.jobs.items() if d["status"] == "succeeded" and d["settings"]["framework"] == framework]
+
+
+def test_lifecycle_order_in_a_successful_megatron_rank0(fleet):
+    job = _successful(fleet, "megatron")[0]
+    files = fleet.files(job)
+    rank0 = files[(fleet.jobs[job]["nodes"][0], 0)]
+    marks = ["> initializing torch distributed ...", "building GPT model ...", "[after model, optimizer",
+             "> building train, validation, and test datasets ...", "training ...", "saving checkpoint at iteration",
+             "successfully saved checkpoint", "[after training is done]"]
+    pos = [next(i for i, line in enumerate(rank0) if m in line) for m in marks]
+    assert pos == sorted(pos)
+    world = fleet.jobs[job]["settings"]["nodes"] * fleet.jobs[job]["settings"]["gpus_per_node"]
+    last = files[(fleet.jobs[job]["nodes"][-1], world - 1)]
+    its = _iterations_printed(last)
+    assert its == sorted(its) and len(its) > 10
+
+
+def test_only_some_ranks_print_iterations_and_rank0_prints_more(fleet):
+    for fw, printer in (("megatron", "last"), ("deepspeed", "first"), ("hf_trainer", "first"), ("mindspeed", "last")):
+        job = _successful(fleet, fw)[0]
+        files = fleet.files(job)
+        world = len(files)
+        with_its = sorted(rank for (node, rank), lines in files.items() if _iterations_printed(lines))
+        assert with_its == [world - 1 if printer == "last" else 0], (fw, with_its)
+        sizes = sorted(len(lines) for lines in files.values())
+        rank0 = len(files[(fleet.jobs[job]["nodes"][0], 0)])
+        assert rank0 > sizes[len(sizes) // 2], fw
+
+
+def test_benign_error_lines_in_successful_jobs(fleet):
+    benign = re.compile(r"\bERROR\b")
+    jobs_with_errors = 0
+    for job, d in fleet.jobs.items():
+        if d["status"] != "succeeded":
+            continue
+        if any(benign.search(line) for line in fleet.lines(job)):
+            jobs_with_errors += 1
+    n_ok = sum(1 for d in fleet.jobs.values() if d["status"] == "succeeded")
+    assert 0 < jobs_with_errors < n_ok or jobs_with_errors == n_ok > 1
+    assert jobs_with_errors >= n_ok // 3
+    # and no successful job carries a failure's indicating message
+    indicating = {m["message"] for lab in fleet.labels.values() for m in lab["indicating_messages"]}
+    ok_lines = [line for j, d in fleet.jobs.items() if d["status"] == "succeeded" for line in fleet.lines(j)]
+    assert not any(msg in line for msg in list(indicating)[:300] for line in ok_lines[::7])
+
+
+# -- propagation --------------------------------------------------------------------------------------
+def test_peers_name_the_faulty_node_after_the_root_cause(fleet):
+    checked = 0
+    for job, lab in fleet.labels.items():
+        if lab["fault_kind"] not in ("nic_link_down", "gpu_ecc_error", "gpu_fallen_off_bus", "oom", "node_down",
+                                     "ib_completion_error", "kernel_exec_failure") or not lab["faulty_nodes"]:
+            continue
+        faulty = set(lab["faulty_nodes"])
+        names = set(lab["faulty_nodes"]) | set(lab["faulty_node_ips"])
+        naming = [m for m in lab["indicating_messages"]
+                  if set(m["nodes"]) - faulty and any(n in m["message"] for n in names)]
+        if not naming:
+            continue
+        checked += 1
+        own = [m for m in lab["indicating_messages"] if set(m["nodes"]) & faulty]
+        for m in naming:
+            assert m["first_ts"] >= lab["root_cause_ts"] >= lab["fault_ts"], (job, m["message"][:80])
+            if own:
+                assert m["first_ts"] > min(o["first_ts"] for o in own), (job, m["message"][:80])
+    assert checked >= 3
+
+
+def _error_counts(lines_by_node: dict[str, list[str]]) -> Counter:
+    err = re.compile(r"ERROR|\[E\d{4}|\[E |NCCL WARN|Error|Traceback|^E\d{4} ")
+    return Counter({n: sum(1 for line in lines if err.search(line)) for n, lines in lines_by_node.items()})
+
+
+def test_faulty_node_is_not_always_most_errors_nor_first(fleet):
+    not_top = top = not_first = 0
+    for job, lab in fleet.labels.items():
+        if len(lab["faulty_nodes"]) != 1:
+            continue
+        by_node = defaultdict(list)
+        for (node, _), lines in fleet.files(job).items():
+            by_node[node].extend(lines)
+        counts = _error_counts(by_node)
+        f = lab["faulty_nodes"][0]
+        if counts[f] < max(counts.values()):
+            not_top += 1
+        else:
+            top += 1
+        skew = lab["node_clock_skew_s"]
+        written = {}  # node -> first indicating line as the node's clock wrote it
+        for m in lab["indicating_messages"]:
+            t = datetime.fromisoformat(m["first_ts"].replace("Z", "+00:00")).timestamp()
+            for n in m["nodes"]:
+                written[n] = min(written.get(n, t + skew[n]), t + skew[n])
+        if f not in written or any(w < written[f] for n, w in written.items() if n != f):
+            not_first += 1
+    assert not_top >= 3 and top >= 1 and not_first >= 2
+
+
+def test_indicating_lines_have_several_levels_and_some_repeat_many_times(fleet, tmp_path):
+    stats = label_stats(fleet.root)
+    assert {"ERROR", "WARN", "INFO", "NONE"} <= set(stats["line_share_by_level"])
+    assert abs(sum(stats["line_share_by_level"].values()) - 1) < 1e-3
+    big = simulate_fleet(tmp_path, FleetOptions(seed=8, jobs=6, failed_share=1.0, nodes=(8, 8), iterations=100,
+                                                fault_kinds=("nic_link_down", "node_down", "nccl_timeout"),
+                                                frameworks=("megatron",)))
+    assert big.n_failed == 6
+    counts = [m["count"] for p in (tmp_path / "_labels").glob("*.json") for m in json.loads(p.read_text())["indicating_messages"]]
+    assert max(counts) >= 1000
+
+
+# -- timestamps, skew, continuation lines, wrappers ----------------------------------------------
+TIMESTAMPS = {
+    "python_logging": r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}",
+    "megatron_seconds": r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] iteration",
+    "glog_no_year": r"[EWI]\d{4} \d\d:\d\d:\d\d\.\d{6,9} ",
+    "cann": r"\d{4}-\d\d-\d\d-\d\d:\d\d:\d\d\.\d{3}\.\d{3}",
+    "us_date": r"\d\d/\d\d/\d{4} \d\d:\d\d:\d\d - ",
+    "cri_rfc3339_nano": r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z std(out|err) F ",
+    "rfc3339_offset": r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00 ",
+}
+
+
+def test_several_timestamp_formats_and_untimestamped_continuations(fleet):
+    pats = {k: re.compile(v) for k, v in TIMESTAMPS.items()}
+    found = set()
+    continuation = 0
+    for line in fleet.all_lines():
+        for k, p in pats.items():
+            if k not in found and p.search(line):
+                found.add(k)
+        if line.startswith('  File "') or line.startswith("[rank") and ']:   File "' in line:
+            continuation += 1
+    assert found == set(TIMESTAMPS)
+    assert continuation > 50
+
+
+def test_clock_skew_is_applied_per_node():
+    truth, clock = Truth(), Clock()
+    t = 1_795_000_000.25
+    logs = [RankLog(host="n%d" % i, ip="10.0.0.%d" % i, rank=i, local=0, pid=100, skew=skew, clock=clock, truth=truth,
+                    prefix="", collector=None, c10_style=3, agent_style=3, kernel_style=None, boot=0.0)
+            for i, skew in enumerate((0.0, 7.5))]
+    for r in logs:
+        r.pylog(t, "INFO", "x.py:1:f", "hello")
+    assert logs[0].out == ["[2026-11-18 11:06:40,250] [INFO] [x.py:1:f] hello"]
+    assert logs[1].out == ["[2026-11-18 11:06:47,750] [INFO] [x.py:1:f] hello"]
+
+
+def test_fleet_has_skewed_nodes(fleet):
+    skews = [s for lab in fleet.labels.values() for s in lab["node_clock_skew_s"].values()]
+    assert any(abs(s) > 1.0 for s in skews) and any(abs(s) < 0.3 for s in skews)
+
+
+WRAPPERS = {
+    "none": re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] \[INFO\]|^[\w-]+:\d+:\d+ \[\d+\] NCCL INFO"),
+    "cri": re.compile(r"^\S+Z std(out|err) F "),
+    "rfc3339": re.compile(r"^\S+\+00:00 "),
+    "torchrun": re.compile(r"^\[default\d+\]:"),
+    "pdsh": re.compile(r"^[\w-]+: \["),
+    "slurm": re.compile(r"^\d+: "),
+    "cri+torchrun": re.compile(r"^\S+Z std(out|err) F \[default\d+\]:"),
+}
+
+
+def test_line_wrappers_vary_per_job(fleet):
+    found = set()
+    for job in fleet.jobs:
+        for lines in list(fleet.files(job).values())[:2]:
+            for line in lines[:400]:
+                for k, p in WRAPPERS.items():
+                    if p.search(line):
+                        found.add(k)
+    assert found == set(WRAPPERS)
+
+
+def test_labelled_message_survives_wrappers(fleet):
+    wrapped = 0
+    for job, lab in fleet.labels.items():
+        lines = fleet.lines(job)
+        m = lab["indicating_messages"][0]
+        carrying = [line for line in lines if m["message"] in line]
+        assert carrying
+        wrapped += any(not line.startswith(m["message"]) for line in carrying)
+    assert wrapped >= 10
+
+
+# -- settings groups ----------------------------------------------------------------------------------
+def _fingerprint(job: dict) -> str:
+    return json.dumps(job["settings"], sort_keys=True)
+
+
+def test_settings_groups_give_history_to_most_failed_jobs(fleet):
+    ok = Counter(_fingerprint(d) for d in fleet.jobs.values() if d["status"] == "succeeded")
+    failed = [d for d in fleet.jobs.values() if d["status"] == "failed"]
+    with_history = sum(1 for d in failed if ok[_fingerprint(d)] >= 2)
+    without = sum(1 for d in failed if ok[_fingerprint(d)] == 0)
+    assert with_history >= len(failed) // 2 and without >= 1
+    assert len(ok) >= 4
+
+
+def test_noise_differs_between_groups(fleet):
+    def benign_kinds(job):
+        text = "\n".join(fleet.lines(job))
+        keys = ("pip's dependency resolver", "Failed building wheel", "checkpoint_uploader", "Skipping corrupted sample",
+                "wandb: Network error", "use_reentrant", "allocator cache flushes", "DataLoader will create")
+        return frozenset(k for k in keys if k in text)
+    groups = defaultdict(set)
+    for job, d in fleet.jobs.items():
+        if d["status"] == "succeeded":
+            groups[_fingerprint(d)].add(benign_kinds(job))
+    assert len({frozenset().union(*v) for v in groups.values()}) >= 3
+
+
+# -- determinism, gzip, scale, CLI -------------------------------------------------------------------
+def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
+    opts = dict(jobs=6, failed_share=0.5, nodes=(2, 3), iterations=60)
+    simulate_fleet(tmp_path / "a", FleetOptions(seed=11, **opts))
+    simulate_fleet(tmp_path / "b", FleetOptions(seed=11, **opts))
+    simulate_fleet(tmp_path / "c", FleetOptions(seed=12, **opts))
+    assert _tree_hash(tmp_path / "a") == _tree_hash(tmp_path / "b")
+    assert _tree_hash(tmp_path / "a") != _tree_hash(tmp_path / "c")
+
+
+def test_gzip_output_is_readable_identical_and_deterministic(tmp_path):
+    opts = dict(seed=4, jobs=4, failed_share=0.5, nodes=(2, 2), iterations=50)
+    simulate_fleet(tmp_path / "plain", FleetOptions(**opts))
+    simulate_fleet(tmp_path / "gz1", FleetOptions(gzip=True, **opts))
+    simulate_fleet(tmp_path / "gz2", FleetOptions(gzip=True, **opts))
+    assert _tree_hash(tmp_path / "gz1") == _tree_hash(tmp_path / "gz2")
+    plain = sorted((tmp_path / "plain").glob("*/*/rank-*.log"))
+    assert plain and not list((tmp_path / "gz1").glob("*/*/rank-*.log"))
+    for p in plain:
+        gz = tmp_path / "gz1" / p.relative_to(tmp_path / "plain").with_suffix(".log.gz")
+        assert gzip.decompress(gz.read_bytes()) == p.read_bytes()
+
+
+def test_large_jobs_with_few_iterations_stay_fast(tmp_path):
+    t0 = time.perf_counter()
+    s = simulate_fleet(tmp_path, FleetOptions(seed=1, jobs=2, failed_share=0.5, nodes=(96, 96), iterations=30,
+                                              fault_kinds=("gpu_fallen_off_bus",), frameworks=("megatron",)))
+    assert s.n_files == 2 * 96 * 8
+    assert time.perf_counter() - t0 < 30
+
+
+def test_fault_kind_and_framework_restrictions(tmp_path):
+    s = simulate_fleet(tmp_path, FleetOptions(seed=2, jobs=10, failed_share=0.8, nodes=(2, 2), iterations=40,
+                                              fault_kinds=("oom", "hang"), frameworks=("deepspeed",)))
+    assert set(s.fault_kinds) == {"oom", "hang"} and s.n_failed == 8 and set(s.frameworks) == {"deepspeed"}
+    with pytest.raises(ValueError, match="unknown fault kind 'nope'"):
+        simulate_fleet(tmp_path / "x", FleetOptions(fault_kinds=("nope",)))
+
+
+def test_target_bytes_scales_the_fleet(tmp_path):
+    small = simulate_fleet(tmp_path / "s", FleetOptions(seed=9, jobs=6, nodes=(2, 2), target_bytes=3_000_000))
+    large = simulate_fleet(tmp_path / "l", FleetOptions(seed=9, jobs=6, nodes=(2, 2), target_bytes=12_000_000))
+    assert large.n_jobs == small.n_jobs == 6
+    assert 2.0 < large.n_bytes / small.n_bytes < 8.0
+
+
+def test_cli_writes_a_fleet_and_prints_a_summary(tmp_path, capsys):
+    code = cli_main(["--out", str(tmp_path / "f"), "--seed", "3", "--jobs", "5", "--nodes", "2-3", "--iterations", "40",
+                     "--failed-share", "0.4", "--fault-kinds", "oom,hang", "--gzip"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "jobs      5 (3 succeeded, 2 failed)" in out and "MB/s" in out
+    assert list((tmp_path / "f").glob("*/*/rank-*.log.gz")) and len(list((tmp_path / "f" / "_labels").glob("*.json"))) == 2
+
+
+def test_parsers():
+    assert parse_size("500M") == 500_000_000 and parse_size("2G") == 2_000_000_000 and parse_size("1.5GB") == 1_500_000_000
+    assert parse_range("8-256") == (8, 256) and parse_range("12") == (12, 12)
+    with pytest.raises(Exception):
+        parse_range("9-3")
+    assert template_of("[Rank {r}] x {{y}}") == "[Rank <*>] x {y}"
