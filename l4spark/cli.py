@@ -24,7 +24,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="l4spark", description=__doc__)
+    parser = argparse.ArgumentParser(prog="l4spark", description="Diagnose failed LLM training jobs from their logs (the L4 method on Spark).")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
     commands = parser.add_subparsers(dest="command", required=True)
 

@@ -55,6 +55,8 @@ class IngestConfig:
 @dataclass(frozen=True)
 class StructureConfig:
     max_wrapper_depth: int = 3
+    fold_digits: bool = True
+    max_shapes: int = 300000
     wrappers: tuple[WrapperRule, ...] = ()
     headers: tuple[HeaderRule, ...] = ()
     levels: dict[str, str] = field(default_factory=dict)
@@ -208,5 +210,7 @@ def _validate(config: Config) -> None:
         raise ConfigError(f"'drain.depth' must be at least 3, found {config.drain.depth}")
     if not 0 < config.drain.sim_th <= 1:
         raise ConfigError(f"'drain.sim_th' must be in (0, 1], found {config.drain.sim_th}")
+    if config.structure.max_shapes <= 0:
+        raise ConfigError("'structure.max_shapes' must be positive")
     if config.structure.max_wrapper_depth < 0:
         raise ConfigError("'structure.max_wrapper_depth' must be >= 0")

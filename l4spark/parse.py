@@ -25,7 +25,6 @@ import pandas as pd
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from l4spark import __version__
 from l4spark.config import Config
@@ -39,23 +38,12 @@ from l4spark.storage import (
     write_job_rows,
     write_table,
 )
+from l4spark.shapes import shape_column, shapes_frame, shapes_usable, structure_shapes, with_shape_fields
 from l4spark.structure import with_masked, with_structure
+from l4spark.templates import TemplateStore
 
 log = logging.getLogger(__name__)
 
-EVENTS_SCHEMA = T.StructType([
-    T.StructField("job_id", T.StringType(), False),
-    T.StructField("node", T.StringType(), True),
-    T.StructField("rank", T.IntegerType(), True),
-    T.StructField("file", T.StringType(), True),
-    T.StructField("line_no", T.LongType(), True),
-    T.StructField("ts", T.TimestampType(), True),
-    T.StructField("level", T.StringType(), True),
-    T.StructField("event_id", T.StringType(), True),
-    T.StructField("message", T.StringType(), True),
-    T.StructField("stage", T.StringType(), True),
-    T.StructField("iteration", T.LongType(), True),
-])
 # Reasons whose lines are set aside (not in events); other reasons repair or only report.
 SET_ASIDE = {"binary_line", "line_too_long"}
 
@@ -94,13 +82,96 @@ def parse_jobs(spark: SparkSession, config: Config, logs_root: str | Path, jobs:
         progress("nothing to parse")
         return summary
 
+    store = load_template_store(config.storage, config.drain)
+    before = len(store)
+    not_by_shape = shapes_usable(config.structure)
+    result = None
+    if not_by_shape is None:
+        result = _parse_by_shape(spark, config, scan, store, progress, clock, summary)
+    else:
+        progress(f"structuring every line ({not_by_shape})")
+    if result is None:
+        result = _parse_per_line(spark, config, scan, store, progress, clock, summary)
+    file_issues = result
+    summary.new_templates = len(store) - before
+
+    counts = _event_counts(spark, config, job_ids)
+    summary.events = int(counts["event_id"].nunique())
+    write_job_rows(spark.createDataFrame(counts, schema=_COUNTS_SCHEMA), config.storage, "job_event_counts",
+                   job_ids, set(counts["job_id"]))
+    _write_templates(spark, config, store)
+    issues = scan.issues + file_issues + _unmatched_lines(counts)
+    _summarise_issues(summary, issues)
+    summary.per_job = _per_job(scan, counts, issues)
+    _write_jobs(spark, config, scan, summary)
+    _write_quarantine(spark, config, issues, job_ids, run_id)
+    summary.seconds["write tables"] = clock.lap()
+    return summary
+
+
+def _parse_by_shape(spark: SparkSession, config: Config, scan: LayoutScan, store: TemplateStore,
+                    progress: Callable[[str], None], clock: "_Clock", summary: ParseSummary):
+    """Two reads of the files, no cache: (1) distinct shapes with their first occurrence, and
+    the files' quarantine rows; the driver structures, masks and templates the shapes; (2) lines
+    joined to their shape's fields and event id, written. None when the run has more than
+    ``structure.max_shapes`` shapes (the caller then structures every line)."""
+    issue = F.col("issue")
+    max_rows = 4 * config.structure.max_shapes + 8 * len(scan.files)
+    stats = (
+        read_rank_files(spark, scan.files, config.ingest)
+        .withColumn("shape", F.when(issue.isNull(), shape_column(F.col("raw"))))
+        .groupBy("job_id", "shape", "issue", F.when(issue.isNotNull(), F.col("file")).alias("issue_file"))
+        .agg(F.count(F.lit(1)).alias("n"), F.min(F.struct("file", "line_no")).alias("first"),
+             F.first("detail").alias("detail"), F.sum("n_lines").alias("n_lines"),
+             F.sum("n_bytes").alias("n_bytes"), F.first("raw").alias("sample"))
+        .select("job_id", "shape", "issue", "issue_file", "n", "detail", "n_lines", "n_bytes", "sample",
+                F.col("first.file").alias("first_file"), F.col("first.line_no").alias("first_line"))
+        .limit(max_rows + 1)
+        .toPandas()
+    )
+    file_issues = [
+        Issue(r.job_id, r.issue_file, r.issue, r.detail, int(r.n_lines or 0), int(r.n_bytes or 0),
+              None if pd.isna(r.first_line) else int(r.first_line), r.sample)
+        for r in stats[stats["issue"].notna()].itertuples()
+    ]
+    per_job = stats[stats["issue"].isna()]
+    shapes = per_job.sort_values(["first_file", "first_line"], kind="stable").drop_duplicates("shape")
+    if len(stats) > max_rows or len(shapes) > config.structure.max_shapes:
+        progress(f"more than {config.structure.max_shapes:,} line shapes: structuring every line instead")
+        return None
+    summary.lines = int(per_job["n"].sum())
+    summary.seconds["read shapes"] = clock.lap()
+    progress(f"read {summary.lines:,} lines; {len(shapes):,} distinct line shapes")
+
+    table = structure_shapes(shapes["shape"].tolist(), config.structure, config.masking)
+    assignment = store.add(table["masked"].drop_duplicates().tolist())
+    save_template_store(config.storage, store)
+    table["event_id"] = table["masked"].map(assignment)
+    summary.seconds["template"] = clock.lap()
+    progress(f"templated: {table['masked'].nunique():,} masked messages, {len(store)} events in the store")
+
+    lines = (
+        read_rank_files(spark, scan.files, config.ingest)
+        .where(issue.isNull())
+        .withColumn("shape", shape_column(F.col("raw")))
+    )
+    events = with_shape_fields(lines, shapes_frame(spark, table.drop(columns=["masked"]))).select(*_event_columns())
+    write_job_rows(events, config.storage, "events", summary.jobs, set(per_job["job_id"]))
+    summary.seconds["write events"] = clock.lap()
+    return file_issues
+
+
+def _parse_per_line(spark: SparkSession, config: Config, scan: LayoutScan, store: TemplateStore,
+                    progress: Callable[[str], None], clock: "_Clock", summary: ParseSummary):
+    """Structure and mask every line in the JVM; one read, kept in a cache for the three steps."""
     parsed = (
         read_rank_files(spark, scan.files, config.ingest)
         .transform(lambda df: with_structure(df, config.structure))
-        .transform(lambda df: with_masked(df, config.masking))
+        .transform(lambda df: with_masked(df, config.masking, config.structure.fold_digits))
         # keep only what later steps read: the cache is the run's biggest write
         .select("job_id", "node", "rank", "file", "line_no", "ts", "level", "message", "masked",
-                "issue", "detail", "n_lines", "n_bytes", F.when(F.col("issue").isNotNull(), F.col("raw")).alias("sample"))
+                "issue", "detail", "n_lines", "n_bytes",
+                F.when(F.col("issue").isNotNull(), F.col("raw")).alias("sample"))
     )
     level = StorageLevel.DISK_ONLY if config.ingest.cache == "disk" else StorageLevel.MEMORY_AND_DISK
     parsed = parsed.persist(level)
@@ -109,55 +180,57 @@ def parse_jobs(spark: SparkSession, config: Config, logs_root: str | Path, jobs:
         lines = parsed.where(F.col("issue").isNull())
         stats = (
             lines.groupBy("job_id", "masked")
-            .agg(F.count(F.lit(1)).alias("n_lines"), F.min("ts").alias("first_ts"),
-                 F.min(F.struct("file", "line_no")).alias("first"))
-            .select("job_id", "masked", "n_lines", "first_ts",
-                    F.col("first.file").alias("first_file"), F.col("first.line_no").alias("first_line"))
+            .agg(F.count(F.lit(1)).alias("n_lines"), F.min(F.struct("file", "line_no")).alias("first"))
+            .select("job_id", "masked", "n_lines", F.col("first.file").alias("first_file"),
+                    F.col("first.line_no").alias("first_line"))
             .toPandas()
         )
         summary.seconds["read+structure"] = clock.lap()
         summary.lines = int(stats["n_lines"].sum())
         progress(f"read {summary.lines:,} lines; {stats['masked'].nunique():,} distinct masked messages")
 
-        store = load_template_store(config.storage, config.drain)
-        before = len(store)
         ordered = stats.sort_values(["first_file", "first_line"], kind="stable").drop_duplicates("masked")
         assignment = store.add(ordered["masked"].tolist())
-        summary.new_templates = len(store) - before
         save_template_store(config.storage, store)
         summary.seconds["template"] = clock.lap()
-        progress(f"templated: {summary.new_templates} new events ({len(store)} in the store)")
+        progress(f"templated: {len(store)} events in the store")
 
         mapping = spark.createDataFrame(
             pd.DataFrame({"masked": list(assignment), "event_id": list(assignment.values())}),
             schema="masked string, event_id string")
-        events = (
-            lines.join(F.broadcast(mapping), on="masked", how="left")
-            .select("job_id", "node", "rank", "file", "line_no", "ts", "level", "event_id", "message",
-                    F.lit(None).cast("string").alias("stage"), F.lit(None).cast("long").alias("iteration"))
-        )
-        jobs_with_lines = set(stats["job_id"].unique())
-        write_job_rows(events, config.storage, "events", job_ids, jobs_with_lines)
+        events = lines.join(F.broadcast(mapping), on="masked", how="left").select(*_event_columns())
+        write_job_rows(events, config.storage, "events", summary.jobs, set(stats["job_id"]))
         summary.seconds["write events"] = clock.lap()
     finally:
         parsed.unpersist()
+    return file_issues
 
-    stats["event_id"] = stats["masked"].map(assignment)
-    counts = (
-        stats.groupby(["job_id", "event_id"], as_index=False)
-        .agg(n_lines=("n_lines", "sum"), first_ts=("first_ts", "min"))
+
+def _event_columns() -> list:
+    """The events contract, in order; stage and iteration are filled by the temporal step."""
+    return ["job_id", "node", "rank", "file", "line_no", "ts", "level", "event_id", "message",
+            F.lit(None).cast("string").alias("stage"), F.lit(None).cast("long").alias("iteration")]
+
+
+def _event_counts(spark: SparkSession, config: Config, job_ids: list[str]) -> pd.DataFrame:
+    """Lines and first time per (job, event), read back from the events just written."""
+    if not table_exists(config.storage, "events"):
+        return pd.DataFrame({"job_id": [], "event_id": [], "n_lines": [], "first_ts": []})
+    return (
+        read_table(spark, config.storage, "events")
+        .where(F.col("job_id").isin(job_ids))
+        .groupBy("job_id", "event_id")
+        .agg(F.count(F.lit(1)).alias("n_lines"), F.min("ts").alias("first_ts"))
+        .toPandas()
     )
-    summary.events = int(counts["event_id"].nunique())
-    write_job_rows(spark.createDataFrame(counts, schema=_COUNTS_SCHEMA), config.storage, "job_event_counts",
-                   job_ids, set(counts["job_id"]))
-    _write_templates(spark, config, store)
-    issues = scan.issues + file_issues
-    _summarise_issues(summary, issues)
-    summary.per_job = _per_job(scan, stats, counts, issues)
-    _write_jobs(spark, config, scan, summary)
-    _write_quarantine(spark, config, issues, job_ids, run_id)
-    summary.seconds["write tables"] = clock.lap()
-    return summary
+
+
+def _unmatched_lines(counts: pd.DataFrame) -> list[Issue]:
+    """Lines written without an event id: their file changed between the two reads."""
+    missing = counts[counts["event_id"].isna()]
+    return [Issue(r.job_id, None, "changed_during_parse",
+                  "lines whose shape was not seen in the first read (file still being written?)",
+                  int(r.n_lines)) for r in missing.itertuples()]
 
 
 _COUNTS_SCHEMA = "job_id string, event_id string, n_lines long, first_ts timestamp"
@@ -192,9 +265,9 @@ def _summarise_issues(summary: ParseSummary, issues: list[Issue]) -> None:
     summary.issues_by_reason = dict(sorted(by_reason.items()))
 
 
-def _per_job(scan: LayoutScan, stats: pd.DataFrame, counts: pd.DataFrame, issues: list[Issue]) -> list[dict]:
-    lines = stats.groupby("job_id")["n_lines"].sum().to_dict()
-    events = counts.groupby("job_id")["event_id"].nunique().to_dict()
+def _per_job(scan: LayoutScan, counts: pd.DataFrame, issues: list[Issue]) -> list[dict]:
+    lines = counts.groupby("job_id")["n_lines"].sum().to_dict()
+    events = counts.dropna(subset=["event_id"]).groupby("job_id")["event_id"].nunique().to_dict()
     rows = []
     for job_id, meta in sorted(scan.jobs.items()):
         files = [f for f in scan.files if f.job_id == job_id]

@@ -66,13 +66,15 @@ def with_structure(lines: DataFrame, conf: StructureConfig) -> DataFrame:
     )
 
 
-def with_masked(lines: DataFrame, masks: Sequence[MaskRule]) -> DataFrame:
-    """Add ``masked``: ``message`` with the mask rules applied as ``fuse_masks`` passes (null
-    stays null)."""
+def with_masked(lines: DataFrame, masks: Sequence[MaskRule], fold_digits: bool = True) -> DataFrame:
+    """Add ``masked``: ``message`` (digits folded to 0 when ``fold_digits``, as in
+    ``textrules.fold_digits``) with the mask rules applied as ``fuse_masks`` passes (null stays
+    null)."""
+    message = F.translate("message", "123456789", "000000000") if fold_digits else F.col("message")
     masked = reduce(
         lambda text, rule: F.regexp_replace(text, F.lit(java_regex(rule[0])), F.lit(java_replacement(rule[1]))),
         fuse_masks(masks),
-        F.col("message"),
+        message,
     )
     return lines.withColumn("masked", masked)
 

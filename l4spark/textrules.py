@@ -28,6 +28,24 @@ HEADER_MARK = "\x02"
 FIELD_SEP = "\x01"
 
 
+_DIGITS = str.maketrans("123456789", "000000000")
+
+
+def fold_digits(text: str) -> str:
+    """Every digit as 0: lines that differ only in digits (times, counters, ids, host numbers)
+    get one shape. Spark's ``translate(col, '123456789', '000000000')`` does the same."""
+    return text.translate(_DIGITS)
+
+
+_DIGIT_NEUTRAL = re.compile(r"\\d|0-9|\\[xu][0-9a-fA-F]+|\{[0-9,]*\}|\\[1-9]")
+
+
+def is_digit_agnostic(pattern: str) -> bool:
+    """True when the regex cannot tell one digit from another (no literal digit, no partial
+    digit range), so that it matches a line and its ``fold_digits`` at the same places."""
+    return not re.search(r"[0-9]", _DIGIT_NEUTRAL.sub("", pattern))
+
+
 def compile_pattern(pattern: str) -> re.Pattern[str]:
     """Compile a conf regex for Python with the flags that make it behave as in Java."""
     try:
@@ -209,6 +227,72 @@ class LineStructurer:
                 level = normalize_level(_expand(rule.level, match), self._levels)
                 return Structured(ts or None, level, _expand(rule.message, match))
         return Structured(wrapper_ts or None, None, text)
+
+    def structure_parts(self, line: str) -> StructuredParts:
+        """Like ``structure``, as parts of ``line``: expanding them gives the same fields."""
+        wrapper_ts: tuple[Part, ...] = ()
+        for regex, template in self._wrapper_ts:
+            match = regex.match(line)
+            if match:
+                parts = _parts(template, match, 0)
+                wrapper_ts = _trim_parts(parts, len(clean_ts(expand_parts(parts, line))))
+                if wrapper_ts:
+                    break
+        offset = self._strip.match(line).end() if self._strip else 0
+        text = line[offset:]
+        for regex, rule in self._headers:
+            match = regex.match(text)
+            if match:
+                ts_parts = _parts(rule.ts, match, offset)
+                ts = _trim_parts(ts_parts, len(clean_ts(expand_parts(ts_parts, line))))
+                level = normalize_level(_expand(rule.level, match), self._levels)
+                return StructuredParts(ts or wrapper_ts, level, tuple(_parts(rule.message, match, offset)))
+        return StructuredParts(wrapper_ts, None, ((None, offset, len(line)),) if text else ())
+
+
+# A part of a field: a literal text, or the characters [start, end) of the line.
+Part = tuple[str | None, int, int]
+
+
+@dataclass(frozen=True)
+class StructuredParts:
+    """Where a line's fields come from, as parts: lets one structuring of a digit-folded line
+    stand for every line of the same shape (see ``fold_digits``)."""
+
+    ts: tuple[Part, ...]
+    level: str | None
+    message: tuple[Part, ...]
+
+
+def _parts(template: str, match: re.Match[str], offset: int) -> list[Part]:
+    pieces = _TEMPLATE_FIELD.split(template)
+    parts: list[Part] = []
+    for i, piece in enumerate(pieces):
+        if i % 2 == 0:
+            if piece:
+                parts.append((piece, 0, 0))
+        elif match.start(piece) >= 0 and match.end(piece) > match.start(piece):
+            parts.append((None, match.start(piece) + offset, match.end(piece) + offset))
+    return parts
+
+
+def _trim_parts(parts: list[Part], length: int) -> tuple[Part, ...]:
+    """The parts cut to the first ``length`` characters of their expansion."""
+    out: list[Part] = []
+    for literal, start, end in parts:
+        size = len(literal) if literal is not None else end - start
+        if length <= 0:
+            break
+        if size > length:
+            literal, end = (literal[:length], end) if literal is not None else (None, start + length)
+            size = length
+        out.append((literal, start, end))
+        length -= size
+    return tuple(out)
+
+
+def expand_parts(parts: Iterable[Part], line: str) -> str:
+    return "".join(literal if literal is not None else line[start:end] for literal, start, end in parts)
 
 
 def clean_ts(ts: str) -> str:

@@ -177,3 +177,24 @@ def test_bad_input_is_quarantined_and_the_batch_goes_on(spark, test_config, tmp_
     assert jobs.loc["job-bad", "status"] == "unknown" and "not JSON" in jobs.loc["job-bad", "meta_error"]
     good = events[events["job_id"] == "job-good"]
     assert len(good) == 2 * 21
+
+
+def test_shape_path_equals_structuring_every_line(spark, tmp_path):
+    """The shape path (structure each digit-folded shape once) writes exactly the rows that
+    structuring every line in the JVM writes, on a simulated fleet with all formats."""
+    from l4spark.config import load_config
+    from l4spark.simulate import FleetOptions, simulate_fleet
+
+    logs = tmp_path / "fleet"
+    simulate_fleet(logs, FleetOptions(seed=3, jobs=6, nodes=(2, 3), ranks_per_node=2, iterations=30,
+                                      failed_share=0.5))
+    tables = {}
+    for name, overrides in {"shapes": {}, "per_line": {"structure.max_shapes": 1}}.items():
+        config = load_config(overrides={"storage.warehouse": str(tmp_path / name), **overrides})
+        summary = parse_jobs(spark, config, logs, progress=lambda m: None)
+        tables[name] = (read(tmp_path / name, "events").sort_values(["job_id", "file", "line_no"])
+                        .reset_index(drop=True))
+        assert summary.lines == len(tables[name])
+    shapes, per_line = tables["shapes"], tables["per_line"]
+    assert len(shapes) > 1000 and shapes["ts"].notna().mean() > 0.5
+    assert shapes.equals(per_line)
