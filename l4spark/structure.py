@@ -70,7 +70,7 @@ def with_masked(lines: DataFrame, masks: Sequence[MaskRule], fold_digits: bool =
     """Add ``masked``: ``message`` (digits folded to 0 when ``fold_digits``, as in
     ``textrules.fold_digits``) with the mask rules applied as ``fuse_masks`` passes (null stays
     null)."""
-    message = F.translate("message", "123456789", "000000000") if fold_digits else F.col("message")
+    message = F.regexp_replace("message", "[1-9]", "0") if fold_digits else F.col("message")
     masked = reduce(
         lambda text, rule: F.regexp_replace(text, F.lit(java_regex(rule[0])), F.lit(java_replacement(rule[1]))),
         fuse_masks(masks),

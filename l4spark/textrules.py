@@ -33,7 +33,7 @@ _DIGITS = str.maketrans("123456789", "000000000")
 
 def fold_digits(text: str) -> str:
     """Every digit as 0: lines that differ only in digits (times, counters, ids, host numbers)
-    get one shape. Spark's ``translate(col, '123456789', '000000000')`` does the same."""
+    get one shape. ``shapes.shape_column`` does the same in the JVM."""
     return text.translate(_DIGITS)
 
 
