@@ -10,7 +10,6 @@ of a failed stage.
 
 from __future__ import annotations
 
-import heapq
 from typing import Iterator, Sequence
 
 import pyarrow as pa
@@ -20,6 +19,7 @@ from pyspark.sql import types as T
 from l4spark.config import IngestConfig
 from l4spark.layout import Issue, RankFile
 from l4spark.reader import ReadLimits, read_lines
+from l4spark.textrules import fold_digits
 
 # One row per kept line (issue is null) or per quarantine entry of a file (issue is the
 # reason, raw is a sample, n_lines/n_bytes count what it covers).
@@ -30,6 +30,7 @@ INGEST_SCHEMA = T.StructType([
     T.StructField("file", T.StringType(), True),
     T.StructField("line_no", T.LongType(), True),
     T.StructField("raw", T.StringType(), True),
+    T.StructField("shape", T.StringType(), True),
     T.StructField("issue", T.StringType(), True),
     T.StructField("detail", T.StringType(), True),
     T.StructField("n_lines", T.LongType(), True),
@@ -42,6 +43,7 @@ _ARROW_SCHEMA = pa.schema([
     pa.field("file", pa.string()),
     pa.field("line_no", pa.int64()),
     pa.field("raw", pa.string()),
+    pa.field("shape", pa.string()),
     pa.field("issue", pa.string()),
     pa.field("detail", pa.string()),
     pa.field("n_lines", pa.int64()),
@@ -50,8 +52,10 @@ _ARROW_SCHEMA = pa.schema([
 
 
 def plan_read_tasks(files: Sequence[RankFile], conf: IngestConfig, min_tasks: int = 1) -> list[list[RankFile]]:
-    """Pack files into tasks of about ``target_task_bytes`` (largest first into the lightest
-    task), deterministic for the same files. A .gz file weighs its size x ``gz_expansion``."""
+    """Pack files into tasks of about ``target_task_bytes``, in (job, path) order, so that a
+    task holds one job or a few small ones: it then writes one or two job partitions with no
+    sort. The target shrinks so that there are at least ``min_tasks`` tasks (all cores busy).
+    A .gz file weighs its size x ``gz_expansion``. Deterministic for the same files."""
     if not files:
         return []
 
@@ -59,21 +63,26 @@ def plan_read_tasks(files: Sequence[RankFile], conf: IngestConfig, min_tasks: in
         return max(f.size, 1) * (conf.gz_expansion if f.compressed else 1.0)
 
     total = sum(weight(f) for f in files)
-    n_tasks = max(min_tasks, int(-(-total // conf.target_task_bytes)))
-    n_tasks = min(n_tasks, len(files))
-    heap = [(0.0, i) for i in range(n_tasks)]
-    tasks: list[list[RankFile]] = [[] for _ in range(n_tasks)]
-    for rank_file in sorted(files, key=lambda f: (-weight(f), f.rel_path)):
-        load, index = heapq.heappop(heap)
-        tasks[index].append(rank_file)
-        heapq.heappush(heap, (load + weight(rank_file), index))
-    for task in tasks:
-        task.sort(key=lambda f: f.rel_path)
+    target = min(conf.target_task_bytes, total / max(min_tasks, 1))
+    tasks: list[list[RankFile]] = [[]]
+    load = 0.0
+    for rank_file in sorted(files, key=lambda f: (f.job_id, f.rel_path)):
+        if tasks[-1] and load + weight(rank_file) / 2 > target:
+            tasks.append([])
+            load = 0.0
+        tasks[-1].append(rank_file)
+        load += weight(rank_file)
     return tasks
 
 
-def read_rank_files(spark: SparkSession, files: Sequence[RankFile], conf: IngestConfig) -> DataFrame:
-    """Lines of ``files`` with INGEST_SCHEMA columns; quarantine rows have ``issue`` set."""
+def read_rank_files(spark: SparkSession, files: Sequence[RankFile], conf: IngestConfig,
+                    raw: bool = True, shape: bool = False) -> DataFrame:
+    """Lines of ``files`` with INGEST_SCHEMA columns; quarantine rows have ``issue`` set.
+
+    ``raw``: ship each line's text; ``shape``: ship its digit-folded shape (``fold_digits``,
+    done here in C on whole blocks, far cheaper than a JVM pass per line). A column not asked
+    for is null (quarantine samples always come in ``raw``).
+    """
     tasks = plan_read_tasks(files, conf, min_tasks=2 * _parallelism(spark))
     limits = ReadLimits(conf.max_line_bytes, conf.read_chunk_bytes, conf.binary_control_share)
     batch_lines = conf.batch_lines
@@ -81,7 +90,7 @@ def read_rank_files(spark: SparkSession, files: Sequence[RankFile], conf: Ingest
     def read_tasks(task_ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in task_ids:
             for task_id in batch.column(0).to_pylist():
-                yield from arrow_batches(tasks[task_id], limits, batch_lines)
+                yield from arrow_batches(tasks[task_id], limits, batch_lines, raw=raw, shape=shape)
 
     return spark.range(0, len(tasks), 1, max(len(tasks), 1)).mapInArrow(read_tasks, INGEST_SCHEMA)
 
@@ -102,7 +111,8 @@ def _cpu_count() -> int:
     return os.cpu_count() or 1
 
 
-def arrow_batches(files: Sequence[RankFile], limits: ReadLimits, batch_lines: int) -> Iterator[pa.RecordBatch]:
+def arrow_batches(files: Sequence[RankFile], limits: ReadLimits, batch_lines: int,
+                  raw: bool = True, shape: bool = False) -> Iterator[pa.RecordBatch]:
     """Read ``files`` in order into Arrow batches of about ``batch_lines`` rows."""
     columns: dict[str, list] = {name: [] for name in _ARROW_SCHEMA.names}
     for rank_file in files:
@@ -123,19 +133,21 @@ def arrow_batches(files: Sequence[RankFile], limits: ReadLimits, batch_lines: in
             columns["rank"] += [rank_file.rank] * count
             columns["file"] += [rank_file.rel_path] * count
             columns["line_no"] += line_nos
-            columns["raw"] += lines
+            columns["raw"] += lines if raw else [None] * count
+            # lines hold no line ends, so one translate over the joined block folds them all
+            columns["shape"] += fold_digits("\n".join(lines)).split("\n") if shape else [None] * count
             for name in ("issue", "detail", "n_lines", "n_bytes"):
                 columns[name] += [None] * count
-            if len(columns["raw"]) >= batch_lines:
+            if len(columns["line_no"]) >= batch_lines:
                 yield _to_batch(columns)
-    if columns["raw"]:
+    if columns["line_no"]:
         yield _to_batch(columns)
 
 
 def _append_issue(columns: dict[str, list], rank_file: RankFile, issue: Issue) -> None:
     values = {
         "job_id": rank_file.job_id, "node": rank_file.node, "rank": rank_file.rank, "file": rank_file.rel_path,
-        "line_no": issue.line_no, "raw": issue.sample, "issue": issue.reason, "detail": issue.detail,
+        "line_no": issue.line_no, "raw": issue.sample, "shape": None, "issue": issue.reason, "detail": issue.detail,
         "n_lines": issue.n_lines, "n_bytes": issue.n_bytes,
     }
     for name, value in values.items():

@@ -38,7 +38,7 @@ from l4spark.storage import (
     write_job_rows,
     write_table,
 )
-from l4spark.shapes import shape_column, shapes_frame, shapes_usable, structure_shapes, with_shape_fields
+from l4spark.shapes import shapes_frame, shapes_usable, structure_shapes, with_shape_fields
 from l4spark.structure import with_masked, with_structure
 from l4spark.templates import TemplateStore
 
@@ -118,8 +118,7 @@ def _parse_by_shape(spark: SparkSession, config: Config, scan: LayoutScan, store
     issue = F.col("issue")
     max_rows = 4 * config.structure.max_shapes + 8 * len(scan.files)
     stats = (
-        read_rank_files(spark, scan.files, config.ingest)
-        .withColumn("shape", F.when(issue.isNull(), shape_column(F.col("raw"))))
+        read_rank_files(spark, scan.files, config.ingest, raw=False, shape=True)
         .groupBy("job_id", "shape", "issue", F.when(issue.isNotNull(), F.col("file")).alias("issue_file"))
         .agg(F.count(F.lit(1)).alias("n"), F.min(F.struct("file", "line_no")).alias("first"),
              F.first("detail").alias("detail"), F.sum("n_lines").alias("n_lines"),
@@ -150,11 +149,7 @@ def _parse_by_shape(spark: SparkSession, config: Config, scan: LayoutScan, store
     summary.seconds["template"] = clock.lap()
     progress(f"templated: {table['masked'].nunique():,} masked messages, {len(store)} events in the store")
 
-    lines = (
-        read_rank_files(spark, scan.files, config.ingest)
-        .where(issue.isNull())
-        .withColumn("shape", shape_column(F.col("raw")))
-    )
+    lines = read_rank_files(spark, scan.files, config.ingest, raw=True, shape=True).where(issue.isNull())
     events = with_shape_fields(lines, shapes_frame(spark, table.drop(columns=["masked"]))).select(*_event_columns())
     write_job_rows(events, config.storage, "events", summary.jobs, set(per_job["job_id"]))
     summary.seconds["write events"] = clock.lap()
