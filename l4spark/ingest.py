@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Iterator, Sequence
 
+from collections import Counter
+
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
@@ -76,12 +78,14 @@ def plan_read_tasks(files: Sequence[RankFile], conf: IngestConfig, min_tasks: in
 
 
 def read_rank_files(spark: SparkSession, files: Sequence[RankFile], conf: IngestConfig,
-                    raw: bool = True, shape: bool = False) -> DataFrame:
+                    raw: bool = True, shape: bool = False, counts_only: bool = False) -> DataFrame:
     """Lines of ``files`` with INGEST_SCHEMA columns; quarantine rows have ``issue`` set.
 
     ``raw``: ship each line's text; ``shape``: ship its digit-folded shape (``fold_digits``,
     done here in C on whole blocks, far cheaper than a JVM pass per line). A column not asked
-    for is null (quarantine samples always come in ``raw``).
+    for is null (quarantine samples always come in ``raw``). ``counts_only``: instead of lines,
+    one row per (job, shape) of each task: ``n_lines`` lines, first at (``file``, ``line_no``);
+    the task counts in C, so only distinct shapes cross to the JVM.
     """
     tasks = plan_read_tasks(files, conf, min_tasks=2 * _parallelism(spark))
     limits = ReadLimits(conf.max_line_bytes, conf.read_chunk_bytes, conf.binary_control_share)
@@ -90,7 +94,10 @@ def read_rank_files(spark: SparkSession, files: Sequence[RankFile], conf: Ingest
     def read_tasks(task_ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in task_ids:
             for task_id in batch.column(0).to_pylist():
-                yield from arrow_batches(tasks[task_id], limits, batch_lines, raw=raw, shape=shape)
+                if counts_only:
+                    yield from shape_count_batches(tasks[task_id], limits)
+                else:
+                    yield from arrow_batches(tasks[task_id], limits, batch_lines, raw=raw, shape=shape)
 
     return spark.range(0, len(tasks), 1, max(len(tasks), 1)).mapInArrow(read_tasks, INGEST_SCHEMA)
 
@@ -141,6 +148,40 @@ def arrow_batches(files: Sequence[RankFile], limits: ReadLimits, batch_lines: in
             if len(columns["line_no"]) >= batch_lines:
                 yield _to_batch(columns)
     if columns["line_no"]:
+        yield _to_batch(columns)
+
+
+def shape_count_batches(files: Sequence[RankFile], limits: ReadLimits) -> Iterator[pa.RecordBatch]:
+    """Read ``files`` and yield, per job, its distinct shapes with line count and first line."""
+    columns: dict[str, list] = {name: [] for name in _ARROW_SCHEMA.names}
+    by_job: dict[str, tuple[Counter, dict]] = {}
+    for rank_file in files:
+        counts, firsts = by_job.setdefault(rank_file.job_id, (Counter(), {}))
+        for item in read_lines(rank_file, limits):
+            if isinstance(item, Issue):
+                _append_issue(columns, rank_file, item)
+                continue
+            first, lines = item
+            if None in lines:
+                numbered = [(first + i, line) for i, line in enumerate(lines) if line is not None]
+                line_nos, lines = [n for n, _ in numbered], [line for _, line in numbered]
+            else:
+                line_nos = range(first, first + len(lines))
+            shapes = fold_digits("\n".join(lines)).split("\n")
+            counts.update(shapes)
+            # files come in path order and blocks in line order, so the first block that shows a
+            # shape holds its first line; zip over reversed lists lets the dict keep the earliest
+            block_first = dict(zip(reversed(shapes), reversed(line_nos)))
+            for shape_text in block_first.keys() - firsts.keys():
+                firsts[shape_text] = (rank_file.rel_path, block_first[shape_text])
+    for job_id, (counts, firsts) in by_job.items():
+        for shape_text, n in counts.items():
+            file, line_no = firsts[shape_text]
+            for name, value in (("job_id", job_id), ("node", None), ("rank", None), ("file", file),
+                                ("line_no", line_no), ("raw", None), ("shape", shape_text), ("issue", None),
+                                ("detail", None), ("n_lines", n), ("n_bytes", None)):
+                columns[name].append(value)
+    if columns["job_id"]:
         yield _to_batch(columns)
 
 

@@ -118,12 +118,11 @@ def _parse_by_shape(spark: SparkSession, config: Config, scan: LayoutScan, store
     issue = F.col("issue")
     max_rows = 4 * config.structure.max_shapes + 8 * len(scan.files)
     stats = (
-        read_rank_files(spark, scan.files, config.ingest, raw=False, shape=True)
+        read_rank_files(spark, scan.files, config.ingest, counts_only=True)
         .groupBy("job_id", "shape", "issue", F.when(issue.isNotNull(), F.col("file")).alias("issue_file"))
-        .agg(F.count(F.lit(1)).alias("n"), F.min(F.struct("file", "line_no")).alias("first"),
-             F.first("detail").alias("detail"), F.sum("n_lines").alias("n_lines"),
-             F.sum("n_bytes").alias("n_bytes"), F.first("raw").alias("sample"))
-        .select("job_id", "shape", "issue", "issue_file", "n", "detail", "n_lines", "n_bytes", "sample",
+        .agg(F.sum("n_lines").alias("n_lines"), F.min(F.struct("file", "line_no")).alias("first"),
+             F.first("detail").alias("detail"), F.sum("n_bytes").alias("n_bytes"), F.first("raw").alias("sample"))
+        .select("job_id", "shape", "issue", "issue_file", "detail", "n_lines", "n_bytes", "sample",
                 F.col("first.file").alias("first_file"), F.col("first.line_no").alias("first_line"))
         .limit(max_rows + 1)
         .toPandas()
@@ -138,7 +137,7 @@ def _parse_by_shape(spark: SparkSession, config: Config, scan: LayoutScan, store
     if len(stats) > max_rows or len(shapes) > config.structure.max_shapes:
         progress(f"more than {config.structure.max_shapes:,} line shapes: structuring every line instead")
         return None
-    summary.lines = int(per_job["n"].sum())
+    summary.lines = int(per_job["n_lines"].sum())
     summary.seconds["read shapes"] = clock.lap()
     progress(f"read {summary.lines:,} lines; {len(shapes):,} distinct line shapes")
 
