@@ -1,0 +1,138 @@
+"""The fault-pattern library: confirmed faults, their signatures, and matching (pure, no Spark).
+
+A pattern is a known fault with a root cause and a remedy; its signature is a list of regexes
+over log messages. A job matches a pattern when each signature regex finds at least one of the
+job's failure-indicating events (its template or its sample line); the confidence is the share
+of the signature found, so a partial match is still reported, below the full ones.
+
+The seed library ships in ``l4spark/conf/fault_patterns.toml``; patterns that users add or
+confirm live in the ``fault_patterns`` table (see ``pattern_io``). User regexes are validated
+before they are stored: they must compile, must not be able to match the empty string, must
+not nest unbounded quantifiers (the classic catastrophic-backtracking shape), and are matched
+against at most ``MAX_MATCH_CHARS`` characters of a message.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Iterable, Sequence
+
+from l4spark.errors import L4SparkError
+
+MAX_MATCH_CHARS = 4096
+MAX_REGEX_CHARS = 2000
+STAGES = ("init", "data_loading", "model_loading", "training", "checkpoint_saving", "finished")
+# an unbounded quantifier applied to a group that itself holds one: (a+)+, (\w*x)*, (?:.+)+
+_NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.)*(?:[+*]|\{\d+,\})(?:[^()\\]|\\.)*\)(?:[+*]|\{\d+,\})")
+
+
+class PatternError(L4SparkError):
+    """A fault pattern is invalid (the message says which field and why)."""
+
+
+@dataclass(frozen=True)
+class FaultPattern:
+    pattern_id: str
+    name: str
+    fault_class: str
+    root_cause: str
+    remedy: str
+    signature: tuple[str, ...]
+    stage: str | None = None
+    created_at: str | None = None
+    source_job_id: str | None = None
+
+    def __post_init__(self) -> None:
+        validate_pattern(self)
+
+
+@dataclass(frozen=True)
+class PatternMatch:
+    pattern_id: str
+    name: str
+    fault_class: str
+    confidence: float
+    matched_event_ids: tuple[str, ...]
+    missing: tuple[str, ...] = field(default=())
+
+
+def validate_pattern(pattern: FaultPattern) -> None:
+    """Raise PatternError when a pattern could not be matched safely or means nothing."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}", pattern.pattern_id or ""):
+        raise PatternError(f"pattern_id must be 1-100 letters, digits, '_', '.', '-'; found {pattern.pattern_id!r}")
+    for name in ("name", "fault_class", "root_cause", "remedy"):
+        if not str(getattr(pattern, name) or "").strip():
+            raise PatternError(f"pattern {pattern.pattern_id}: {name} is empty")
+    if pattern.stage is not None and pattern.stage not in STAGES:
+        raise PatternError(f"pattern {pattern.pattern_id}: stage must be one of {STAGES}, found {pattern.stage!r}")
+    if not pattern.signature:
+        raise PatternError(f"pattern {pattern.pattern_id}: the signature is empty; give at least one regex")
+    for regex in pattern.signature:
+        check_signature_regex(regex, pattern.pattern_id)
+
+
+def check_signature_regex(regex: str, where: str = "pattern") -> re.Pattern[str]:
+    if not isinstance(regex, str) or not regex.strip():
+        raise PatternError(f"{where}: a signature regex is empty")
+    if len(regex) > MAX_REGEX_CHARS:
+        raise PatternError(f"{where}: signature regex longer than {MAX_REGEX_CHARS} characters")
+    try:
+        compiled = re.compile(regex)
+    except re.error as exc:
+        raise PatternError(f"{where}: signature regex {regex!r} does not compile: {exc}") from exc
+    if compiled.search(""):
+        raise PatternError(f"{where}: signature regex {regex!r} matches the empty string, so it matches every job")
+    if _NESTED_QUANTIFIER.search(regex):
+        raise PatternError(f"{where}: signature regex {regex!r} nests unbounded quantifiers "
+                           "(catastrophic backtracking); write it without a repeated repeated group")
+    return compiled
+
+
+def seed_patterns() -> list[FaultPattern]:
+    """The library shipped with l4spark."""
+    text = resources.files("l4spark").joinpath("conf/fault_patterns.toml").read_text("utf-8")
+    return [pattern_from_dict(item) for item in tomllib.loads(text)["pattern"]]
+
+
+def pattern_from_dict(item: dict) -> FaultPattern:
+    signature = item.get("signature")
+    if isinstance(signature, str):
+        signature = [signature]
+    try:
+        return FaultPattern(
+            pattern_id=item.get("pattern_id", ""), name=item.get("name", ""),
+            fault_class=item.get("fault_class", ""), root_cause=item.get("root_cause", ""),
+            remedy=item.get("remedy", ""), signature=tuple(signature or ()), stage=item.get("stage"),
+            created_at=item.get("created_at"), source_job_id=item.get("source_job_id"),
+        )
+    except TypeError as exc:
+        raise PatternError(f"pattern {item.get('pattern_id')!r}: {exc}") from exc
+
+
+def match_patterns(patterns: Iterable[FaultPattern], events: Sequence[tuple[str, str, str]],
+                   min_confidence: float = 0.5) -> list[PatternMatch]:
+    """Match a job's indicating events against the library.
+
+    ``events``: (event_id, template, sample message) of the job's failure-indicating events.
+    Returns the matches with confidence >= ``min_confidence``, best first (confidence, then
+    the number of matched events, then pattern id for a stable order).
+    """
+    texts = [(event_id, (template or "")[:MAX_MATCH_CHARS], (sample or "")[:MAX_MATCH_CHARS])
+             for event_id, template, sample in events]
+    matches = []
+    for pattern in patterns:
+        found: list[str] = []
+        missing: list[str] = []
+        for regex in pattern.signature:
+            compiled = re.compile(regex)
+            hits = [event_id for event_id, template, sample in texts
+                    if compiled.search(sample) or compiled.search(template)]
+            (found.extend(hits) if hits else missing.append(regex))
+        confidence = 1.0 - len(missing) / len(pattern.signature)
+        if confidence >= min_confidence and found:
+            matches.append(PatternMatch(pattern.pattern_id, pattern.name, pattern.fault_class, round(confidence, 3),
+                                        tuple(dict.fromkeys(found)), tuple(missing)))
+    return sorted(matches, key=lambda m: (-m.confidence, -len(m.matched_event_ids), m.pattern_id))
