@@ -73,3 +73,28 @@ def test_bad_fields_are_refused():
         FaultPattern("p1", "n", "network", "cause", " ", ("x",))
     with pytest.raises(PatternError, match="stage must be"):
         FaultPattern("p1", "n", "network", "cause", "fix", ("x",), stage="lunch")
+
+
+@pytest.mark.spark
+def test_added_pattern_is_stored_and_joins_the_library(spark, test_config):
+    from l4spark.pattern_store import pattern_library, save_pattern
+
+    custom = FaultPattern("site-fs-quota", "Project quota exceeded", "storage", "quota", "raise the quota",
+                          ("Disk quota exceeded",), stage="checkpoint_saving", source_job_id="job-9")
+    save_pattern(spark, test_config.storage, custom)
+    library = {p.pattern_id: p for p in pattern_library(spark, test_config.storage)}
+    assert library["site-fs-quota"] == custom and "cuda-oom" in library
+    with pytest.raises(PatternError, match="already exists"):
+        save_pattern(spark, test_config.storage, custom)
+    matches = match_patterns(library.values(), [("E9", "OSError: [Errno <*>] Disk quota exceeded: <*>",
+                                                 "OSError: [Errno 122] Disk quota exceeded: '/ckpt/x'")])
+    assert matches[0].pattern_id == "site-fs-quota"
+
+
+def test_cli_refuses_a_bad_regex_before_starting_spark(capsys):
+    from l4spark.cli import main
+
+    code = main(["patterns", "add", "--id", "p1", "--name", "n", "--fault-class", "network", "--root-cause", "c",
+                 "--remedy", "r", "--signature", "(a+)+"])
+    assert code == 2
+    assert "nests unbounded quantifiers" in capsys.readouterr().err

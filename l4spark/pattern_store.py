@@ -1,0 +1,55 @@
+"""The ``fault_patterns`` table: the seed library plus the patterns users added or confirmed.
+
+The table is small and rewritten whole on every change. A table row with the id of a seed
+pattern replaces the seed (a site can tune a remedy). Rows are validated when read, so a row
+written by another tool that is not a safe pattern is reported, not matched.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pandas as pd
+from pyspark.sql import SparkSession
+
+from l4spark.config import StorageConfig
+from l4spark.patterns import FaultPattern, PatternError, pattern_from_dict, seed_patterns
+from l4spark.storage import read_table, table_exists, write_table
+
+log = logging.getLogger(__name__)
+TABLE = "fault_patterns"
+SCHEMA = ("pattern_id string, name string, fault_class string, root_cause string, remedy string, "
+          "signature array<string>, stage string, created_at string, source_job_id string")
+
+
+def stored_patterns(spark: SparkSession, storage: StorageConfig) -> list[FaultPattern]:
+    """The patterns of the table (not the seeds); invalid rows are logged and skipped."""
+    if not table_exists(storage, TABLE):
+        return []
+    patterns = []
+    for row in read_table(spark, storage, TABLE).toPandas().to_dict("records"):
+        row["signature"] = list(row["signature"]) if row["signature"] is not None else []
+        try:
+            patterns.append(pattern_from_dict(row))
+        except PatternError as exc:
+            log.warning("fault_patterns row skipped: %s", exc)
+    return patterns
+
+
+def pattern_library(spark: SparkSession, storage: StorageConfig) -> list[FaultPattern]:
+    """Seeds, with table rows added and replacing seeds of the same id; ordered by id."""
+    library = {p.pattern_id: p for p in seed_patterns()}
+    library.update({p.pattern_id: p for p in stored_patterns(spark, storage)})
+    return [library[k] for k in sorted(library)]
+
+
+def save_pattern(spark: SparkSession, storage: StorageConfig, pattern: FaultPattern, replace: bool = False) -> None:
+    """Add ``pattern`` to the table (validated by construction). An id already in the table is
+    refused unless ``replace``."""
+    stored = {p.pattern_id: p for p in stored_patterns(spark, storage)}
+    if pattern.pattern_id in stored and not replace:
+        raise PatternError(f"pattern {pattern.pattern_id!r} already exists; use another id or replace it")
+    stored[pattern.pattern_id] = pattern
+    rows = [{**p.__dict__, "signature": list(p.signature)} for p in sorted(stored.values(), key=lambda p: p.pattern_id)]
+    frame = spark.createDataFrame(pd.DataFrame(rows), schema=SCHEMA)
+    write_table(frame.localCheckpoint(), storage, TABLE)

@@ -1,0 +1,55 @@
+"""``l4spark patterns list|add``: read and extend the fault-pattern library."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime, timezone
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("patterns", help="list or add known fault patterns")
+    actions = parser.add_subparsers(dest="action", required=True)
+    show = actions.add_parser("list", help="print the library (seeds and table)")
+    show.add_argument("--warehouse", help="warehouse root (default from conf)")
+    show.add_argument("--conf", action="append", default=[], metavar="FILE")
+    add = actions.add_parser("add", help="add a pattern to the fault_patterns table")
+    add.add_argument("--warehouse", help="warehouse root (default from conf)")
+    add.add_argument("--conf", action="append", default=[], metavar="FILE")
+    add.add_argument("--id", required=True, dest="pattern_id")
+    add.add_argument("--name", required=True)
+    add.add_argument("--fault-class", required=True)
+    add.add_argument("--root-cause", required=True)
+    add.add_argument("--remedy", required=True)
+    add.add_argument("--signature", action="append", required=True, metavar="REGEX",
+                     help="a regex the job's indicating events must contain (repeatable: all must be found)")
+    add.add_argument("--stage")
+    add.add_argument("--source-job")
+    add.add_argument("--replace", action="store_true", help="replace a stored pattern with the same id")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from l4spark.config import load_config
+    from l4spark.pattern_store import pattern_library, save_pattern
+    from l4spark.patterns import FaultPattern
+    from l4spark.session import build_session
+
+    config = load_config(*args.conf, overrides={"storage.warehouse": args.warehouse} if args.warehouse else {})
+    pattern = None
+    if args.action == "add":  # validate before starting Spark: a bad regex fails fast
+        pattern = FaultPattern(args.pattern_id, args.name, args.fault_class, args.root_cause, args.remedy,
+                               tuple(args.signature), args.stage,
+                               datetime.now(timezone.utc).isoformat(timespec="seconds"), args.source_job)
+    spark = build_session(config.spark)
+    try:
+        if pattern is not None:
+            save_pattern(spark, config.storage, pattern, replace=args.replace)
+            print(f"added pattern {pattern.pattern_id} to {config.storage.warehouse}/fault_patterns")
+            return 0
+        for p in pattern_library(spark, config.storage):
+            origin = f"from job {p.source_job_id}" if p.source_job_id else ("added" if p.created_at else "seed")
+            print(f"{p.pattern_id:<26} {p.fault_class:<24} {p.name}  [{origin}]")
+            print(f"{'':<26} remedy: {p.remedy}")
+    finally:
+        spark.stop()
+    return 0
