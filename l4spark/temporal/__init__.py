@@ -1,0 +1,30 @@
+"""Temporal analysis (L4 step 4): stage and iteration of every line, failure stage and iteration,
+DTW-scored iterations, hangs and slowdowns. See docs/temporal.md."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+
+from l4spark.config import StorageConfig
+from l4spark.storage import write_job_rows
+from l4spark.temporal.config import STAGES, IterationRule, StageRule, TemporalConfig
+from l4spark.temporal.jobs import (
+    analyse_iterations,
+    failure_stages,
+    indicating_stand_in,
+    job_failure_points,
+    temporal_events,
+)
+from l4spark.temporal.lines import node_clock_offsets, with_stage_and_iteration
+
+__all__ = ["STAGES", "IterationRule", "StageRule", "TemporalConfig", "analyse_iterations", "failure_stages",
+           "indicating_stand_in", "job_failure_points", "node_clock_offsets", "temporal_events",
+           "with_stage_and_iteration", "write_diagnosis_iterations"]
+
+
+def write_diagnosis_iterations(iterations: DataFrame, storage: StorageConfig, job_ids: list[str]) -> None:
+    """Replace the ``diagnosis_iterations`` rows of ``job_ids`` (job_id, iteration, score,
+    anomalous, event_ids); jobs without iterations lose their old rows."""
+    rows = iterations.select("iteration", "score", "anomalous", "event_ids", "job_id").localCheckpoint()
+    with_rows = [r.job_id for r in rows.select("job_id").distinct().collect()]
+    write_job_rows(rows, storage, "diagnosis_iterations", job_ids, with_rows)

@@ -1,0 +1,95 @@
+"""Temporal configuration: stage markers, iteration markers, DTW and progress thresholds.
+
+Defaults live in code; the lead wires them into the TOML conf (section ``temporal``). Regexes
+are Java regexes searched anywhere in the event's ``message`` (never anchored on a header: a
+header the parser could not strip stays in the message).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+STAGES = ("init", "data_loading", "model_loading", "training", "checkpoint_saving", "finished")
+
+
+@dataclass(frozen=True)
+class StageRule:
+    """A line whose message matches ``pattern`` starts ``stage`` in its rank file."""
+
+    stage: str
+    pattern: str
+
+
+@dataclass(frozen=True)
+class IterationRule:
+    """A progress line; the first capture group is the number of the iteration it ends."""
+
+    pattern: str
+
+
+# Ordered: the first matching rule names the stage. Rules of several frameworks share one list
+# (a job of another framework simply never matches them).
+DEFAULT_STAGE_RULES: tuple[StageRule, ...] = (
+    # finished
+    StageRule("finished", r"\[after training is done\]"),
+    StageRule("finished", r"Training completed\. Do not forget"),
+    StageRule("finished", r"worker group successfully finished"),
+    StageRule("finished", r"Process \d+ exits successfully"),
+    StageRule("finished", r"(validation|test) loss at iteration \d+ on (validation|test) set"),
+    # checkpoint saving (ends at the next training marker or iteration line)
+    StageRule("checkpoint_saving", r"saving checkpoint at iteration"),
+    StageRule("checkpoint_saving", r"Saving model checkpoint"),
+    StageRule("checkpoint_saving", r"Checkpoint \S+ is about to be saved"),
+    StageRule("checkpoint_saving", r"\[Torch\] Saving \S+zero_pp_rank"),
+    StageRule("training", r"successfully saved checkpoint from iteration"),
+    StageRule("training", r"Checkpoint \S+ is ready now"),
+    StageRule("training", r"zero checkpoint saved"),
+    StageRule("training", r"special_tokens_map\.json"),
+    # training
+    StageRule("training", r"\[before the start of training step\]"),
+    StageRule("training", r"^\s*training \.\.\.\s*$"),
+    StageRule("training", r"\*\*\*\*\* Running training \*\*\*\*\*"),
+    StageRule("training", r"Total training samples: \d+"),
+    # model loading
+    StageRule("model_loading", r"building \S+ model"),
+    StageRule("model_loading", r"loading checkpoint from"),
+    StageRule("model_loading", r"\[Torch\] Loading checkpoint from"),
+    StageRule("model_loading", r"Unable to find latest file at"),
+    StageRule("model_loading", r"successfully read \d+ ZeRO state_dicts"),
+    StageRule("model_loading", r"loading configuration file \S+config\.json"),
+    StageRule("model_loading", r"Loading checkpoint shards"),
+    # data loading
+    StageRule("data_loading", r"building train, validation, and test datasets"),
+    StageRule("data_loading", r"Loading dataset shards from"),
+    StageRule("data_loading", r"Using custom data configuration"),
+    StageRule("data_loading", r"Running tokenizer on dataset"),
+)
+
+DEFAULT_ITERATION_RULES: tuple[IterationRule, ...] = (
+    IterationRule(r"\biteration\s+(\d+)\s*/\s*\d+\s*\|"),  # Megatron-LM, MindSpeed
+    IterationRule(r"\bstep=(\d+), skipped="),  # DeepSpeed log_dist
+    IterationRule(r"^\s*\d+%\|[^|]*\|\s*(\d+)/\d+ \["),  # tqdm bars (HF Trainer)
+)
+
+
+@dataclass(frozen=True)
+class TemporalConfig:
+    stage_rules: tuple[StageRule, ...] = DEFAULT_STAGE_RULES
+    iteration_rules: tuple[IterationRule, ...] = DEFAULT_ITERATION_RULES
+    window: int = 10  # previous iterations each iteration is compared with
+    sigma: float = 3.0  # anomalous: score < mean - sigma * std
+    min_drop: float = 0.05  # and at least this far below the mean (std ~ 0 on clean jobs)
+    max_sequence: int = 256  # events kept per iteration (after collapsing repeats)
+    max_iterations: int = 2000  # last iterations of a job compared (earlier ones are skipped)
+    max_ranks: int = 64  # ranks whose lines build the sequences (all marker ranks + a sample)
+    hang_factor: float = 5.0  # stall: job's last line later than this x iteration time after last progress
+    slowdown_factor: float = 1.5  # slowdown: iteration time above this x the baseline until the end
+    slowdown_min_intervals: int = 2
+    rare_max_jobs: int = 1  # stand-in indicating events: in at most this many jobs of the warehouse
+
+    def __post_init__(self) -> None:
+        for rule in self.stage_rules:
+            if rule.stage not in STAGES:
+                raise ValueError(f"temporal.stage_rules: stage {rule.stage!r} is not one of {STAGES}")
+        if self.window < 1:
+            raise ValueError(f"temporal.window must be >= 1, got {self.window}")

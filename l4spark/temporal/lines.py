@@ -1,0 +1,140 @@
+"""Stage and iteration of every log line (Spark window functions over each rank file's line order).
+
+Cost: one sort of all lines by (job_id, file, line_no) computes the per-file stage, the last
+iteration marker and a forward-filled timestamp together (every window shares that partitioning
+and ordering, so Spark plans one sort). Only the lines of files that print no iteration marker
+of their own (in Megatron, every rank but the last) and carry a timestamp go through a second,
+per-job sort by clock-corrected time, merged with the few marker rows of the job's timeline.
+Node clock offsets come from a small aggregate: per node and event, the first timestamp,
+compared (median) with the reference node that prints the iteration lines.
+
+The input DataFrame is read several times (marker timeline, clock offsets, lines): callers that
+pass a computed (not stored) DataFrame should persist it first.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from l4spark.temporal.config import TemporalConfig
+
+EVENT_COLUMNS = ["job_id", "node", "rank", "file", "line_no", "ts", "level", "event_id", "message",
+                 "stage", "iteration"]
+
+
+def stage_marker(conf: TemporalConfig, with_iterations: bool = True) -> Column:
+    """The stage a line starts (first matching rule; iteration lines start ``training`` unless
+    ``with_iterations`` is False), or null."""
+    message = F.col("message")
+    marker: Column = (F.when(iteration_marker(conf).isNotNull(), F.lit("training")) if with_iterations
+                      else F.lit(None).cast("string"))
+    for rule in reversed(conf.stage_rules):
+        marker = F.when(message.rlike(rule.pattern), F.lit(rule.stage)).otherwise(marker)
+    return marker
+
+
+def iteration_marker(conf: TemporalConfig) -> Column:
+    """The iteration number a progress line reports (first matching rule), or null."""
+    numbers = [F.when(F.col("message").rlike(rule.pattern),
+                      F.regexp_extract("message", rule.pattern, 1).cast("long"))
+               for rule in conf.iteration_rules]
+    return F.coalesce(*numbers) if numbers else F.lit(None).cast("long")
+
+
+def with_stage_and_iteration(events: DataFrame, conf: TemporalConfig = TemporalConfig()) -> DataFrame:
+    """Fill ``stage`` and ``iteration`` of the events.
+
+    Input: the ``events`` contract (job_id, node, rank, file, line_no, ts, level, event_id,
+    message, stage, iteration; stage/iteration may be null). Output: the same columns, in that
+    order, with
+    * ``stage``: the stage started by the last stage marker at or before the line in its own
+      file; for lines before any marker of their own file (most ranks print none), the job's
+      stage at the line's clock-corrected time, taken from the markers of all its files; null
+      when neither exists (no marker yet and no timestamp to align).
+    * ``iteration``: for training lines, the iteration running (last completed + 1; an
+      iteration line carries its own number); for checkpoint lines, the iteration saved; null in
+      other stages; training lines before the file's first iteration line get that line's
+      number (the first logged interval). Files without iteration lines get the job's iteration at the line's corrected
+      time (null without a timestamp).
+    """
+    in_file = Window.partitionBy("job_id", "file").orderBy("line_no")
+    upto = in_file.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    whole = in_file.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    marked = (
+        events.drop("stage", "iteration")
+        .withColumn("stage_mark", stage_marker(conf))
+        .withColumn("iter_mark", iteration_marker(conf))
+        .withColumn("own_stage", F.last("stage_mark", ignorenulls=True).over(upto))
+        .withColumn("own_iter", F.last("iter_mark", ignorenulls=True).over(upto))
+        .withColumn("next_iter", F.first("iter_mark", ignorenulls=True).over(
+            in_file.rowsBetween(Window.currentRow, Window.unboundedFollowing)))
+        .withColumn("ts_filled", F.last("ts", ignorenulls=True).over(upto))
+        .withColumn("file_has_iters", F.max(F.col("iter_mark").isNotNull()).over(whole))
+    )
+    offsets = node_clock_offsets(events, conf)
+    marked = (marked.join(F.broadcast(offsets), on=["job_id", "node"], how="left")
+              .withColumn("t", F.col("ts_filled").cast("double") - F.coalesce("offset_s", F.lit(0.0))))
+
+    anchored = marked.where(F.col("file_has_iters"))
+    anchored_out = anchored.select(
+        *EVENT_COLUMNS[:9], F.col("own_stage").alias("stage"),
+        _iteration_in(F.col("own_stage"), F.coalesce(F.col("own_iter"), F.col("next_iter") - 1),
+                      F.col("iter_mark")).alias("iteration"))
+
+    unanchored = marked.where(~F.col("file_has_iters"))
+    timeline = (
+        marked.where((F.col("stage_mark").isNotNull() | F.col("iter_mark").isNotNull()) & F.col("t").isNotNull())
+        .select("job_id", "t", F.col("stage_mark").alias("tl_stage"),
+                F.when(F.col("file_has_iters"), F.col("iter_mark")).alias("tl_iter"),
+                F.lit(0).alias("is_line"))
+    )
+    lines_to_align = unanchored.where(F.col("t").isNotNull()).select(
+        *EVENT_COLUMNS[:9], "own_stage", "t", F.lit(1).alias("is_line"))
+    by_time = (Window.partitionBy("job_id").orderBy("t", "is_line")
+               .rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    aligned = (
+        lines_to_align.unionByName(timeline, allowMissingColumns=True)
+        .withColumn("job_stage", F.last("tl_stage", ignorenulls=True).over(by_time))
+        .withColumn("job_iter", F.last("tl_iter", ignorenulls=True).over(by_time))
+        .where(F.col("is_line") == 1)
+        .withColumn("stage", F.coalesce("own_stage", "job_stage"))
+        .select(*EVENT_COLUMNS[:9], "stage",
+                _iteration_in(F.col("stage"), F.col("job_iter"), F.lit(None)).alias("iteration"))
+    )
+    unaligned = unanchored.where(F.col("t").isNull()).select(
+        *EVENT_COLUMNS[:9], F.col("own_stage").alias("stage"), F.lit(None).cast("long").alias("iteration"))
+    return anchored_out.unionByName(aligned).unionByName(unaligned).select(*EVENT_COLUMNS)
+
+
+def _iteration_in(stage: Column, last_completed: Column, reported: Column) -> Column:
+    return (F.when(reported.isNotNull(), reported)
+            .when(stage == "training", last_completed + 1)
+            .when(stage == "checkpoint_saving", last_completed)
+            .cast("long"))
+
+
+def node_clock_offsets(events: DataFrame, conf: TemporalConfig = TemporalConfig()) -> DataFrame:
+    """Clock offset of every node against the job's reference node, in seconds.
+
+    Input: events (job_id, node, ts, event_id, message). Output: job_id, node, offset_s (the
+    median, over events both nodes print with a timestamp, of the difference of their first
+    times; 0 for the reference node, the node printing the most iteration lines, or the most
+    lines when none does). Nodes sharing no timed event with the reference are absent (offset 0).
+    Lifecycle lines (collective setup, phase changes, shutdown) happen together on every node,
+    so their median difference is the skew; a few unrelated events do not move a median.
+    """
+    firsts = (events.where(F.col("ts").isNotNull())
+              .groupBy("job_id", "node", "event_id")
+              .agg(F.min(F.col("ts").cast("double")).alias("first_t")))
+    weight = (events.groupBy("job_id", "node")
+              .agg(F.sum(F.when(iteration_marker(conf).isNotNull(), 1_000_000).otherwise(1)).alias("weight")))
+    best = Window.partitionBy("job_id").orderBy(F.desc("weight"), "node")
+    reference = (weight.withColumn("pick", F.row_number().over(best)).where(F.col("pick") == 1)
+                 .select("job_id", F.col("node").alias("ref_node")))
+    ref_firsts = (firsts.join(reference, on="job_id", how="inner").where(F.col("node") == F.col("ref_node"))
+                  .select("job_id", "event_id", F.col("first_t").alias("ref_t")))
+    return (firsts.join(ref_firsts, on=["job_id", "event_id"], how="inner")
+            .groupBy("job_id", "node")
+            .agg(F.percentile_approx(F.col("first_t") - F.col("ref_t"), 0.5).alias("offset_s"))
+            .select("job_id", "node", F.col("offset_s").cast("double").alias("offset_s")))
