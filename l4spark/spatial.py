@@ -10,8 +10,9 @@ What a unit's score means:
 
 * ``score``: the Isolation Forest anomaly score of the unit's normalised vector,
   ``2 ** (-E[h(x)] / c(n))`` as in Liu et al. (0.5 is ordinary, towards 1 is isolated quickly).
-* ``silent``: the unit stopped logging long before its peers (its last timestamp is a robust
-  outlier below the job's typical last timestamp by at least ``silent_min_gap_s``), or it has
+* ``silent``: the unit stopped logging long before its peers without writing an ERROR/FATAL
+  line (its last timestamp is a robust outlier below the job's typical last timestamp by at
+  least ``silent_min_gap_s``; a unit that crashed loudly is left to the counts), or it has
   fewer rank files than its peers, or far fewer lines. A dead machine writes no error line, so
   this is the one fault the count vectors cannot show; silent units rank first.
 * ``rank``: 1 = most suspect; silent units first (by gap), then by score, ties by name.
@@ -22,13 +23,14 @@ What a unit's score means:
 Normalisation (``SpatialConfig.normalisation``; docs/spatial.md has the measured effect):
 
 * ``raw``: counts as they are; ``log``: ``log1p(count)``;
-* ``share``: ``log1p(10_000 * count / unit_lines)`` (per-unit volume normalised, log-scaled);
+* ``share``: ``log1p(count / size_factor)``, the size factor being the unit's median ratio to
+  the job over the events every unit logs (per-unit volume normalised, log-scaled; robust to
+  the role-only and failure-only events that a plain lines-per-unit total is inflated by);
 * ``role`` (default): ``share``, then each unit is compared with the peers of its *role*:
   the unit holding global rank 0, the unit holding the highest global rank (Megatron's last
   pipeline stage logs the iterations) and the rest. Each feature becomes the unit's value minus
-  its role group's median, so the routine extra output of a role is not an anomaly. A role with
-  one member (rank 0's node) is compared with everyone, and events that *only* its role's
-  members log before the job's first error are its routine output, set to zero.
+  its role group's median. A role with one member is compared with everyone, except on the
+  events only it logs (one job cannot tell its role's routine output from a fault there).
 
 The baselines (``baseline_rankings``): Error_time ranks units by their first ERROR/FATAL line,
 Error_count by their number of ERROR/FATAL lines (units without one come last, by name).
@@ -115,7 +117,9 @@ def unit_event_counts(events: DataFrame, granularity: str = "node",
     return (
         lines.groupBy(F.col("job_id"), *_unit_columns(granularity), F.col("event_id"))
         .agg(F.count(F.lit(1)).alias("n_lines"))
-        .select("job_id", "node", "process_rank", "event_id", "n_lines")
+        # fresh column ids: both sides of rank_nodes' cogroup derive from the same events, and a
+        # shared grouping column id would be ambiguous there
+        .select(*[F.col(c).alias(c) for c in ("job_id", "node", "process_rank", "event_id", "n_lines")])
     )
 
 
@@ -125,23 +129,18 @@ def unit_activity(events: DataFrame, granularity: str = "node") -> DataFrame:
     Input: ``events`` (job_id, node, rank, ts, level, event_id). Output: job_id, node,
     process_rank, min_rank, max_rank (global ranks the unit holds), n_files (distinct ranks),
     n_lines, n_error (ERROR/FATAL lines), first_error_s, last_s (epoch seconds; null when the
-    unit has no timestamped / error line), routine_events (event ids the unit logged before the
-    job's first ERROR/FATAL line, or all its events when the job has none).
+    unit has no timestamped / error line).
     """
     is_error = F.col("level").isin(*ERROR_LEVELS)
     seconds = F.col("ts").cast("double")
-    job_first_error = F.min(F.when(is_error, seconds)).over(Window.partitionBy("job_id"))
-    routine = F.when(job_first_error.isNull() | (seconds < job_first_error), F.col("event_id"))
     return (
-        events.withColumn("routine_event", routine)
-        .groupBy(F.col("job_id"), *_unit_columns(granularity))
+        events.groupBy(F.col("job_id"), *_unit_columns(granularity))
         .agg(F.min("rank").cast("int").alias("min_rank"), F.max("rank").cast("int").alias("max_rank"),
              F.countDistinct("rank").cast("int").alias("n_files"), F.count(F.lit(1)).alias("n_lines"),
              F.count(F.when(is_error, 1)).alias("n_error"),
-             F.min(F.when(is_error, seconds)).alias("first_error_s"), F.max(seconds).alias("last_s"),
-             F.collect_set("routine_event").alias("routine_events"))
-        .select("job_id", "node", "process_rank", "min_rank", "max_rank", "n_files", "n_lines", "n_error",
-                "first_error_s", "last_s", "routine_events")
+             F.min(F.when(is_error, seconds)).alias("first_error_s"), F.max(seconds).alias("last_s"))
+        .select(*[F.col(c).alias(c) for c in ("job_id", "node", "process_rank", "min_rank", "max_rank", "n_files",
+                                              "n_lines", "n_error", "first_error_s", "last_s")])
     )
 
 
@@ -164,12 +163,26 @@ def roles(activity: pd.DataFrame) -> pd.Series:
     return role
 
 
+def size_factors(counts: pd.DataFrame) -> pd.Series:
+    """How much each unit logs, robust to the few events that differ between units: the median
+    over the events every unit logs of count / (geometric mean of the event's counts), as for
+    sequencing depth (Anders & Huber's median of ratios). A unit that logs twice as much of
+    everything gets 2, whatever its role-only or failure-only events. 1.0 for every unit when
+    no event is on all units."""
+    shared = counts.loc[:, (counts > 0).all(axis=0)]
+    if shared.shape[1] == 0:
+        return pd.Series(1.0, index=counts.index)
+    logs = np.log(shared.astype(float))
+    factors = np.exp((logs - logs.mean(axis=0)).median(axis=1))
+    return factors.clip(lower=1e-6)
+
+
 def normalised_features(matrix: pd.DataFrame, activity: pd.DataFrame, normalisation: str) -> pd.DataFrame:
     """The unit x event matrix transformed for comparison (see the module docstring).
 
-    ``matrix``: counts, index = unit keys, columns = event ids; ``activity``: indexed by unit
-    key, with n_lines, min_rank, max_rank, routine_events. Returns a float frame of the same
-    shape; columns constant over the units are dropped (they cannot tell units apart).
+    ``matrix``: counts (index = unit keys, columns = event ids); ``activity``: indexed by unit
+    key, with min_rank and max_rank. Returns a float frame of the same rows; columns constant over the
+    units are dropped (they cannot tell units apart).
     """
     counts = matrix.astype(float)
     if normalisation == "raw":
@@ -177,8 +190,7 @@ def normalised_features(matrix: pd.DataFrame, activity: pd.DataFrame, normalisat
     elif normalisation == "log":
         features = np.log1p(counts)
     else:
-        lines = activity["n_lines"].reindex(counts.index).clip(lower=1).astype(float)
-        features = np.log1p(counts.div(lines, axis=0) * 10_000.0)
+        features = np.log1p(counts.div(size_factors(counts), axis=0))
         if normalisation == "role":
             features = _relative_to_role(features, counts, activity.reindex(counts.index))
     varying = features.columns[features.nunique(axis=0) > 1]
@@ -187,19 +199,19 @@ def normalised_features(matrix: pd.DataFrame, activity: pd.DataFrame, normalisat
 
 def _relative_to_role(features: pd.DataFrame, counts: pd.DataFrame, activity: pd.DataFrame) -> pd.DataFrame:
     role = roles(activity)
-    out = features.copy()
+    out = features - features.median(axis=0)
     for name, members in role.groupby(role).groups.items():
         members = list(members)
         if len(members) > 1:
             out.loc[members] = features.loc[members] - features.loc[members].median(axis=0)
             continue
-        # A role of one unit: compare with everyone, but its role-only routine output (events
-        # that only this role's units log before the job's first error) is not a deviation.
+        # A role of one unit has no peer to compare with: compare it with everyone, except on
+        # the events only it logs. One job cannot tell its role's output (rank 0's banners and
+        # launcher lines, the last stage's iteration lines) from a fault there; cross-job
+        # filtering removes the routine part upstream, and silence still shows a dead unit.
         others = [u for u in features.index if role[u] != name]
-        routine = set(activity.loc[members[0], "routine_events"] or ())
-        exclusive = [e for e in features.columns if e in routine and (counts.loc[others, e] == 0).all()]
-        out.loc[members] = features.loc[members] - features.median(axis=0)
-        out.loc[members, exclusive] = 0.0
+        own_only = (counts.loc[others] == 0).all(axis=0)
+        out.loc[members, own_only[own_only].index] = 0.0
     return out
 
 
@@ -217,18 +229,24 @@ def isolation_scores(features: pd.DataFrame, config: SpatialConfig) -> pd.Series
 
 
 def silence(activity: pd.DataFrame, config: SpatialConfig) -> pd.DataFrame:
-    """Which units went silent. Input indexed by unit: n_files, n_lines, last_s. Output (same
+    """Which units went silent. Input indexed by unit: n_files, n_lines, n_error, last_s. Output (same
     index): silent (bool), silent_gap_s (how long before the peers' median last line the unit
     stopped; null without timestamps), missing_files, truncated."""
     last = activity["last_s"].astype(float)
-    reference = last.median()
+    if last.notna().any():
+        reference = last.median()
+        spread = 1.4826 * (last - reference).abs().median()
+    else:  # no timestamp in the job: only files and lines can show silence
+        reference = spread = math.nan
     gap = reference - last
-    spread = 1.4826 * (last - reference).abs().median()
     by_time = (gap >= config.silent_min_gap_s) & (gap >= config.silent_z * spread)
     typical_files = activity["n_files"].mode().max() if len(activity) else 0
     missing = (typical_files - activity["n_files"]).clip(lower=0)
     truncated = activity["n_lines"] < config.truncated_share * activity["n_lines"].median()
-    silent = by_time.fillna(False) | (missing > 0) | truncated
+    # A unit that stopped early but wrote errors crashed loudly: the count vectors show it.
+    # Silent means it stopped without a word (a dead machine), which only the timing can show.
+    quiet = activity["n_error"] == 0
+    silent = (by_time.fillna(False) & quiet) | (missing > 0) | truncated
     return pd.DataFrame({"silent": silent.astype(bool), "silent_gap_s": gap.where(last.notna()),
                          "missing_files": missing.astype(int), "truncated": truncated.astype(bool)})
 
@@ -264,8 +282,8 @@ def rank_units(job_id: str, counts: pd.DataFrame, activity: pd.DataFrame, config
     score = isolation_scores(features, config)
     silent = silence(activity, config)
     deviation = deviations(features)
-    ranked = pd.DataFrame({"silent": silent["silent"], "gap": silent["silent_gap_s"].fillna(0.0), "score": score})
-    ranked["silent_gap"] = ranked["gap"].where(ranked["silent"], 0.0)
+    ranked = pd.DataFrame({"silent": silent["silent"], "score": score,
+                           "silent_gap": silent["silent_gap_s"].fillna(0.0).where(silent["silent"], 0.0)})
     ranked = ranked.rename_axis("unit").reset_index().sort_values(
         ["silent", "silent_gap", "score", "unit"], ascending=[False, False, False, True], kind="stable")
     ranked["rank"] = np.arange(1, len(ranked) + 1)
