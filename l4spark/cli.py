@@ -30,8 +30,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     from l4spark.patterns_cli import add_parser as add_patterns
     from l4spark.simulate.cli import add_parser as add_simulate
+    from l4spark.spatial_cli import add_parser as add_spatial
     add_simulate(commands)
     add_patterns(commands)
+    add_spatial(commands)
 
     parse = commands.add_parser("parse", help="parse rank log files into the events and templates tables")
     parse.add_argument("--logs-root", required=True, help="folder holding <job_id>/<node>/rank-<r>.log[.gz]")
