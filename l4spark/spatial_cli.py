@@ -1,7 +1,6 @@
 """``l4spark spatial``: rank the nodes of failed jobs and write ``diagnosis_nodes``.
 
-Standalone: ``python -m l4spark.spatial_cli --warehouse W [--jobs J ...]``. The lead wires
-``add_parser``/``run`` into ``l4spark`` as a sub-command.
+Also ``l4spark spatial``; standalone: ``python -m l4spark.spatial_cli --warehouse W [--jobs J ...]``.
 """
 
 from __future__ import annotations

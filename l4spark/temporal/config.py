@@ -1,6 +1,6 @@
 """Temporal configuration: stage markers, iteration markers, DTW and progress thresholds.
 
-Defaults live in code; the lead wires them into the TOML conf (section ``temporal``). Regexes
+Defaults live in code (not yet in the TOML conf: a ``[temporal]`` section is to come). Regexes
 are Java regexes searched anywhere in the event's ``message`` (never anchored on a header: a
 header the parser could not strip stays in the message).
 """
