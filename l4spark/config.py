@@ -65,7 +65,7 @@ class StructureConfig:
 @dataclass(frozen=True)
 class DrainConfig:
     depth: int = 4
-    sim_th: float = 0.4
+    sim_th: float = 0.5
     max_children: int = 100
     extra_delimiters: tuple[str, ...] = ()
     parametrize_numeric_tokens: bool = True
