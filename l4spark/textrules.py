@@ -91,6 +91,11 @@ def _java_template(template: str) -> str:
     return "".join(out)
 
 
+def template_parts(template: str) -> int:
+    """How many literal and field parts a conf field template expands to, at most."""
+    return sum(1 for piece in _TEMPLATE_FIELD.split(template) if piece)
+
+
 def java_replacement(literal: str) -> str:
     """A literal replacement text in Java's replacement syntax ($ and \\ escaped)."""
     return literal.replace("\\", "\\\\").replace("$", "\\$")
