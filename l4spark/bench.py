@@ -126,22 +126,12 @@ def full_parse(spark, config: Config, fleet: Path, total_bytes: int) -> tuple[Me
 def drain3_single(config: Config, files, max_lines: int) -> Measure:
     """Single-process reference over a deterministic sample: every k-th file until max_lines."""
     from drain3 import TemplateMiner
-    from drain3.masking import MaskingInstruction
-    from drain3.template_miner_config import TemplateMinerConfig
 
+    from l4spark.evaluation.loghub import masked_input, template_miner_config
     from l4spark.reader import ReadLimits, read_lines
     from l4spark.textrules import LineStructurer
 
-    miner_config = TemplateMinerConfig()
-    miner_config.drain_depth = config.drain.depth
-    miner_config.drain_sim_th = config.drain.sim_th
-    miner_config.drain_max_children = config.drain.max_children
-    miner_config.drain_extra_delimiters = list(config.drain.extra_delimiters)
-    miner_config.parametrize_numeric_tokens = config.drain.parametrize_numeric_tokens
-    miner_config.mask_prefix, miner_config.mask_suffix = "", ""
-    miner_config.masking_instructions = [MaskingInstruction(m.pattern, m.replacement) for m in config.masking]
-    miner_config.profiling_enabled = False
-    miner = TemplateMiner(config=miner_config)
+    miner = TemplateMiner(config=template_miner_config(config))
     s = config.structure
     structurer = LineStructurer(s.wrappers, s.headers, s.levels, s.max_wrapper_depth)
     limits = ReadLimits(config.ingest.max_line_bytes, config.ingest.read_chunk_bytes,
@@ -159,7 +149,7 @@ def drain3_single(config: Config, files, max_lines: int) -> Measure:
     lines = lines[:max_lines]
     started = time.perf_counter()
     for line in lines:
-        miner.add_log_message(structurer.structure(line).message)
+        miner.add_log_message(masked_input(config, structurer.structure(line).message))
     seconds = time.perf_counter() - started
     sampled_bytes = sum(len(line) + 1 for line in lines)
     return Measure("drain3 single", seconds, len(lines), sampled_bytes,

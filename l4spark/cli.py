@@ -53,7 +53,8 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("parquet", "delta"), help="table format (default parquet)")
 
 
-def _config(args: argparse.Namespace):
+def config_from_args(args: argparse.Namespace):
+    """The config of a sub-command: defaults, ``--conf`` files, then the common flags."""
     from l4spark.config import load_config
     overrides = {}
     if getattr(args, "warehouse", None):
@@ -69,12 +70,8 @@ def run_parse(args: argparse.Namespace) -> int:
     from l4spark.parse import parse_jobs
     from l4spark.session import build_session
 
-    config = _config(args)
-    started = time.perf_counter()
-
-    def progress(message: str) -> None:
-        print(f"[{time.perf_counter() - started:7.1f}s] {message}", flush=True)
-
+    config = config_from_args(args)
+    progress = progress_printer()
     progress(f"starting Spark ({config.spark.master})")
     spark = build_session(config.spark)
     try:
@@ -83,6 +80,16 @@ def run_parse(args: argparse.Namespace) -> int:
         spark.stop()
     print_parse_summary(summary, config.storage.warehouse)
     return 0
+
+
+def progress_printer():
+    """A progress callback that prints each message with the seconds since it was made."""
+    started = time.perf_counter()
+
+    def progress(message: str) -> None:
+        print(f"[{time.perf_counter() - started:7.1f}s] {message}", flush=True)
+
+    return progress
 
 
 def print_parse_summary(summary, warehouse: str) -> None:

@@ -127,13 +127,7 @@ def arrow_batches(files: Sequence[RankFile], limits: ReadLimits, batch_lines: in
             if isinstance(item, Issue):
                 _append_issue(columns, rank_file, item)
                 continue
-            first, lines = item
-            if None in lines:
-                numbered = [(first + i, line) for i, line in enumerate(lines) if line is not None]
-                line_nos = [n for n, _ in numbered]
-                lines = [line for _, line in numbered]
-            else:
-                line_nos = range(first, first + len(lines))
+            line_nos, lines = _kept_lines(*item)
             count = len(lines)
             columns["job_id"] += [rank_file.job_id] * count
             columns["node"] += [rank_file.node] * count
@@ -161,12 +155,7 @@ def shape_count_batches(files: Sequence[RankFile], limits: ReadLimits) -> Iterat
             if isinstance(item, Issue):
                 _append_issue(columns, rank_file, item)
                 continue
-            first, lines = item
-            if None in lines:
-                numbered = [(first + i, line) for i, line in enumerate(lines) if line is not None]
-                line_nos, lines = [n for n, _ in numbered], [line for _, line in numbered]
-            else:
-                line_nos = range(first, first + len(lines))
+            line_nos, lines = _kept_lines(*item)
             shapes = fold_digits("\n".join(lines)).split("\n")
             counts.update(shapes)
             # files come in path order and blocks in line order, so the first block that shows a
@@ -183,6 +172,14 @@ def shape_count_batches(files: Sequence[RankFile], limits: ReadLimits) -> Iterat
                 columns[name].append(value)
     if columns["job_id"]:
         yield _to_batch(columns)
+
+
+def _kept_lines(first: int, lines: list[str | None]) -> tuple[Sequence[int], list[str]]:
+    """Line numbers and texts of a block, without its set-aside (None) lines."""
+    if None not in lines:
+        return range(first, first + len(lines)), lines
+    numbered = [(first + i, line) for i, line in enumerate(lines) if line is not None]
+    return [n for n, _ in numbered], [line for _, line in numbered]
 
 
 def _append_issue(columns: dict[str, list], rank_file: RankFile, issue: Issue) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import time
 from typing import Sequence
 
 from l4spark.errors import L4SparkError
@@ -36,17 +35,12 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from l4spark.config import load_config
+    from l4spark.cli import config_from_args, progress_printer
     from l4spark.normal_pool import NormalPoolConfig, update_normal_pool
     from l4spark.session import build_session
 
-    overrides = {key: value for key, value in (("storage.warehouse", args.warehouse), ("spark.master", args.master),
-                                               ("storage.format", args.format)) if value}
-    config = load_config(*args.conf, overrides=overrides)
-    started = time.perf_counter()
-
-    def progress(message: str) -> None:
-        print(f"[{time.perf_counter() - started:7.1f}s] {message}", flush=True)
+    config = config_from_args(args)
+    progress = progress_printer()
 
     progress(f"starting Spark ({config.spark.master})")
     spark = build_session(config.spark)

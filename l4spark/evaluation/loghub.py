@@ -198,7 +198,7 @@ def template_miner_config(config: Config) -> TemplateMinerConfig:
 def drain3_grouping(config: Config, messages: Sequence[str]) -> Grouping:
     """Single-process drain3 over every message in order: cluster id and final template."""
     miner = TemplateMiner(config=template_miner_config(config))
-    cluster_ids = [miner.add_log_message(_as_masked_input(config, message))["cluster_id"] for message in messages]
+    cluster_ids = [miner.add_log_message(masked_input(config, message))["cluster_id"] for message in messages]
     final = {cluster.cluster_id: cluster.get_template() for cluster in miner.drain.clusters}
     return Grouping(cluster_ids, [final[c] for c in cluster_ids])
 
@@ -255,10 +255,10 @@ def jvm_masked(spark: SparkSession, config: Config, messages: Sequence[str]) -> 
 def python_masked(config: Config, messages: Sequence[str]) -> list[str]:
     """``messages`` masked by drain3's own masker, configured as ``drain3_grouping`` does it."""
     miner = TemplateMiner(config=template_miner_config(config))
-    return [miner.masker.mask(_as_masked_input(config, message)) for message in messages]
+    return [miner.masker.mask(masked_input(config, message)) for message in messages]
 
 
-def _as_masked_input(config: Config, message: str) -> str:
+def masked_input(config: Config, message: str) -> str:
     """What the pipeline masks: the message with digits folded when ``structure.fold_digits``."""
     return fold_digits(message) if config.structure.fold_digits else message
 
