@@ -54,9 +54,9 @@ _ARROW_SCHEMA = pa.schema([
 
 
 def plan_read_tasks(files: Sequence[RankFile], conf: IngestConfig, min_tasks: int = 1) -> list[list[RankFile]]:
-    """Pack files into tasks of about ``target_task_bytes``, in (job, path) order, so that a
-    task holds one job or a few small ones: it then writes one or two job partitions with no
-    sort. The target shrinks so that there are at least ``min_tasks`` tasks (all cores busy).
+    """Pack files into tasks of about ``target_task_bytes``, in (job, path) order; a task
+    also ends at a job boundary once it holds an eighth of the target, so it holds one job or a
+    few small ones and writes few job partitions, with no sort and few open file writers. The target shrinks so that there are at least ``min_tasks`` tasks (all cores busy).
     A .gz file weighs its size x ``gz_expansion``. Deterministic for the same files."""
     if not files:
         return []
@@ -69,7 +69,9 @@ def plan_read_tasks(files: Sequence[RankFile], conf: IngestConfig, min_tasks: in
     tasks: list[list[RankFile]] = [[]]
     load = 0.0
     for rank_file in sorted(files, key=lambda f: (f.job_id, f.rel_path)):
-        if tasks[-1] and load + weight(rank_file) / 2 > target:
+        new_job = bool(tasks[-1]) and tasks[-1][-1].job_id != rank_file.job_id
+        # a task ends when full, or at a job boundary once it holds more than a small share
+        if tasks[-1] and (load + weight(rank_file) / 2 > target or (new_job and load > target / 8)):
             tasks.append([])
             load = 0.0
         tasks[-1].append(rank_file)

@@ -185,7 +185,7 @@ def update_normal_pool(spark: SparkSession, config: Config, pool_config: NormalP
 
     if added or removed:
         rows = _ledger_rows(spark, config, added) if added else spark.createDataFrame([], LEDGER_SCHEMA)
-        write_job_rows(rows, storage, LEDGER_TABLE, added + removed, added)
+        write_job_rows(rows, storage, LEDGER_TABLE, added + removed, added, small=True)
 
     # the state is written last: after a crash between the ledger and the pool it still names the
     # old job set, so the next run rebuilds the pool even though the ledger is already current

@@ -98,7 +98,7 @@ def parse_jobs(spark: SparkSession, config: Config, logs_root: str | Path, jobs:
     counts = _event_counts(spark, config, job_ids)
     summary.events = int(counts["event_id"].nunique())
     write_job_rows(spark.createDataFrame(counts, schema=_COUNTS_SCHEMA), config.storage, "job_event_counts",
-                   job_ids, set(counts["job_id"]))
+                   job_ids, set(counts["job_id"]), small=True)
     _write_templates(spark, config, store)
     issues = scan.issues + file_issues + _unmatched_lines(counts)
     _summarise_issues(summary, issues)
@@ -315,7 +315,7 @@ def _write_jobs(spark: SparkSession, config: Config, scan: LayoutScan, summary: 
             "run_id": summary.run_id, "parsed_at": parsed_at, "parser_version": __version__,
         })
     frame = spark.createDataFrame(pd.DataFrame(rows), schema=JOBS_SCHEMA)
-    write_job_rows(frame, config.storage, "jobs", summary.jobs)
+    write_job_rows(frame, config.storage, "jobs", summary.jobs, small=True)
 
 
 JOBS_SCHEMA = (
@@ -335,4 +335,4 @@ def _write_quarantine(spark: SparkSession, config: Config, issues: list[Issue], 
             for i in issues if i.job_id is not None]
     frame = spark.createDataFrame(rows, schema=QUARANTINE_SCHEMA)
     if rows or table_exists(config.storage, "quarantine"):
-        write_job_rows(frame, config.storage, "quarantine", job_ids, {r[0] for r in rows})
+        write_job_rows(frame, config.storage, "quarantine", job_ids, {r[0] for r in rows}, small=True)

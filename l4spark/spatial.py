@@ -387,7 +387,7 @@ def write_diagnosis_nodes(node_rows: DataFrame, storage: StorageConfig, job_ids:
     """Replace the ``diagnosis_nodes`` rows of ``job_ids`` with ``node_rows`` (those jobs only)."""
     job_ids = sorted(set(job_ids))
     with_rows = {r.job_id for r in node_rows.select("job_id").distinct().collect()}
-    write_job_rows(node_rows.select(*DIAGNOSIS_NODES_COLUMNS), storage, "diagnosis_nodes", job_ids, with_rows)
+    write_job_rows(node_rows.select(*DIAGNOSIS_NODES_COLUMNS), storage, "diagnosis_nodes", job_ids, with_rows, small=True)
     log.info("diagnosis_nodes: wrote %d jobs (%d with rows)", len(job_ids), len(with_rows))
 
 

@@ -48,13 +48,17 @@ def read_table(spark: SparkSession, storage: StorageConfig, table: str) -> DataF
 
 
 def write_job_rows(rows: DataFrame, storage: StorageConfig, table: str, job_ids: Iterable[str],
-                   jobs_with_rows: Iterable[str] | None = None) -> None:
+                   jobs_with_rows: Iterable[str] | None = None, small: bool = False) -> None:
     """Replace the rows of ``job_ids`` in ``table`` (partitioned by job_id) with ``rows``.
 
     ``rows`` must hold only those jobs. Rows of other jobs are untouched. ``jobs_with_rows``
     (default: all) says which jobs ``rows`` has; the others' old partitions are deleted, as a
-    dynamic overwrite only replaces partitions that the new data has.
+    dynamic overwrite only replaces partitions that the new data has. ``small``: the rows of
+    many jobs in one task, sorted by job, so that one file writer is open at a time (a writer
+    per job and task would hold a Parquet row-group buffer each).
     """
+    if small:
+        rows = rows.coalesce(1).sortWithinPartitions("job_id")
     job_ids = sorted(set(job_ids))
     path = table_path(storage, table)
     if storage.format == "delta":

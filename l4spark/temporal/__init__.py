@@ -27,4 +27,4 @@ def write_diagnosis_iterations(iterations: DataFrame, storage: StorageConfig, jo
     anomalous, event_ids); jobs without iterations lose their old rows."""
     rows = iterations.select("iteration", "score", "anomalous", "event_ids", "job_id").localCheckpoint()
     with_rows = [r.job_id for r in rows.select("job_id").distinct().collect()]
-    write_job_rows(rows, storage, "diagnosis_iterations", job_ids, with_rows)
+    write_job_rows(rows, storage, "diagnosis_iterations", job_ids, with_rows, small=True)
