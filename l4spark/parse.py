@@ -1,12 +1,14 @@
 """The parse run: rank files -> ``events``, ``templates``, ``job_event_counts``, ``jobs``, ``quarantine``.
 
-Three Spark actions over one persisted DataFrame of structured, masked lines:
-1. the quarantine rows of the files (small);
-2. per (job, masked message): line count, first time, first occurrence (small: training logs
-   repeat a few thousand messages millions of times); the driver runs Drain only over masked
-   messages the template store has not seen, in first-occurrence order, and saves the store;
-3. the lines joined to their event ids (broadcast of this run's distinct messages) and written,
-   replacing exactly the parsed jobs' partitions.
+Default path, by line shape (``shapes.py``; docs/parsing.md):
+1. read the files, counting each job's distinct digit-folded line shapes in the reading tasks
+   (plus the files' quarantine rows): small;
+2. on the driver: structure and mask each shape once, run Drain over the masked messages the
+   template store has not seen (first-occurrence order), save the store;
+3. read the files again, join each line to its shape's fields and event id (broadcast) and
+   write the events, replacing exactly the parsed jobs' partitions.
+Fallback when the rules tell digits apart or a run has too many shapes: structure every line
+in the JVM, cached for the same three steps. Then the small tables, from the events written.
 """
 
 from __future__ import annotations
@@ -85,14 +87,13 @@ def parse_jobs(spark: SparkSession, config: Config, logs_root: str | Path, jobs:
     store = load_template_store(config.storage, config.drain)
     before = len(store)
     not_by_shape = shapes_usable(config.structure)
-    result = None
+    file_issues = None
     if not_by_shape is None:
-        result = _parse_by_shape(spark, config, scan, store, progress, clock, summary)
+        file_issues = _parse_by_shape(spark, config, scan, store, progress, clock, summary)
     else:
         progress(f"structuring every line ({not_by_shape})")
-    if result is None:
-        result = _parse_per_line(spark, config, scan, store, progress, clock, summary)
-    file_issues = result
+    if file_issues is None:
+        file_issues = _parse_per_line(spark, config, scan, store, progress, clock, summary)
     summary.new_templates = len(store) - before
 
     counts = _event_counts(spark, config, job_ids)
@@ -110,7 +111,7 @@ def parse_jobs(spark: SparkSession, config: Config, logs_root: str | Path, jobs:
 
 
 def _parse_by_shape(spark: SparkSession, config: Config, scan: LayoutScan, store: TemplateStore,
-                    progress: Callable[[str], None], clock: "_Clock", summary: ParseSummary):
+                    progress: Callable[[str], None], clock: "_Clock", summary: ParseSummary) -> list[Issue] | None:
     """Two reads of the files, no cache: (1) distinct shapes with their first occurrence, and
     the files' quarantine rows; the driver structures, masks and templates the shapes; (2) lines
     joined to their shape's fields and event id, written. None when the run has more than
@@ -156,7 +157,7 @@ def _parse_by_shape(spark: SparkSession, config: Config, scan: LayoutScan, store
 
 
 def _parse_per_line(spark: SparkSession, config: Config, scan: LayoutScan, store: TemplateStore,
-                    progress: Callable[[str], None], clock: "_Clock", summary: ParseSummary):
+                    progress: Callable[[str], None], clock: "_Clock", summary: ParseSummary) -> list[Issue]:
     """Structure and mask every line in the JVM; one read, kept in a cache for the three steps."""
     parsed = (
         read_rank_files(spark, scan.files, config.ingest)
