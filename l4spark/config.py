@@ -13,7 +13,7 @@ import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from l4spark.errors import ConfigError
 from l4spark.textrules import HeaderRule, MaskRule, WrapperRule, compile_pattern
@@ -71,6 +71,13 @@ class DrainConfig:
     parametrize_numeric_tokens: bool = True
 
 
+# Sections of the analysis steps: kept here as plain tables and turned into each step's typed
+# config by the step (``normal_pool.pool_config``, ``spatial.spatial_config``,
+# ``temporal.temporal_config``), which refuses an unknown key by name. (The step modules import
+# Spark; this module must not, so it cannot build their dataclasses itself.)
+STEP_SECTIONS = ("normal_pool", "spatial", "temporal")
+
+
 @dataclass(frozen=True)
 class Config:
     spark: SparkConfig = SparkConfig()
@@ -80,6 +87,7 @@ class Config:
     structure: StructureConfig = StructureConfig()
     masking: tuple[MaskRule, ...] = ()
     drain: DrainConfig = DrainConfig()
+    steps: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 _SECTIONS = {
@@ -111,6 +119,15 @@ def load_config(*paths: str | Path, overrides: Mapping[str, Any] | None = None) 
     return _build(merged)
 
 
+def step_options(config: Config, step: str, known: Iterable[str]) -> dict[str, Any]:
+    """The ``[step]`` table of ``config``, refusing keys the step does not know, by name."""
+    table = config.steps.get(step, {})
+    unknown = sorted(set(table) - set(known))
+    if unknown:
+        raise ConfigError(f"unknown config key(s) {[f'{step}.{k}' for k in unknown]}; known: {sorted(known)}")
+    return dict(table)
+
+
 def _read_defaults() -> dict[str, Any]:
     text = resources.files("l4spark").joinpath("conf/defaults.toml").read_text("utf-8")
     return tomllib.loads(text)
@@ -127,7 +144,8 @@ def _nest(dotted: str, value: Any) -> dict[str, Any]:
 def _merge(base: dict[str, Any], layer: Mapping[str, Any], prefix: str) -> None:
     for key, value in layer.items():
         name = f"{prefix}{key}"
-        if key not in base and not (prefix == "spark.extra." or prefix == "structure.levels."):
+        open_table = prefix in ("spark.extra.", "structure.levels.") or prefix.rstrip(".") in STEP_SECTIONS
+        if key not in base and not open_table:
             raise ConfigError(f"unknown config key '{name}'")
         if isinstance(value, dict) and isinstance(base.get(key), dict):
             _merge(base[key], value, prefix=f"{name}.")
@@ -152,7 +170,13 @@ def _build(raw: dict[str, Any]) -> Config:
             values["extra"] = {str(k): str(v) for k, v in values.get("extra", {}).items()}
         sections[name] = _typed(cls, values, name)
     masking = tuple(_rule(MaskRule, item, f"masking[{i}]") for i, item in enumerate(raw.get("masking", [])))
-    config = Config(masking=masking, **sections)
+    steps = {}
+    for name in STEP_SECTIONS:
+        table = raw.get(name, {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"'{name}' must be a table, found {table!r}")
+        steps[name] = dict(table)
+    config = Config(masking=masking, steps=steps, **sections)
     _validate(config)
     return config
 

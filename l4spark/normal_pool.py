@@ -546,6 +546,11 @@ def filter_normal_events(events: DataFrame, jobs: DataFrame, pool: NormalPool,
     return NormalFilterResult(candidates, decisions)
 
 
+def pool_config(config: Config) -> NormalPoolConfig:
+    """The ``[normal_pool]`` section of the conf as a NormalPoolConfig."""
+    return config_from_mapping(config.steps.get("normal_pool", {}))
+
+
 def config_from_mapping(values: dict) -> NormalPoolConfig:
     """A config from a plain mapping (TOML table): levels as {name = [keys]} in order; unknown key = ConfigError."""
     known = {f.name for f in dataclasses.fields(NormalPoolConfig)}

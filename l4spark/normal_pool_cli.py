@@ -36,7 +36,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from l4spark.cli import config_from_args, progress_printer
-    from l4spark.normal_pool import NormalPoolConfig, update_normal_pool
+    from l4spark.normal_pool import pool_config, update_normal_pool
     from l4spark.session import build_session
 
     config = config_from_args(args)
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.logs_root:
             parse_missing_jobs(spark, config, args.logs_root, progress)
-        update = update_normal_pool(spark, config, NormalPoolConfig(), progress=progress)
+        update = update_normal_pool(spark, config, pool_config(config), progress=progress)
     finally:
         spark.stop()
     print()

@@ -48,7 +48,7 @@ import pandas as pd
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from l4spark.config import StorageConfig
+from l4spark.config import Config, StorageConfig, step_options
 from l4spark.errors import ConfigError
 from l4spark.storage import write_job_rows
 
@@ -92,6 +92,12 @@ class SpatialConfig:
                 raise ConfigError(f"spatial.{key}: expected an integer >= 1, found {getattr(self, key)!r}")
         if not 0.0 <= self.threshold <= 1.0:
             raise ConfigError(f"spatial.threshold: expected a score in [0, 1], found {self.threshold!r}")
+
+
+def spatial_config(config: Config) -> SpatialConfig:
+    """The ``[spatial]`` section of the conf as a SpatialConfig (unknown keys refused)."""
+    import dataclasses
+    return SpatialConfig(**step_options(config, "spatial", [f.name for f in dataclasses.fields(SpatialConfig)]))
 
 
 # ---- Spark: long-form inputs -------------------------------------------------------------

@@ -37,12 +37,13 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return parser
 
 
-def spatial_config(args: argparse.Namespace):
-    from l4spark.spatial import SpatialConfig
+def spatial_settings(args: argparse.Namespace, config):
+    """The conf's ``[spatial]`` section with the command-line flags on top."""
+    from l4spark.spatial import spatial_config
 
     changes = {key: getattr(args, key) for key in ("granularity", "normalisation", "top_k")
                if getattr(args, key, None) is not None}
-    return dataclasses.replace(SpatialConfig(), **changes)
+    return dataclasses.replace(spatial_config(config), **changes)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     if args.master:
         overrides["spark.master"] = args.master
     config = load_config(*args.conf, overrides=overrides)
-    spatial = spatial_config(args)
+    spatial = spatial_settings(args, config)
     started = time.perf_counter()
     spark = build_session(config.spark)
     try:

@@ -16,6 +16,8 @@ Only this evaluation reads ``_labels``.
 
 from __future__ import annotations
 
+import dataclasses
+
 import argparse
 import json
 import sys
@@ -154,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from l4spark.config import load_config
     from l4spark.evaluation.labels import indicating_events, load_labels
-    from l4spark.normal_pool import NormalPoolConfig, filter_normal_events, read_normal_pool, update_normal_pool
+    from l4spark.normal_pool import filter_normal_events, pool_config, read_normal_pool, update_normal_pool
     from l4spark.normal_pool_cli import parse_missing_jobs
     from l4spark.session import build_session
     from l4spark.storage import read_table
@@ -162,7 +164,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     fleet = Path(args.fleet)
     warehouse = args.warehouse or str(fleet.resolve().with_name(fleet.resolve().name + ".warehouse"))
     config = load_config(overrides={"storage.warehouse": warehouse, "spark.master": args.master})
-    pool_config = NormalPoolConfig(rate_keep=not args.no_rate_keep, variant_keep=not args.no_variant_keep)
+    configured = pool_config(config)
+    settings = dataclasses.replace(configured, rate_keep=configured.rate_keep and not args.no_rate_keep,
+                                   variant_keep=configured.variant_keep and not args.no_variant_keep)
     labels = load_labels(fleet)
     started = time.perf_counter()
 
@@ -172,11 +176,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     spark = build_session(config.spark)
     try:
         parse_missing_jobs(spark, config, str(fleet), progress)
-        update_normal_pool(spark, config, pool_config, progress=progress)
+        update_normal_pool(spark, config, settings, progress=progress)
         failed = list(labels)
         events = read_table(spark, config.storage, "events").where(F.col("job_id").isin(failed))
         jobs = read_table(spark, config.storage, "jobs").where(F.col("job_id").isin(failed))
-        result = filter_normal_events(events, jobs, read_normal_pool(spark, config.storage), pool_config,
+        result = filter_normal_events(events, jobs, read_normal_pool(spark, config.storage), settings,
                                       masking=config.masking, fold_digits=config.structure.fold_digits)
         decisions = result.decisions.toPandas()
         indicating = indicating_events(spark, events, labels)
@@ -185,9 +189,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         spark.stop()
     figures = evaluate(decisions, indicating, labels)
     print()
-    print(f"cross-job filter on {fleet} (warehouse {warehouse}; rate keep {'on' if pool_config.rate_keep else 'off'}, "
-          f"variant keep {'on' if pool_config.variant_keep else 'off'}, "
-          f"min support {pool_config.min_support}, min group jobs {pool_config.min_group_jobs})")
+    print(f"cross-job filter on {fleet} (warehouse {warehouse}; rate keep {'on' if settings.rate_keep else 'off'}, "
+          f"variant keep {'on' if settings.variant_keep else 'off'}, "
+          f"min support {settings.min_support}, min group jobs {settings.min_group_jobs})")
     ok = print_figures(figures)
     if args.json:
         payload = [{**asdict(f), "recall": f.recall, "removed_share": f.removed_share} for f in figures]

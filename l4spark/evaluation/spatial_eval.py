@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     from l4spark.evaluation.labels import load_labels
     from l4spark.parse import parse_jobs
     from l4spark.session import build_session
-    from l4spark.spatial import NORMALISATIONS, SpatialConfig, baseline_rankings, rank_nodes
+    from l4spark.spatial import NORMALISATIONS, baseline_rankings, rank_nodes, spatial_config
     from l4spark.storage import read_table, table_exists
 
     labels = load_labels(fleet)
@@ -96,7 +96,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"parsing {fleet} into {warehouse}", flush=True)
             parse_jobs(spark, config, fleet, progress=lambda m: print("  " + m, flush=True))
         events = read_table(spark, config.storage, "events").where(F.col("job_id").isin(sorted(faulty)))
-        base = SpatialConfig() if not args.normalisation else SpatialConfig(normalisation=args.normalisation)
+        base = spatial_config(config)
+        if args.normalisation:
+            base = dataclasses.replace(base, normalisation=args.normalisation)
         variants = [base.normalisation] + ([n for n in NORMALISATIONS if n != base.normalisation] if args.compare else [])
         ranked = {n: rank_nodes(events, dataclasses.replace(base, normalisation=n)).toPandas() for n in variants}
         baselines = baseline_rankings(events).toPandas()

@@ -63,15 +63,16 @@ def run(fleet: Path, warehouse: Path, parse: bool) -> dict:
     from l4spark.parse import parse_jobs
     from l4spark.session import build_session
     from l4spark.storage import read_table
-    from l4spark.temporal import analyse_iterations, job_failure_points, with_stage_and_iteration
+    from l4spark.temporal import analyse_iterations, job_failure_points, temporal_config, with_stage_and_iteration
 
     config = load_config(overrides={"storage.warehouse": str(warehouse)})
     spark = build_session(config.spark)
     try:
         if parse:
             parse_jobs(spark, config, fleet, progress=lambda m: print(m, file=sys.stderr))
-        staged = with_stage_and_iteration(read_table(spark, config.storage, "events")).localCheckpoint()
-        iterations, progress = analyse_iterations(staged)
+        conf = temporal_config(config)
+        staged = with_stage_and_iteration(read_table(spark, config.storage, "events"), conf).localCheckpoint()
+        iterations, progress = analyse_iterations(staged, conf=conf)
         points = job_failure_points(staged, progress).toPandas()
         jobs = read_table(spark, config.storage, "jobs").select("job_id", "status").toPandas()
         its = iterations.select("job_id", "iteration", F.col("anomalous")).toPandas()

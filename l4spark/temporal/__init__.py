@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
-from l4spark.config import StorageConfig
+from l4spark.config import Config, StorageConfig
+from l4spark.errors import ConfigError
 from l4spark.storage import write_job_rows
-from l4spark.temporal.config import STAGES, IterationRule, StageRule, TemporalConfig
+from l4spark.temporal.config import STAGES, IterationRule, StageRule, TemporalConfig, temporal_config_from_mapping
 from l4spark.temporal.jobs import (
     analyse_iterations,
     failure_stages,
@@ -17,9 +18,17 @@ from l4spark.temporal.jobs import (
 )
 from l4spark.temporal.lines import node_clock_offsets, with_stage_and_iteration
 
-__all__ = ["STAGES", "IterationRule", "StageRule", "TemporalConfig", "analyse_iterations", "failure_stages",
+__all__ = ["STAGES", "IterationRule", "StageRule", "TemporalConfig", "temporal_config", "analyse_iterations", "failure_stages",
            "indicating_stand_in", "job_failure_points", "node_clock_offsets", "temporal_events",
            "with_stage_and_iteration", "write_diagnosis_iterations"]
+
+
+def temporal_config(config: Config) -> TemporalConfig:
+    """The ``[temporal]`` section of the conf as a TemporalConfig (unknown keys refused)."""
+    try:
+        return temporal_config_from_mapping(config.steps.get("temporal", {}))
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 def write_diagnosis_iterations(iterations: DataFrame, storage: StorageConfig, job_ids: list[str]) -> None:

@@ -1,6 +1,6 @@
 """Temporal configuration: stage markers, iteration markers, DTW and progress thresholds.
 
-Defaults live in code (not yet in the TOML conf: a ``[temporal]`` section is to come). Regexes
+Defaults live in code; the conf's ``[temporal]`` table overrides them (``temporal_config``). Regexes
 are Java regexes searched anywhere in the event's ``message`` (never anchored on a header: a
 header the parser could not strip stays in the message).
 """
@@ -93,3 +93,21 @@ class TemporalConfig:
                 raise ValueError(f"temporal.stage_rules: stage {rule.stage!r} is not one of {STAGES}")
         if self.window < 1:
             raise ValueError(f"temporal.window must be >= 1, got {self.window}")
+
+
+def temporal_config_from_mapping(values: dict) -> TemporalConfig:
+    """A TemporalConfig from a TOML table: scalars by name; ``stage_rules`` as a list of
+    ``{stage, pattern}`` and ``iteration_rules`` as a list of ``{pattern}`` (each replaces the
+    default list whole). Unknown keys and bad values raise ``ValueError`` naming the key."""
+    import dataclasses
+
+    known = {f.name for f in dataclasses.fields(TemporalConfig)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"unknown config key(s) {[f'temporal.{k}' for k in unknown]}; known: {sorted(known)}")
+    kwargs = dict(values)
+    if "stage_rules" in kwargs:
+        kwargs["stage_rules"] = tuple(StageRule(str(r["stage"]), str(r["pattern"])) for r in kwargs["stage_rules"])
+    if "iteration_rules" in kwargs:
+        kwargs["iteration_rules"] = tuple(IterationRule(str(r["pattern"])) for r in kwargs["iteration_rules"])
+    return TemporalConfig(**kwargs)
