@@ -283,9 +283,10 @@ def _per_job(scan: LayoutScan, counts: pd.DataFrame, issues: list[Issue]) -> lis
 
 def _write_templates(spark: SparkSession, config: Config, store) -> None:
     """The templates table: every event of the store with its line count over all jobs."""
+    counts = (read_table(spark, config.storage, "job_event_counts") if table_exists(config.storage, "job_event_counts")
+              else spark.createDataFrame([], _COUNTS_SCHEMA))
     totals = (
-        read_table(spark, config.storage, "job_event_counts")
-        .groupBy("event_id")
+        counts.groupBy("event_id")
         .agg(F.sum("n_lines").alias("n_lines"), F.countDistinct("job_id").alias("n_jobs"),
              F.min("first_ts").alias("first_seen"))
     )

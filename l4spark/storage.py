@@ -36,8 +36,12 @@ def table_path(storage: StorageConfig, table: str) -> str:
 
 
 def table_exists(storage: StorageConfig, table: str) -> bool:
+    """True when the table has data: a Delta log, or a partition folder or data file (a write of
+    no rows leaves only ``_SUCCESS``, which Spark cannot read a schema from)."""
     path = Path(table_path(storage, table))
-    return path.is_dir() and any(path.iterdir())
+    if not path.is_dir():
+        return False
+    return any(p.name == "_delta_log" or not p.name.startswith(("_", ".")) for p in path.iterdir())
 
 
 def read_table(spark: SparkSession, storage: StorageConfig, table: str) -> DataFrame:

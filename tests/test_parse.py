@@ -198,3 +198,21 @@ def test_shape_path_equals_structuring_every_line(spark, tmp_path):
     shapes, per_line = tables["shapes"], tables["per_line"]
     assert len(shapes) > 1000 and shapes["ts"].notna().mean() > 0.5
     assert shapes.equals(per_line)
+
+
+def test_jobs_without_lines_in_a_fresh_warehouse(spark, test_config, tmp_path):
+    """A run whose jobs hold no line at all (only empty files, or no rank file) reports them and
+    writes readable tables instead of failing on a table with no data files."""
+    logs = tmp_path / "logs"
+    (logs / "job-empty" / "n1").mkdir(parents=True)
+    (logs / "job-empty" / "n1" / "rank-0.log").write_bytes(b"")
+    (logs / "job-none").mkdir(parents=True)
+    for job_id in ("job-empty", "job-none"):
+        (logs / job_id / "job.json").write_text(json.dumps({
+            "job_id": job_id, "status": "failed", "settings": {}, "start_time": "2026-11-20T01:00:00Z"}))
+    summary = parse_jobs(spark, test_config, logs, progress=lambda m: None)
+    assert (summary.lines, summary.events) == (0, 0)
+    assert summary.issues_by_reason == {"empty_file": 1, "no_rank_files": 1}
+    jobs = read(tmp_path / "warehouse", "jobs").set_index("job_id")
+    assert sorted(jobs.index) == ["job-empty", "job-none"] and (jobs["n_lines"] == 0).all()
+    assert len(read(tmp_path / "warehouse", "templates")) == 0
