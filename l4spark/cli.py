@@ -12,14 +12,19 @@ from l4spark.errors import L4SparkError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING if not args.verbose else logging.INFO,
+    args = build_parser().parse_args(argv)
+    return run_command(args.func, args, "l4spark")
+
+
+def run_command(func, args: argparse.Namespace, prog: str) -> int:
+    """Run a command: logging by ``--verbose``; an L4SparkError is a one-line message and exit 2
+    (bad input is reported, not dumped as a stack trace)."""
+    logging.basicConfig(level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        return int(args.func(args) or 0)
+        return int(func(args) or 0)
     except L4SparkError as exc:
-        print(f"l4spark: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
 
 

@@ -121,10 +121,15 @@ def load_config(*paths: str | Path, overrides: Mapping[str, Any] | None = None) 
 
 def step_options(config: Config, step: str, known: Iterable[str]) -> dict[str, Any]:
     """The ``[step]`` table of ``config``, refusing keys the step does not know, by name."""
-    table = config.steps.get(step, {})
+    return check_keys(config.steps.get(step, {}), known, step)
+
+
+def check_keys(table: Mapping[str, Any], known: Iterable[str], section: str) -> dict[str, Any]:
+    """``table`` as a dict; a key not in ``known`` is a ConfigError naming ``section.key``."""
+    known = sorted(known)
     unknown = sorted(set(table) - set(known))
     if unknown:
-        raise ConfigError(f"unknown config key(s) {[f'{step}.{k}' for k in unknown]}; known: {sorted(known)}")
+        raise ConfigError(f"unknown config key(s) {[f'{section}.{k}' for k in unknown]}; known: {known}")
     return dict(table)
 
 

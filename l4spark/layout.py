@@ -19,8 +19,6 @@ from typing import Any, Iterable
 
 from l4spark.errors import InputLayoutError
 
-JOB_STATUSES = ("succeeded", "failed")
-
 
 @dataclass(frozen=True)
 class Issue:

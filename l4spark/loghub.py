@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 import tempfile
 import time
@@ -25,14 +24,9 @@ DEFAULT_BENCHMARKS = "../shared/benchmarks/loghub-2k"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        return run(args)
-    except L4SparkError as exc:
-        print(f"l4spark.loghub: error: {exc}", file=sys.stderr)
-        return 2
+    from l4spark.cli import run_command
+
+    return run_command(run, build_parser().parse_args(argv), "l4spark.loghub")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -44,7 +44,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
-from l4spark.config import Config, StorageConfig
+from l4spark.config import Config, StorageConfig, check_keys
 from l4spark.errors import ConfigError
 from l4spark.fingerprint import DEFAULT_LEVELS, GroupingLevel, canonical_settings, parse_settings, settings_key
 from l4spark.storage import read_table, table_exists, table_path, write_job_rows, write_json, write_table
@@ -553,11 +553,7 @@ def pool_config(config: Config) -> NormalPoolConfig:
 
 def config_from_mapping(values: dict) -> NormalPoolConfig:
     """A config from a plain mapping (TOML table): levels as {name = [keys]} in order; unknown key = ConfigError."""
-    known = {f.name for f in dataclasses.fields(NormalPoolConfig)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ConfigError(f"normal_pool: unknown key(s) {unknown}; expected some of {sorted(known)}")
-    kwargs = dict(values)
+    kwargs = check_keys(values, [f.name for f in dataclasses.fields(NormalPoolConfig)], "normal_pool")
     if "levels" in kwargs:
         levels = kwargs["levels"]
         if not isinstance(levels, dict):

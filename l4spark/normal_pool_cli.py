@@ -9,11 +9,9 @@ With ``--logs-root``, jobs under it that are not in the warehouse yet are parsed
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from typing import Sequence
 
-from l4spark.errors import L4SparkError
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -81,14 +79,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m l4spark.normal_pool_cli", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
     _add_arguments(parser)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        return run(args)
-    except L4SparkError as exc:
-        print(f"l4spark normal-pool: error: {exc}", file=sys.stderr)
-        return 2
+    from l4spark.cli import run_command
+
+    return run_command(run, parser.parse_args(argv), "l4spark normal-pool")
 
 
 if __name__ == "__main__":

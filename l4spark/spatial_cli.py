@@ -10,7 +10,6 @@ import dataclasses
 import sys
 import time
 
-from l4spark.errors import L4SparkError
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -88,12 +87,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from l4spark.cli import run_command
+
     parser = configure(argparse.ArgumentParser(prog="l4spark spatial", description=__doc__))
-    try:
-        return run(parser.parse_args(argv))
-    except L4SparkError as exc:
-        print(f"l4spark spatial: error: {exc}", file=sys.stderr)
-        return 2
+    return run_command(run, parser.parse_args(argv), "l4spark spatial")
 
 
 if __name__ == "__main__":

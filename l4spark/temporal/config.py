@@ -98,14 +98,12 @@ class TemporalConfig:
 def temporal_config_from_mapping(values: dict) -> TemporalConfig:
     """A TemporalConfig from a TOML table: scalars by name; ``stage_rules`` as a list of
     ``{stage, pattern}`` and ``iteration_rules`` as a list of ``{pattern}`` (each replaces the
-    default list whole). Unknown keys and bad values raise ``ValueError`` naming the key."""
+    default list whole). An unknown key is a ConfigError, a bad value a ValueError, naming it."""
     import dataclasses
 
-    known = {f.name for f in dataclasses.fields(TemporalConfig)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ValueError(f"unknown config key(s) {[f'temporal.{k}' for k in unknown]}; known: {sorted(known)}")
-    kwargs = dict(values)
+    from l4spark.config import check_keys
+
+    kwargs = check_keys(values, [f.name for f in dataclasses.fields(TemporalConfig)], "temporal")
     if "stage_rules" in kwargs:
         kwargs["stage_rules"] = tuple(StageRule(str(r["stage"]), str(r["pattern"])) for r in kwargs["stage_rules"])
     if "iteration_rules" in kwargs:
