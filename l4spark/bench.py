@@ -164,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--drain-lines", type=int, default=300_000, help="lines for the single-process reference")
     parser.add_argument("--out", default="out/bench", help="folder for the JSON result")
+    parser.add_argument("--conf", action="append", default=[], metavar="FILE",
+                        help="TOML config file for the parse (e.g. [structure] fold_digits = false: per-line path)")
     args = parser.parse_args(argv)
 
     from l4spark.layout import scan_logs_root
@@ -176,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         measures.append(generate_fleet(fleet, parse_size(args.target_bytes), args.seed))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    config = load_config(overrides={"spark.master": args.master, "storage.warehouse": str(out / "warehouse")})
+    config = load_config(*args.conf, overrides={"spark.master": args.master, "storage.warehouse": str(out / "warehouse")})
     _clear(out / "warehouse")
     scan = scan_logs_root(fleet, config.layout.pattern, config.layout.job_file)
     total = scan.total_bytes
