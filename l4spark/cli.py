@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
     commands = parser.add_subparsers(dest="command", required=True)
 
+    from l4spark.diagnose_cli import add_parser as add_diagnose
     from l4spark.normal_pool_cli import add_parser as add_normal_pool
     from l4spark.patterns_cli import add_parser as add_patterns
     from l4spark.simulate.cli import add_parser as add_simulate
@@ -41,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_patterns(commands)
     add_spatial(commands)
     add_normal_pool(commands)
+    add_diagnose(commands)
 
     parse = commands.add_parser("parse", help="parse rank log files into the events and templates tables")
     parse.add_argument("--logs-root", required=True, help="folder holding <job_id>/<node>/rank-<r>.log[.gz]")

@@ -73,9 +73,9 @@ class DrainConfig:
 
 # Sections of the analysis steps: kept here as plain tables and turned into each step's typed
 # config by the step (``normal_pool.pool_config``, ``spatial.spatial_config``,
-# ``temporal.temporal_config``), which refuses an unknown key by name. (The step modules import
+# ``temporal.temporal_config``, ``diagnose.diagnosis_config``), which refuses an unknown key by name. (The step modules import
 # Spark; this module must not, so it cannot build their dataclasses itself.)
-STEP_SECTIONS = ("normal_pool", "spatial", "temporal")
+STEP_SECTIONS = ("normal_pool", "spatial", "temporal", "diagnosis")
 
 
 @dataclass(frozen=True)

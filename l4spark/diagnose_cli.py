@@ -1,0 +1,106 @@
+"""``l4spark diagnose``: diagnose failed jobs, write the diagnosis tables, reports and a summary.
+
+    l4spark diagnose --warehouse W --job J [J ...]          # jobs already parsed
+    l4spark diagnose --warehouse W --logs-root R --all-failed  # parse what is missing first
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("diagnose", help="diagnose failed jobs: diagnosis tables, reports, summary",
+                                   description=__doc__.splitlines()[0])
+    chosen = parser.add_mutually_exclusive_group(required=True)
+    chosen.add_argument("--job", "--jobs", nargs="+", dest="jobs", metavar="JOB", help="job ids to diagnose")
+    chosen.add_argument("--all-failed", action="store_true", help="every job whose status is failed")
+    parser.add_argument("--warehouse", help="warehouse root (default from conf: ./warehouse)")
+    parser.add_argument("--logs-root", help="parse the jobs under this folder that the warehouse does not have "
+                                            "yet, and update the normal pool, before diagnosing")
+    parser.add_argument("--reports", metavar="DIR", help="write <job>.html and <job>.md here "
+                                                         "(default: <warehouse>/_reports)")
+    parser.add_argument("--no-reports", action="store_true", help="write no report files")
+    parser.add_argument("--show", type=int, default=1, metavar="N",
+                        help="print the terminal summary of the first N diagnosed jobs (default 1)")
+    parser.add_argument("--conf", action="append", default=[], metavar="FILE",
+                        help="TOML config file overriding the defaults (repeatable; later wins)")
+    parser.add_argument("--master", help="Spark master (default from conf: local[*])")
+    parser.add_argument("--format", choices=("parquet", "delta"), help="table format (default parquet)")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    from l4spark.cli import config_from_args, progress_printer
+    from l4spark.diagnose import diagnose_jobs, job_report, write_diagnosis, write_job_reports
+    from l4spark.report import render_terminal
+    from l4spark.session import build_session
+
+    config = config_from_args(args)
+    progress = progress_printer()
+    progress(f"starting Spark ({config.spark.master})")
+    spark = build_session(config.spark)
+    try:
+        job_ids = prepare_jobs(spark, config, args.logs_root, args.jobs, progress)
+        if not job_ids:
+            print("no failed job to diagnose")
+            return 0
+        diagnosis = diagnose_jobs(spark, config, job_ids, progress=progress)
+        progress("writing the diagnosis tables")
+        write_diagnosis(spark, config, diagnosis)
+    finally:
+        spark.stop()
+    reports = {}
+    if not args.no_reports:
+        out = Path(args.reports or Path(config.storage.warehouse) / "_reports")
+        reports = write_job_reports(diagnosis, out)
+    shown = [j for j in diagnosis.diagnosed][: max(0, args.show)]
+    for job_id in shown:
+        print()
+        print(render_terminal(job_report(diagnosis, job_id)))
+    print()
+    print_batch_summary(diagnosis, config.storage.warehouse, reports)
+    return 0 if not (diagnosis.jobs["status"] == "error").any() else 1
+
+
+def prepare_jobs(spark, config, logs_root: str | None, jobs: list[str] | None, progress) -> list[str]:
+    """Parse missing jobs and refresh the normal pool when ``logs_root`` is given; the job ids to
+    diagnose (``jobs``, or every failed job of the jobs table)."""
+    from pyspark.sql import functions as F
+
+    from l4spark.normal_pool import pool_config, update_normal_pool
+    from l4spark.normal_pool_cli import parse_missing_jobs
+    from l4spark.storage import read_table, table_exists
+
+    if logs_root:
+        parse_missing_jobs(spark, config, logs_root, progress)
+        update_normal_pool(spark, config, pool_config(config), progress=progress)
+    if jobs:
+        return sorted(set(jobs))
+    if not table_exists(config.storage, "jobs"):
+        return []
+    return sorted(r.job_id for r in read_table(spark, config.storage, "jobs")
+                  .where(F.col("status") == "failed").select("job_id").collect())
+
+
+def print_batch_summary(diagnosis, warehouse: str, reports: dict) -> None:
+    jobs = diagnosis.jobs
+    ok = jobs[jobs["status"] == "diagnosed"]
+    print(f"diagnosis run {diagnosis.run_id} -> {warehouse}/diagnosis_*")
+    print(f"  jobs diagnosed  {len(ok)}   errors {len(jobs) - len(ok)}")
+    for row in jobs.itertuples():
+        if row.status == "error":
+            print(f"  {row.job_id}: ERROR {row.error}")
+            continue
+        pattern = row.matched_patterns[0] if len(row.matched_patterns) else "no known pattern"
+        iteration = "" if row.failure_iteration is None or row.failure_iteration != row.failure_iteration \
+            else f" it {int(row.failure_iteration)}"
+        suspects = ", ".join(list(row.suspect_nodes)[:3]) or "none"
+        print(f"  {row.job_id}: {row.failure_stage}{iteration}; {pattern}; suspects {suspects}; "
+              f"{row.n_flagged_events} events")
+    if reports:
+        print("  reports:")
+        for job_id, (html, md) in sorted(reports.items()):
+            print(f"    {html}")
