@@ -34,6 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     from l4spark.diagnose_cli import add_parser as add_diagnose
+    from l4spark.evaluation.diagnosis_eval import add_parser as add_evaluate
+    from l4spark.nightly_cli import add_parser as add_nightly
     from l4spark.normal_pool_cli import add_parser as add_normal_pool
     from l4spark.patterns_cli import add_parser as add_patterns
     from l4spark.simulate.cli import add_parser as add_simulate
@@ -43,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_spatial(commands)
     add_normal_pool(commands)
     add_diagnose(commands)
+    add_evaluate(commands)
+    add_nightly(commands)
 
     parse = commands.add_parser("parse", help="parse rank log files into the events and templates tables")
     parse.add_argument("--logs-root", required=True, help="folder holding <job_id>/<node>/rank-<r>.log[.gz]")

@@ -80,6 +80,7 @@ ITERATION_COLUMNS = ["job_id", "iteration", "score", "anomalous", "event_ids"]
 class DiagnosisConfig:
     """Knobs of the assembly (TOML section ``[diagnosis]``); docs/diagnosis.md explains each."""
 
+    use_normal_pool: bool = True  # False: no cross-job filter (every job compared as if without history)
     min_score: float = 0.5  # an event is flagged when its score reaches this
     max_events: int = 200  # flagged events kept per job (best first)
     pattern_min_confidence: float = 0.5  # a pattern is reported from this share of its signature
@@ -379,6 +380,8 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     storage = config.storage
     # 1. cross-job filter
     pool = read_normal_pool(spark, storage)
+    if not conf.use_normal_pool:
+        pool = type(pool)(pool.entries.limit(0), pool.variants.limit(0))
     filtered = filter_normal_events(lines, jobs, pool, pool_config(config), masking=config.masking,
                                     fold_digits=config.structure.fold_digits)
     history = filtered.decisions.select("job_id", "history").distinct().toPandas()
@@ -558,8 +561,10 @@ def write_job_reports(diagnosis: Diagnosis, out_dir) -> dict[str, tuple]:
 
 def _python_value(value, kind: str):
     """A pandas cell as the plain Python value Spark's schema check accepts (None for missing)."""
-    if kind.startswith("array"):
-        return [] if value is None or (np.isscalar(value) and pd.isna(value)) else [str(x) for x in value]
+    if kind.startswith("array<"):
+        if value is None or (np.isscalar(value) and pd.isna(value)):
+            return []
+        return [_python_value(x, kind[len("array<"):-1]) for x in value]
     if value is None or (np.isscalar(value) and pd.isna(value)) or value is pd.NaT:
         return None
     if kind == "timestamp":

@@ -1,4 +1,4 @@
-"""``l4spark patterns list|add``: read and extend the fault-pattern library."""
+"""``l4spark patterns list|add|confirm``: read and extend the fault-pattern library."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("patterns", help="list or add known fault patterns")
+    parser = subparsers.add_parser("patterns", help="list, add or confirm known fault patterns")
     actions = parser.add_subparsers(dest="action", required=True)
     show = actions.add_parser("list", help="print the library (seeds and table)")
     show.add_argument("--warehouse", help="warehouse root (default from conf)")
@@ -25,6 +25,18 @@ def add_parser(subparsers) -> None:
     add.add_argument("--stage")
     add.add_argument("--source-job")
     add.add_argument("--replace", action="store_true", help="replace a stored pattern with the same id")
+    confirm = actions.add_parser("confirm", help="archive a job's confirmed diagnosis as a pattern")
+    confirm.add_argument("--job", required=True, help="a diagnosed job")
+    confirm.add_argument("--warehouse", help="warehouse root (default from conf)")
+    confirm.add_argument("--conf", action="append", default=[], metavar="FILE")
+    confirm.add_argument("--id", dest="pattern_id", help="pattern id (default: confirmed-<job>)")
+    confirm.add_argument("--name", required=True)
+    confirm.add_argument("--fault-class", required=True)
+    confirm.add_argument("--root-cause", required=True)
+    confirm.add_argument("--remedy", required=True)
+    confirm.add_argument("--events", nargs="+", metavar="EVENT_ID",
+                         help="the flagged events that make the signature (default: the 3 best)")
+    confirm.add_argument("--replace", action="store_true", help="replace a stored pattern with the same id")
     parser.set_defaults(func=run)
 
 
@@ -42,6 +54,20 @@ def run(args: argparse.Namespace) -> int:
                                datetime.now(timezone.utc).isoformat(timespec="seconds"), args.source_job)
     spark = build_session(config.spark)
     try:
+        if args.action == "confirm":
+            import re
+
+            from l4spark.pattern_store import pattern_from_diagnosis
+            pattern_id = args.pattern_id or "confirmed-" + re.sub(r"[^A-Za-z0-9_.-]", "-", args.job)[:80]
+            pattern = pattern_from_diagnosis(
+                spark, config.storage, args.job, pattern_id=pattern_id, name=args.name, fault_class=args.fault_class,
+                root_cause=args.root_cause, remedy=args.remedy, event_ids=args.events,
+                created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+            save_pattern(spark, config.storage, pattern, replace=args.replace)
+            print(f"confirmed {args.job} as pattern {pattern.pattern_id} -> {config.storage.warehouse}/fault_patterns")
+            for regex in pattern.signature:
+                print(f"  signature: {regex}")
+            return 0
         if pattern is not None:
             save_pattern(spark, config.storage, pattern, replace=args.replace)
             print(f"added pattern {pattern.pattern_id} to {config.storage.warehouse}/fault_patterns")

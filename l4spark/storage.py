@@ -52,8 +52,8 @@ def read_table(spark: SparkSession, storage: StorageConfig, table: str) -> DataF
 
 
 def write_job_rows(rows: DataFrame, storage: StorageConfig, table: str, job_ids: Iterable[str],
-                   jobs_with_rows: Iterable[str] | None = None, small: bool = False) -> None:
-    """Replace the rows of ``job_ids`` in ``table`` (partitioned by job_id) with ``rows``.
+                   jobs_with_rows: Iterable[str] | None = None, small: bool = False, key: str = "job_id") -> None:
+    """Replace the rows of ``job_ids`` in ``table`` (partitioned by job_id, or by ``key``) with ``rows``.
 
     ``rows`` must hold only those jobs. Rows of other jobs are untouched. ``jobs_with_rows``
     (default: all) says which jobs ``rows`` has; the others' old partitions are deleted, as a
@@ -62,24 +62,25 @@ def write_job_rows(rows: DataFrame, storage: StorageConfig, table: str, job_ids:
     per job and task would hold a Parquet row-group buffer each).
     """
     if small:
-        rows = rows.coalesce(1).sortWithinPartitions("job_id")
+        rows = rows.coalesce(1).sortWithinPartitions(key)
     job_ids = sorted(set(job_ids))
     path = table_path(storage, table)
     if storage.format == "delta":
         quoted = ", ".join("'" + j.replace("'", "''") + "'" for j in job_ids)
-        (rows.write.format("delta").mode("overwrite").partitionBy("job_id")
-         .option("replaceWhere", f"job_id IN ({quoted})").save(path))
+        (rows.write.format("delta").mode("overwrite").partitionBy(key)
+         .option("replaceWhere", f"{key} IN ({quoted})").save(path))
         return
     (rows.write.mode("overwrite").option("partitionOverwriteMode", "dynamic")
-     .partitionBy("job_id").parquet(path))
-    delete_job_partitions(storage, table, set(job_ids) - set(jobs_with_rows if jobs_with_rows is not None else job_ids))
+     .partitionBy(key).parquet(path))
+    delete_job_partitions(storage, table, set(job_ids) - set(jobs_with_rows if jobs_with_rows is not None else job_ids),
+                          key)
 
 
-def delete_job_partitions(storage: StorageConfig, table: str, job_ids: Iterable[str]) -> None:
-    """Remove every row of ``job_ids`` from a Parquet table."""
+def delete_job_partitions(storage: StorageConfig, table: str, job_ids: Iterable[str], key: str = "job_id") -> None:
+    """Remove every row of ``job_ids`` (values of ``key``) from a Parquet table."""
     base = Path(table_path(storage, table))
     for job_id in job_ids:
-        folder = base / ("job_id=" + escape_partition_value(job_id))
+        folder = base / (key + "=" + escape_partition_value(job_id))
         if folder.is_dir():
             shutil.rmtree(folder)
 

@@ -1,0 +1,170 @@
+"""The nightly batch: every failed job without a current diagnosis, in one Spark application.
+
+    l4spark nightly --logs-root R --warehouse W [--date YYYY-MM-DD] [--rediagnose-older]
+    spark-submit jobs/nightly.py --logs-root R --warehouse W [--date D]
+
+Steps, each idempotent, so that a run killed at any point and started again ends with the same
+tables as one clean run:
+
+1. scan the logs root once; a job is *stale* when the jobs table does not have it or its files
+   changed (count or bytes differ from what was parsed);
+2. parse the stale jobs (all in one parse: one read of their files), which extends the template
+   store and replaces their rows;
+3. bring the normal pool up to date with the successful jobs (incremental);
+4. select the failed jobs (ended on or before ``--date`` when given) whose diagnosis is missing,
+   older than their parse, or (``--rediagnose-older``) made by an older l4spark version;
+5. diagnose them together and write the diagnosis tables (per job replaced; ``diagnosis_jobs``
+   last) and their reports;
+6. record the run in the ``runs`` table (run id, date, counts, errors, seconds per step).
+
+A broken job becomes a ``diagnosis_jobs`` error row and the others finish. The run's own row
+is written last; a run that died has no row, and the next run picks its work up.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import date, datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from l4spark import __version__
+from l4spark.config import Config
+from l4spark.storage import read_table, table_exists, write_job_rows
+
+log = logging.getLogger(__name__)
+
+RUNS_SCHEMA = ("run_id string, run_date string, started_at timestamp, finished_at timestamp, status string, "
+               "n_scanned_jobs long, n_parsed_jobs long, n_selected_jobs long, n_diagnosed long, n_errors long, "
+               "errors string, seconds string, version string")
+
+
+@dataclass
+class NightlyRun:
+    run_id: str
+    run_date: str
+    started_at: datetime
+    parsed: list[str] = field(default_factory=list)
+    selected: list[str] = field(default_factory=list)
+    diagnosed: list[str] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    scanned: int = 0
+    reports: dict[str, tuple] = field(default_factory=dict)
+
+
+def stale_jobs(spark: SparkSession, config: Config, scan) -> list[str]:
+    """Jobs of ``scan`` the jobs table lacks, or whose files changed since they were parsed."""
+    files: dict[str, list] = {}
+    for f in scan.files:
+        files.setdefault(f.job_id, []).append(f)
+    parsed = {}
+    if table_exists(config.storage, "jobs"):
+        parsed = {r.job_id: (r.n_files, r.n_bytes) for r in
+                  read_table(spark, config.storage, "jobs").select("job_id", "n_files", "n_bytes").collect()}
+    stale = []
+    for job_id in sorted(scan.jobs):
+        current = (len(files.get(job_id, [])), sum(f.size for f in files.get(job_id, [])))
+        if parsed.get(job_id) != current:
+            stale.append(job_id)
+    return stale
+
+
+def jobs_to_diagnose(spark: SparkSession, config: Config, run_date: date | None, rediagnose_older: bool) -> list[str]:
+    """Failed jobs (ended on or before ``run_date`` when given) without a current diagnosis."""
+    storage = config.storage
+    if not table_exists(storage, "jobs"):
+        return []
+    jobs = read_table(spark, storage, "jobs").where(F.col("status") == "failed").select(
+        "job_id", "end_time", "parsed_at").toPandas()
+    if run_date is not None:
+        ends = pd.to_datetime(jobs["end_time"], errors="coerce", utc=True).dt.date
+        jobs = jobs[ends.isna() | (ends <= run_date)]
+    done = {}
+    if table_exists(storage, "diagnosis_jobs"):
+        done = {r.job_id: (r.processed_at, r.version) for r in
+                read_table(spark, storage, "diagnosis_jobs").select("job_id", "processed_at", "version").collect()}
+    chosen = []
+    for row in jobs.itertuples():
+        previous = done.get(row.job_id)
+        if previous is None or previous[0] is None or pd.Timestamp(previous[0]) < pd.Timestamp(row.parsed_at):
+            chosen.append(row.job_id)
+        elif rediagnose_older and previous[1] != __version__:
+            chosen.append(row.job_id)
+    return sorted(chosen)
+
+
+def run_nightly(spark: SparkSession, config: Config, logs_root: str | Path, run_date: date | None = None,
+                rediagnose_older: bool = False, reports_dir: str | Path | None = None,
+                progress: Callable[[str], None] = log.info) -> NightlyRun:
+    from l4spark.diagnose import diagnose_jobs, new_run_id, write_diagnosis, write_job_reports
+    from l4spark.layout import scan_logs_root
+    from l4spark.normal_pool import pool_config, update_normal_pool
+    from l4spark.parse import parse_jobs
+
+    run = NightlyRun(new_run_id("nightly"), (run_date or datetime.now(timezone.utc).date()).isoformat(),
+                     datetime.now(timezone.utc).replace(tzinfo=None))
+    clock = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        run.seconds[name] = round(now - clock, 2)
+        clock = now
+
+    scan = scan_logs_root(logs_root, config.layout.pattern, config.layout.job_file)
+    run.scanned = len(scan.jobs)
+    run.parsed = stale_jobs(spark, config, scan)
+    lap("scan")
+    progress(f"{run.scanned} jobs under {logs_root}; {len(run.parsed)} new or changed")
+    if run.parsed:
+        parse_jobs(spark, config, logs_root, run.parsed, progress=progress)
+    lap("parse")
+    update_normal_pool(spark, config, pool_config(config), progress=progress)
+    lap("normal_pool")
+    run.selected = jobs_to_diagnose(spark, config, run_date, rediagnose_older)
+    progress(f"{len(run.selected)} failed jobs to diagnose")
+    if run.selected:
+        diagnosis = diagnose_jobs(spark, config, run.selected, run_id=run.run_id, progress=progress)
+        lap("diagnose")
+        write_diagnosis(spark, config, diagnosis)
+        run.diagnosed = diagnosis.diagnosed
+        run.errors = {r.job_id: r.error for r in diagnosis.jobs.itertuples() if r.status == "error"}
+        lap("write")
+        if reports_dir is not None:
+            run.reports = write_job_reports(diagnosis, reports_dir)
+            lap("reports")
+    record_run(spark, config, run, "succeeded")
+    return run
+
+
+def record_run(spark: SparkSession, config: Config, run: NightlyRun, status: str) -> None:
+    """Append the run's row to ``runs`` (partitioned by run_id: a rerun of an id replaces it)."""
+    row = (run.run_id, run.run_date, run.started_at, datetime.now(timezone.utc).replace(tzinfo=None), status,
+           run.scanned, len(run.parsed), len(run.selected), len(run.diagnosed), len(run.errors),
+           json.dumps(run.errors, sort_keys=True), json.dumps(run.seconds), __version__)
+    frame = spark.createDataFrame([row], RUNS_SCHEMA)
+    write_job_rows(frame, config.storage, "runs", [run.run_id], small=True, key="run_id")
+
+
+def summary_lines(run: NightlyRun) -> list[str]:
+    return [f"nightly run {run.run_id} ({run.run_date})",
+            f"  jobs scanned    {run.scanned}",
+            f"  parsed          {len(run.parsed)} (new or changed)",
+            f"  diagnosed       {len(run.diagnosed)} of {len(run.selected)} selected; errors {len(run.errors)}",
+            *[f"    {job}: {error}" for job, error in sorted(run.errors.items())],
+            f"  seconds         {json.dumps(run.seconds)}"]
+
+
+def as_dict(run: NightlyRun) -> dict:
+    out = asdict(run)
+    out["started_at"] = run.started_at.isoformat()
+    out["reports"] = {k: [str(p) for p in v] for k, v in run.reports.items()}
+    return out

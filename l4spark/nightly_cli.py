@@ -1,0 +1,50 @@
+"""``l4spark nightly``: the nightly batch over every failed job without a current diagnosis."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import date
+from pathlib import Path
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("nightly", help="parse new jobs, refresh the normal pool, diagnose every "
+                                                   "failed job without a current diagnosis, record the run")
+    parser.add_argument("--logs-root", required=True, help="folder holding <job_id>/<node>/rank-<r>.log[.gz]")
+    parser.add_argument("--warehouse", help="warehouse root (default from conf: ./warehouse)")
+    parser.add_argument("--date", type=_date, help="run date YYYY-MM-DD: failed jobs that ended on or before it "
+                                                   "(default: every failed job)")
+    parser.add_argument("--rediagnose-older", action="store_true",
+                        help="also rediagnose jobs diagnosed by another l4spark version")
+    parser.add_argument("--reports", metavar="DIR", help="report folder (default: <warehouse>/_reports)")
+    parser.add_argument("--no-reports", action="store_true", help="write no report files")
+    parser.add_argument("--conf", action="append", default=[], metavar="FILE",
+                        help="TOML config file overriding the defaults (repeatable; later wins)")
+    parser.add_argument("--master", help="Spark master (default from conf: local[*]; spark-submit's when submitted)")
+    parser.add_argument("--format", choices=("parquet", "delta"), help="table format (default parquet)")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def _date(text: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a date YYYY-MM-DD, found {text!r}") from exc
+
+
+def run(args: argparse.Namespace) -> int:
+    from l4spark.cli import config_from_args, progress_printer
+    from l4spark.nightly import run_nightly, summary_lines
+    from l4spark.session import build_session
+
+    config = config_from_args(args)
+    progress = progress_printer()
+    spark = build_session(config.spark)
+    reports = None if args.no_reports else Path(args.reports or Path(config.storage.warehouse) / "_reports")
+    try:
+        result = run_nightly(spark, config, args.logs_root, args.date, args.rediagnose_older, reports, progress)
+    finally:
+        spark.stop()
+    print("\n".join(summary_lines(result)))
+    return 0

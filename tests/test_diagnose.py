@@ -1,0 +1,223 @@
+"""The diagnosis end to end on a small generated fleet: tables, patterns, confirm, odd jobs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+from pyspark.sql import functions as F
+
+from l4spark.config import load_config
+from l4spark.diagnose import (
+    DIAGNOSIS_EVENTS_COLUMNS,
+    DIAGNOSIS_JOBS_COLUMNS,
+    DiagnosisConfig,
+    diagnose_jobs,
+    diagnosis_config,
+    job_report,
+    score_events,
+    write_diagnosis,
+)
+from l4spark.errors import ConfigError
+from l4spark.patterns import PatternError
+
+
+@pytest.fixture(scope="module")
+def fleet(spark, tmp_path_factory):
+    """6 jobs (3 failed: program bugs and GPU ECC errors, 3 succeeded) plus a one-node failed
+    copy, parsed, with a normal pool."""
+    from l4spark.normal_pool import pool_config, update_normal_pool
+    from l4spark.parse import parse_jobs
+    from l4spark.simulate import FleetOptions, simulate_fleet
+
+    root = tmp_path_factory.mktemp("diag")
+    logs = root / "logs"
+    simulate_fleet(logs, FleetOptions(seed=3, jobs=6, nodes=(2, 3), ranks_per_node=2, iterations=40, failed_share=0.5,
+                                      fault_kinds=("program_bug", "gpu_ecc_error"), frameworks=("megatron",)))
+    labels = {p.stem: json.loads(p.read_text()) for p in (logs / "_labels").glob("*.json")}
+    # a one-node job: the first failed job's first node only
+    source = sorted(labels)[0]
+    one = logs / "one-node-job"
+    node = sorted(p for p in (logs / source).iterdir() if p.is_dir())[0]
+    shutil.copytree(node, one / node.name)
+    meta = json.loads((logs / source / "job.json").read_text())
+    meta["job_id"] = "one-node-job"
+    (one / "job.json").write_text(json.dumps(meta))
+    config = load_config(overrides={"storage.warehouse": str(root / "warehouse"), "spark.master": "local[2]"})
+    parse_jobs(spark, config, logs)
+    update_normal_pool(spark, config, pool_config(config))
+    return {"config": config, "labels": labels, "logs": logs}
+
+
+@pytest.fixture(scope="module")
+def diagnosis(spark, fleet):
+    config = fleet["config"]
+    jobs = sorted(fleet["labels"]) + ["one-node-job", "never-parsed"]
+    result = diagnose_jobs(spark, config, jobs)
+    write_diagnosis(spark, config, result)
+    return result
+
+
+def _table(spark, config, name):
+    from l4spark.storage import read_table
+    return read_table(spark, config.storage, name)
+
+
+def test_tables_follow_the_contract(spark, fleet, diagnosis):
+    config = fleet["config"]
+    jobs = _table(spark, config, "diagnosis_jobs")
+    assert set(DIAGNOSIS_JOBS_COLUMNS) <= set(jobs.columns)
+    events = _table(spark, config, "diagnosis_events")
+    assert set(DIAGNOSIS_EVENTS_COLUMNS) <= set(events.columns)
+    assert dict(events.dtypes)["sources"] == "array<string>"
+    assert {"job_id", "node", "rank", "score", "suspect", "evidence"} <= set(_table(spark, config, "diagnosis_nodes").columns)
+    assert {"job_id", "iteration", "score", "anomalous", "event_ids"} <= set(
+        _table(spark, config, "diagnosis_iterations").columns)
+    rows = jobs.toPandas().set_index("job_id")
+    assert len(rows) == len(fleet["labels"]) + 2
+    for job_id in fleet["labels"]:
+        assert rows.loc[job_id, "status"] == "diagnosed"
+        assert rows.loc[job_id, "failure_stage"] in ("init", "data_loading", "model_loading", "training",
+                                                     "checkpoint_saving", "finished")
+    flagged = events.toPandas()
+    for job_id, group in flagged.groupby("job_id"):
+        assert sorted(group["rank"]) == list(range(1, len(group) + 1))  # ranks 1..n, no gap
+        assert group.sort_values("rank")["score"].is_monotonic_decreasing
+        assert all(set(s) <= {"cross_job", "spatial", "temporal", "pattern"} for s in group["sources"])
+        assert group["sample"].notna().all() and group["sample_node"].notna().all()
+
+
+def test_unparsed_job_is_an_error_row_and_the_others_go_on(diagnosis):
+    row = diagnosis.jobs.set_index("job_id").loc["never-parsed"]
+    assert row["status"] == "error" and "not parsed" in row["error"]
+    assert (diagnosis.jobs["status"] == "diagnosed").sum() == len(diagnosis.jobs) - 1
+
+
+def test_gpu_ecc_fault_matches_its_seed_pattern_and_flags_the_labelled_events(diagnosis, fleet):
+    ecc = [j for j, label in fleet["labels"].items() if label["fault_kind"] == "gpu_ecc_error"]
+    assert ecc, "the fixture fleet should hold a GPU ECC failure"
+    jobs = diagnosis.jobs.set_index("job_id")
+    for job_id in ecc:
+        assert "gpu-ecc-error" in list(jobs.loc[job_id, "matched_patterns"])
+        assert jobs.loc[job_id, "fault_class"] == "accelerator"
+        flagged = diagnosis.events[diagnosis.events["job_id"] == job_id]
+        messages = [m["message"] for m in fleet["labels"][job_id]["indicating_messages"]]
+        assert any(any(m in str(s) for m in messages) for s in flagged["sample"]), "no labelled event flagged"
+
+
+def test_job_without_history_and_one_node_job_are_diagnosed(diagnosis):
+    jobs = diagnosis.jobs.set_index("job_id")
+    one = jobs.loc["one-node-job"]
+    assert one["status"] == "diagnosed"
+    assert diagnosis.extra["one-node-job"]["n_nodes"] == 1
+    nodes = diagnosis.nodes[diagnosis.nodes["job_id"] == "one-node-job"]
+    assert len(nodes) == 1 and nodes["rank"].tolist() == [1]
+    # the copy's settings group has successful jobs; a job whose settings have no group has no
+    # history: nothing removed, every candidate kept with reason no_history
+    scored = diagnosis.scored
+    no_history = diagnosis.jobs[diagnosis.jobs["history"] == "none"]["job_id"]
+    for job_id in no_history:
+        assert set(scored.loc[scored["job_id"] == job_id, "keep_reason"]) <= {"no_history"}
+        assert not any("cross_job" in s for s in scored.loc[scored["job_id"] == job_id, "sources"])
+
+
+def test_no_history_when_the_pool_is_off(spark, fleet):
+    config = load_config(overrides={"storage.warehouse": fleet["config"].storage.warehouse, "spark.master": "local[2]",
+                                    "diagnosis.use_normal_pool": False})
+    job_id = sorted(fleet["labels"])[0]
+    result = diagnose_jobs(spark, config, [job_id])
+    assert result.jobs.loc[0, "history"] == "none"
+    assert (result.scored["keep_reason"] == "no_history").all()
+
+
+def test_confirmed_diagnosis_becomes_a_pattern_that_matches_the_next_similar_job(spark, fleet, diagnosis):
+    from l4spark.pattern_store import pattern_from_diagnosis, save_pattern
+
+    config = fleet["config"]
+    bugs = sorted(j for j, label in fleet["labels"].items() if label["fault_kind"] == "program_bug")
+    assert len(bugs) >= 1
+    first = bugs[0]
+    pattern = pattern_from_diagnosis(spark, config.storage, first, pattern_id="bug-in-loss", name="bug in loss",
+                                     fault_class="program_bug", root_cause="a bug in the loss function",
+                                     remedy="fix the code")
+    assert pattern.source_job_id == first and pattern.signature
+    save_pattern(spark, config.storage, pattern)
+    # the same job diagnosed again now matches the archived pattern with full confidence
+    again = diagnose_jobs(spark, config, [first])
+    assert "bug-in-loss" in list(again.jobs.loc[0, "matched_patterns"])
+    report = job_report(again, first)
+    assert any(p["pattern_id"] == "bug-in-loss" and p["remedy"] == "fix the code" for p in report.patterns)
+    with pytest.raises(PatternError, match="no diagnosis|status"):
+        pattern_from_diagnosis(spark, config.storage, "never-parsed", pattern_id="x", name="x", fault_class="x",
+                               root_cause="x", remedy="x")
+
+
+def test_rerun_replaces_a_jobs_rows_and_nothing_else(spark, fleet, diagnosis):
+    config = fleet["config"]
+    before = _table(spark, config, "diagnosis_events").toPandas()
+    job_id = sorted(fleet["labels"])[0]
+    result = diagnose_jobs(spark, config, [job_id])
+    write_diagnosis(spark, config, result)
+    after = _table(spark, config, "diagnosis_events").toPandas()
+    key = ["job_id", "rank"]
+    others = lambda frame: frame[frame["job_id"] != job_id].sort_values(key).reset_index(drop=True)  # noqa: E731
+    pd.testing.assert_frame_equal(others(before)[["job_id", "event_id", "rank"]], others(after)[["job_id", "event_id", "rank"]])
+    mine = lambda frame: frame[frame["job_id"] == job_id].sort_values(key)["event_id"].tolist()  # noqa: E731
+    assert mine(before) == mine(after)
+    assert _table(spark, config, "diagnosis_jobs").where(F.col("job_id") == job_id).count() == 1
+
+
+def test_report_of_a_diagnosed_job_renders(diagnosis, tmp_path):
+    from l4spark.report import render_html, render_terminal, write_reports
+
+    job_id = diagnosis.diagnosed[0]
+    report = job_report(diagnosis, job_id)
+    assert job_id in render_terminal(report)
+    html = render_html(report)
+    assert "<svg" in html and job_id in html
+    html_path, md_path = write_reports(report, tmp_path)
+    assert html_path.exists() and md_path.exists()
+
+
+def test_scoring_rules_on_hand_built_evidence():
+    conf = DiagnosisConfig(generic_min_jobs=3)
+    evidence = pd.DataFrame([
+        # late error of a job with history: flagged
+        {"job_id": "j", "event_id": "late_error", "first_t": 100.0, "severity": 3, "frame_share": 0.0,
+         "keep_reason": "not_in_pool", "history": "exact", "sample": "x"},
+        # early info line: not flagged
+        {"job_id": "j", "event_id": "early_info", "first_t": 10.0, "severity": 1, "frame_share": 0.0,
+         "keep_reason": "not_in_pool", "history": "exact", "sample": "x"},
+        # late traceback frame: never flagged
+        {"job_id": "j", "event_id": "frame", "first_t": 100.0, "severity": 0, "frame_share": 1.0,
+         "keep_reason": "not_in_pool", "history": "exact", "sample": "x"},
+        # late, but printed by every failed job: boilerplate
+        {"job_id": "j", "event_id": "boiler", "first_t": 100.0, "severity": 3, "frame_share": 0.0,
+         "keep_reason": "not_in_pool", "history": "exact", "sample": "x"},
+    ])
+    timing = pd.DataFrame([{"job_id": "j", "start_t": 0.0, "last_progress_t": 95.0}])
+    empty = pd.DataFrame(columns=["job_id", "event_id", "score"])
+    shares = pd.DataFrame({"event_id": ["boiler", "late_error"], "n_failed": [10, 1]})
+    shares.attrs["n_failed_jobs"] = 10
+    scored = score_events(evidence, timing, empty, empty, pd.DataFrame(columns=["job_id", "event_id", "confidence"]),
+                          shares, conf).set_index("event_id")
+    assert scored.loc["late_error", "flagged"] and scored.loc["late_error", "rank"] == 1
+    assert not scored.loc["early_info", "flagged"]
+    assert not scored.loc["frame", "flagged"] and scored.loc["frame", "frame"]
+    assert not scored.loc["boiler", "flagged"] and scored.loc["boiler", "generic"]
+    # a known pattern overrides boilerplate
+    hits = pd.DataFrame([{"job_id": "j", "event_id": "boiler", "confidence": 1.0}])
+    scored = score_events(evidence, timing, empty, empty, hits, shares, conf).set_index("event_id")
+    assert scored.loc["boiler", "flagged"] and "pattern" in scored.loc["boiler", "sources"]
+
+
+def test_diagnosis_config_refuses_unknown_keys_and_bad_values():
+    with pytest.raises(ConfigError, match="diagnosis.nope"):
+        diagnosis_config(load_config(overrides={"diagnosis.nope": 1}))
+    with pytest.raises(ConfigError, match="weights"):
+        diagnosis_config(load_config(overrides={"diagnosis.weights": {"magic": 1.0}}))
+    with pytest.raises(ConfigError, match="does not compile"):
+        diagnosis_config(load_config(overrides={"diagnosis.frame_patterns": ["("]}))
+    assert diagnosis_config(load_config(overrides={"diagnosis.min_score": 0.7})).min_score == 0.7

@@ -1,0 +1,130 @@
+"""The nightly batch: selection, idempotence, crash and rerun, the runs table."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from l4spark.config import load_config
+from l4spark.storage import read_table, table_exists
+
+RESULT_TABLES = ("jobs", "events", "templates", "normal_pool", "diagnosis_jobs", "diagnosis_events",
+                 "diagnosis_nodes", "diagnosis_iterations")
+VOLATILE = {"run_id", "processed_at", "parsed_at", "first_seen"}
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory):
+    from l4spark.simulate import FleetOptions, simulate_fleet
+
+    root = tmp_path_factory.mktemp("nightly") / "logs"
+    simulate_fleet(root, FleetOptions(seed=21, jobs=6, nodes=(2, 2), ranks_per_node=2, iterations=30, failed_share=0.5,
+                                      fault_kinds=("oom", "nccl_timeout"), frameworks=("megatron", "deepspeed")))
+    return root
+
+
+def _config(warehouse: Path):
+    return load_config(overrides={"storage.warehouse": str(warehouse), "spark.master": "local[2]"})
+
+
+def snapshot(spark, warehouse: Path) -> dict[str, pd.DataFrame]:
+    """Every result table as a sorted pandas frame without the columns that name a run or a time."""
+    config = _config(warehouse)
+    out = {}
+    for table in RESULT_TABLES:
+        if not table_exists(config.storage, table):
+            out[table] = pd.DataFrame()
+            continue
+        frame = read_table(spark, config.storage, table).toPandas()
+        frame = frame.drop(columns=[c for c in frame.columns if c in VOLATILE])
+        frame = frame.map(lambda v: tuple(v) if hasattr(v, "__len__") and not isinstance(v, str) else v)
+        out[table] = frame.sort_values(list(frame.columns)).reset_index(drop=True)
+    return out
+
+
+def assert_same(a: dict, b: dict) -> None:
+    for table in RESULT_TABLES:
+        pd.testing.assert_frame_equal(a[table], b[table], check_dtype=False, obj=table)
+
+
+@pytest.fixture(scope="module")
+def clean(spark, logs, tmp_path_factory):
+    from l4spark.nightly import run_nightly
+
+    warehouse = tmp_path_factory.mktemp("clean") / "warehouse"
+    run = run_nightly(spark, _config(warehouse), logs)
+    return warehouse, run, snapshot(spark, warehouse)
+
+
+def test_nightly_diagnoses_every_failed_job_and_records_the_run(spark, logs, clean):
+    warehouse, run, tables = clean
+    failed = sorted(p.stem for p in (logs / "_labels").glob("*.json"))
+    assert run.selected == failed and run.diagnosed == failed and not run.errors
+    assert sorted(tables["diagnosis_jobs"]["job_id"]) == failed
+    runs = read_table(spark, _config(warehouse).storage, "runs").toPandas()
+    assert runs["run_id"].tolist() == [run.run_id]
+    assert runs.loc[0, "n_diagnosed"] == len(failed) and runs.loc[0, "status"] == "succeeded"
+
+
+def test_rerun_selects_nothing_and_changes_nothing(spark, logs, clean):
+    from l4spark.nightly import run_nightly
+
+    warehouse, _, tables = clean
+    again = run_nightly(spark, _config(warehouse), logs)
+    assert again.parsed == [] and again.selected == []
+    assert_same(tables, snapshot(spark, warehouse))
+
+
+def test_crash_between_tables_then_rerun_equals_a_clean_run(spark, logs, clean, tmp_path, monkeypatch):
+    """A crash after the events were written but before diagnosis_jobs: the rerun finishes the work."""
+    import l4spark.diagnose as diagnose
+    from l4spark.nightly import run_nightly
+
+    warehouse = tmp_path / "warehouse"
+    real = diagnose.write_job_rows
+    calls = []
+
+    def crash_on_jobs(rows, storage, table, *args, **kwargs):
+        calls.append(table)
+        if table == "diagnosis_jobs":
+            raise RuntimeError("killed")
+        return real(rows, storage, table, *args, **kwargs)
+
+    monkeypatch.setattr(diagnose, "write_job_rows", crash_on_jobs)
+    with pytest.raises(RuntimeError, match="killed"):
+        run_nightly(spark, _config(warehouse), logs)
+    monkeypatch.setattr(diagnose, "write_job_rows", real)
+    assert "diagnosis_events" in calls and not table_exists(_config(warehouse).storage, "runs")
+    rerun = run_nightly(spark, _config(warehouse), logs)
+    assert rerun.parsed == []  # parsing had finished: only the diagnosis is redone
+    assert_same(clean[2], snapshot(spark, warehouse))
+
+
+@pytest.mark.parametrize("fraction", [0.5])
+def test_killed_process_then_rerun_equals_a_clean_run(spark, logs, clean, tmp_path, fraction):
+    """SIGKILL a real ``l4spark nightly`` process part way, rerun it: the tables of a clean run."""
+    warehouse = tmp_path / "warehouse"
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    command = [sys.executable, "-m", "l4spark.cli", "nightly", "--logs-root", str(logs), "--warehouse", str(warehouse),
+               "--master", "local[2]", "--no-reports"]
+    started = time.perf_counter()
+    full = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert full.returncode == 0, full.stderr[-2000:]
+    duration = time.perf_counter() - started
+    shutil.rmtree(warehouse)
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    time.sleep(duration * fraction)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    rerun = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert_same(clean[2], snapshot(spark, warehouse))
