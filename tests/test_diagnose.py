@@ -26,7 +26,7 @@ from l4spark.patterns import PatternError
 
 @pytest.fixture(scope="module")
 def fleet(spark, tmp_path_factory):
-    """6 jobs (3 failed: program bugs and GPU ECC errors, 3 succeeded) plus a one-node failed
+    """7 jobs (4 failed: two program bugs, two GPU ECC errors; 3 succeeded) plus a one-node failed
     copy, parsed, with a normal pool."""
     from l4spark.normal_pool import pool_config, update_normal_pool
     from l4spark.parse import parse_jobs
@@ -34,7 +34,7 @@ def fleet(spark, tmp_path_factory):
 
     root = tmp_path_factory.mktemp("diag")
     logs = root / "logs"
-    simulate_fleet(logs, FleetOptions(seed=3, jobs=6, nodes=(2, 3), ranks_per_node=2, iterations=40, failed_share=0.5,
+    simulate_fleet(logs, FleetOptions(seed=3, jobs=7, nodes=(2, 3), ranks_per_node=2, iterations=40, failed_share=0.5,
                                       fault_kinds=("program_bug", "gpu_ecc_error"), frameworks=("megatron",)))
     labels = {p.stem: json.loads(p.read_text()) for p in (logs / "_labels").glob("*.json")}
     # a one-node job: the first failed job's first node only
@@ -132,29 +132,9 @@ def test_no_history_when_the_pool_is_off(spark, fleet):
     assert (result.scored["keep_reason"] == "no_history").all()
 
 
-def test_confirmed_diagnosis_becomes_a_pattern_that_matches_the_next_similar_job(spark, fleet, diagnosis):
-    from l4spark.pattern_store import pattern_from_diagnosis, save_pattern
-
-    config = fleet["config"]
-    bugs = sorted(j for j, label in fleet["labels"].items() if label["fault_kind"] == "program_bug")
-    assert len(bugs) >= 1
-    first = bugs[0]
-    pattern = pattern_from_diagnosis(spark, config.storage, first, pattern_id="bug-in-loss", name="bug in loss",
-                                     fault_class="program_bug", root_cause="a bug in the loss function",
-                                     remedy="fix the code")
-    assert pattern.source_job_id == first and pattern.signature
-    save_pattern(spark, config.storage, pattern)
-    # the same job diagnosed again now matches the archived pattern with full confidence
-    again = diagnose_jobs(spark, config, [first])
-    assert "bug-in-loss" in list(again.jobs.loc[0, "matched_patterns"])
-    report = job_report(again, first)
-    assert any(p["pattern_id"] == "bug-in-loss" and p["remedy"] == "fix the code" for p in report.patterns)
-    with pytest.raises(PatternError, match="no diagnosis|status"):
-        pattern_from_diagnosis(spark, config.storage, "never-parsed", pattern_id="x", name="x", fault_class="x",
-                               root_cause="x", remedy="x")
-
-
 def test_rerun_replaces_a_jobs_rows_and_nothing_else(spark, fleet, diagnosis):
+    """Diagnosing one job alone gives what the batch gave it; the other jobs' rows stay. (Runs
+    before the confirm test, which adds a pattern that changes the evidence.)"""
     config = fleet["config"]
     before = _table(spark, config, "diagnosis_events").toPandas()
     job_id = sorted(fleet["labels"])[0]
@@ -167,6 +147,30 @@ def test_rerun_replaces_a_jobs_rows_and_nothing_else(spark, fleet, diagnosis):
     mine = lambda frame: frame[frame["job_id"] == job_id].sort_values(key)["event_id"].tolist()  # noqa: E731
     assert mine(before) == mine(after)
     assert _table(spark, config, "diagnosis_jobs").where(F.col("job_id") == job_id).count() == 1
+
+
+def test_confirmed_diagnosis_becomes_a_pattern_that_matches_the_next_similar_job(spark, fleet, diagnosis):
+    from l4spark.pattern_store import pattern_from_diagnosis, save_pattern
+
+    config = fleet["config"]
+    bugs = sorted(j for j, label in fleet["labels"].items() if label["fault_kind"] == "program_bug")
+    assert len(bugs) == 2, bugs
+    first, second = bugs
+    pattern = pattern_from_diagnosis(spark, config.storage, first, pattern_id="bug-in-loss", name="bug in loss",
+                                     fault_class="program_bug", root_cause="a bug in the loss function",
+                                     remedy="fix the code")
+    assert pattern.source_job_id == first and pattern.signature
+    save_pattern(spark, config.storage, pattern)
+    before = diagnosis.jobs.set_index("job_id").loc[second, "matched_patterns"]
+    assert "bug-in-loss" not in list(before)
+    # the next job with the same bug now matches the archived pattern, with its remedy
+    again = diagnose_jobs(spark, config, [second])
+    assert "bug-in-loss" in list(again.jobs.loc[0, "matched_patterns"])
+    report = job_report(again, second)
+    assert any(p["pattern_id"] == "bug-in-loss" and p["remedy"] == "fix the code" for p in report.patterns)
+    with pytest.raises(PatternError, match="no diagnosis|status"):
+        pattern_from_diagnosis(spark, config.storage, "never-parsed", pattern_id="x", name="x", fault_class="x",
+                               root_cause="x", remedy="x")
 
 
 def test_report_of_a_diagnosed_job_renders(diagnosis, tmp_path):
