@@ -1,4 +1,9 @@
-"""The SparkSession factory: local by default, bound to loopback, UTC, few shuffle partitions."""
+"""The SparkSession factory: local by default, bound to loopback, UTC, few shuffle partitions.
+
+A Spark Connect server is used instead when one is configured (``spark.remote`` under
+``[spark.extra]``, or the ``SPARK_REMOTE`` environment variable, e.g. ``sc://127.0.0.1:15002``):
+the library uses only the DataFrame API, so its jobs run over Connect unchanged.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +18,11 @@ from l4spark.config import SparkConfig
 def build_session(conf: SparkConfig) -> SparkSession:
     """A SparkSession for ``conf``. Python workers run this interpreter (``PYSPARK_PYTHON``) so
     that executors import the same l4spark and libraries; every socket binds to 127.0.0.1
-    unless ``SPARK_LOCAL_IP`` says otherwise (a cluster's spark-submit sets its own)."""
+    unless ``SPARK_LOCAL_IP`` says otherwise (a cluster's spark-submit sets its own).
+    With a Connect URL (``remote_url``) the session is a Spark Connect client instead."""
+    url = remote_url(conf)
+    if url is not None:
+        return _connect_session(conf, url)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     # Under spark-submit the JVM is already up with the submitter's master and memory.
@@ -33,4 +42,24 @@ def build_session(conf: SparkConfig) -> SparkSession:
         builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
     for key, value in conf.extra.items():
         builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def remote_url(conf: SparkConfig) -> str | None:
+    """The Spark Connect URL to use: ``spark.remote`` in ``conf.extra``, else ``SPARK_REMOTE``,
+    else None (classic Spark)."""
+    return conf.extra.get("spark.remote") or os.environ.get("SPARK_REMOTE") or None
+
+
+def _connect_session(conf: SparkConfig, url: str) -> SparkSession:
+    """A Spark Connect session to ``url`` with the session settings of ``conf``. Master, driver
+    memory and log level belong to the server, which was started with its own."""
+    builder = (
+        SparkSession.builder.remote(url).appName(conf.app_name)
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", str(conf.shuffle_partitions))
+    )
+    for key, value in conf.extra.items():
+        if key != "spark.remote":
+            builder = builder.config(key, value)
     return builder.getOrCreate()
