@@ -33,7 +33,7 @@ evaluate: setup
 	    --seed $(EVAL_SEED) --jobs 220 --failed-share 0.5 --ranks-per-node 4
 	$(VENV)/bin/l4spark evaluate --fleet out/eval-fleet-$(EVAL_SEED) --json out/eval-$(EVAL_SEED).json
 
-test: setup
+test: setup airflow-setup
 	$(PY) -m pytest -q
 
 # Throughput: a multi-GB generated fleet; full parse vs single-process drain3 vs raw Spark scan.
@@ -46,3 +46,28 @@ parse-accuracy: setup
 
 clean:
 	rm -rf out $(WAREHOUSE) spark-warehouse .pytest_cache
+
+.PHONY: wheel airflow-setup
+
+# The package for executors (docs/deploy.md): dist/l4spark-<version>-py3-none-any.whl to pip-install
+# into a packed environment or an image, and the same archive as dist/l4spark-<version>.zip for
+# spark-submit --py-files (PySpark puts only .py, .zip and .egg py-files on executors' sys.path).
+wheel: setup
+	rm -rf build dist/l4spark-*
+	$(PY) -m pip wheel --quiet --no-deps --wheel-dir dist .
+	for w in dist/l4spark-*-py3-none-any.whl; do cp "$$w" "$${w%-py3-none-any.whl}.zip"; done
+
+# Airflow in its own environment: the Spark provider brings pyspark-client, whose pyspark package
+# would overwrite classic pyspark in $(VENV); the DAG's task runs spark-submit from $(VENV).
+# Versions: dags/airflow-requirements.txt, pinned by dags/airflow-constraints.txt.
+AIRFLOW_VENV  := .venv-airflow
+AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
+
+airflow-setup: $(AIRFLOW_STAMP)
+
+$(AIRFLOW_STAMP): dags/airflow-requirements.txt dags/airflow-constraints.txt
+	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
+	test -x $(AIRFLOW_VENV)/bin/python || $(PYTHON) -m venv $(AIRFLOW_VENV)
+	$(AIRFLOW_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(AIRFLOW_VENV)/bin/python -m pip install --quiet -r dags/airflow-requirements.txt -c dags/airflow-constraints.txt
+	touch $(AIRFLOW_STAMP)
