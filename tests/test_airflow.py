@@ -65,7 +65,7 @@ def airflow_env(home: Path, **extra: str) -> dict[str, str]:
     """The environment of an Airflow command: its own home (SQLite), this checkout's dags, and no
     Airflow or l4spark setting inherited from the caller."""
     env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("AIRFLOW", "L4SPARK_")) and key != "PYTHONPATH"}
+           if not key.startswith(("AIRFLOW", "L4SPARK_")) and key not in ("PYTHONPATH", "SPARK_REMOTE")}
     env.update(AIRFLOW_HOME=str(home), AIRFLOW__CORE__DAGS_FOLDER=str(REPO / "dags"),
                AIRFLOW__CORE__LOAD_EXAMPLES="False", SPARK_LOCAL_IP="127.0.0.1", **extra)
     return env

@@ -71,7 +71,7 @@ def test_nightly_job_runs_from_the_shipped_package(tmp_path):
     # Few shuffle partitions for two one-core executors; on a cluster this file sets them too.
     conf = tmp_path / "spark.toml"
     conf.write_text("[spark]\nshuffle_partitions = 2\n")
-    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "SPARK_HOME")}
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "SPARK_HOME", "SPARK_REMOTE")}
     env.update(SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=str(python), PYSPARK_DRIVER_PYTHON=str(python))
 
     precondition = subprocess.run([str(python), "-c", "import pyspark, pandas, sklearn, drain3\nimport l4spark"],
