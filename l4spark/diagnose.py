@@ -263,6 +263,21 @@ def job_patterns(evidence: pd.DataFrame, templates: dict[str, str], library: Seq
     return matches
 
 
+def rank_matches(matches: dict[str, list[PatternMatch]], scored: pd.DataFrame) -> dict[str, list[PatternMatch]]:
+    """Matches of each job, best first: the most complete signature, then the one whose events
+    came first (the root cause precedes what it causes on peers: an OOM'd rank is followed by its
+    peers' network errors), then the pattern id. Boilerplate events do not date a match."""
+    first_t = {(r.job_id, r.event_id): r.first_t for r in scored.itertuples()
+               if not r.generic and r.first_t == r.first_t}
+    ranked = {}
+    for job_id, found in matches.items():
+        def key(m: PatternMatch) -> tuple:
+            times = [first_t[(job_id, e)] for e in m.matched_event_ids if (job_id, e) in first_t]
+            return (-m.confidence, min(times) if times else math.inf, m.pattern_id)
+        ranked[job_id] = sorted(found, key=key)
+    return ranked
+
+
 def pattern_hit_rows(matches: dict[str, list[PatternMatch]]) -> pd.DataFrame:
     rows = [(job_id, event_id, m.confidence) for job_id, found in matches.items() for m in found
             for event_id in m.matched_event_ids]
@@ -411,6 +426,7 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     # 5. assembly
     shares = failed_event_shares(spark, config, job_ids)
     scored = score_events(evidence, timing, spatial, temporal, hits, shares, conf)
+    matches = rank_matches(matches, scored)
     scored["template"] = scored["event_id"].map(templates)
     flagged = scored[scored["flagged"]]
     report_parts = _report_inputs(spark, lines, flagged)

@@ -23,26 +23,34 @@ def build_session(conf: SparkConfig) -> SparkSession:
     url = remote_url(conf)
     if url is not None:
         return _connect_session(conf, url)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    # Under spark-submit the JVM is already up with the submitter's master and memory.
+    # Under spark-submit the JVM is already up with the submitter's master, memory, Python and
+    # --conf settings: those win over l4spark's conf, which only fills in what they leave unset.
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ
+    if not submitted:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     local = conf.master.startswith("local") and not submitted
     if local:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    builder = (
-        SparkSession.builder.appName(conf.app_name)
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", str(conf.shuffle_partitions))
-        .config("spark.log.level", conf.log_level)
-    )
+    given = _submitted_conf() if submitted else set()
+    settings = {"spark.sql.session.timeZone": "UTC", "spark.sql.shuffle.partitions": str(conf.shuffle_partitions),
+                "spark.log.level": conf.log_level, **conf.extra}
+    builder = SparkSession.builder.appName(conf.app_name)
     if not submitted:
         builder = builder.master(conf.master).config("spark.driver.memory", conf.driver_memory)
     if local:
         builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-    for key, value in conf.extra.items():
-        builder = builder.config(key, value)
+    for key, value in settings.items():
+        if key not in given:
+            builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def _submitted_conf() -> set[str]:
+    """The keys spark-submit was given (``--conf``, ``--properties-file``, spark-defaults)."""
+    from pyspark import SparkConf
+
+    return {key for key, _ in SparkConf().getAll()}
 
 
 def remote_url(conf: SparkConfig) -> str | None:

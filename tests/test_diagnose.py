@@ -225,3 +225,20 @@ def test_diagnosis_config_refuses_unknown_keys_and_bad_values():
     with pytest.raises(ConfigError, match="does not compile"):
         diagnosis_config(load_config(overrides={"diagnosis.frame_patterns": ["("]}))
     assert diagnosis_config(load_config(overrides={"diagnosis.min_score": 0.7})).min_score == 0.7
+
+
+def test_matches_rank_the_pattern_whose_events_came_first():
+    from l4spark.diagnose import rank_matches
+    from l4spark.patterns import PatternMatch
+
+    oom = PatternMatch("cuda-oom", "OOM", "out_of_memory", 1.0, ("E_oom",))
+    ib = PatternMatch("ib-completion-error", "IB", "network", 1.0, ("E_ib1", "E_ib2"))
+    partial = PatternMatch("partial", "P", "x", 0.5, ("E_first",))
+    scored = pd.DataFrame([
+        {"job_id": "j", "event_id": "E_oom", "first_t": 100.0, "generic": False},
+        {"job_id": "j", "event_id": "E_ib1", "first_t": 130.0, "generic": False},
+        {"job_id": "j", "event_id": "E_ib2", "first_t": 50.0, "generic": True},  # boilerplate: does not date
+        {"job_id": "j", "event_id": "E_first", "first_t": 1.0, "generic": False},
+    ])
+    ranked = rank_matches({"j": [ib, partial, oom]}, scored)["j"]
+    assert [m.pattern_id for m in ranked] == ["cuda-oom", "ib-completion-error", "partial"]
