@@ -237,7 +237,9 @@ def score_events(evidence: pd.DataFrame, timing: pd.DataFrame, spatial: pd.DataF
     # this job's own occurrence taken out: the share of the *other* failed jobs that print it
     other_share = (in_failed - 1).clip(lower=0) / max(1, n_failed_jobs - 1)
     frame["generic"] = (n_failed_jobs >= conf.generic_min_jobs) & (other_share >= conf.generic_share) & ~frame["pattern"]
-    frame["frame"] = (frame["frame_share"].fillna(0) >= 0.5) & ~frame["pattern"]
+    # stack frames, and lines without a letter (blank lines, ==== / ---- separators): structure, not content
+    no_words = ~frame["sample"].fillna("").astype(str).str.contains(r"[^\W\d_]", regex=True)
+    frame["frame"] = ((frame["frame_share"].fillna(0) >= 0.5) | no_words) & ~frame["pattern"]
     weights = conf.weights
     frame["score"] = (weights["cross_job"] * frame["cross_job"] + weights["spatial"] * frame["spatial"]
                       + weights["temporal"] * frame["temporal_it"] + weights["pattern"] * frame["pattern"]

@@ -197,6 +197,9 @@ def test_scoring_rules_on_hand_built_evidence():
         # late traceback frame: never flagged
         {"job_id": "j", "event_id": "frame", "first_t": 100.0, "severity": 0, "frame_share": 1.0,
          "keep_reason": "not_in_pool", "history": "exact", "sample": "x"},
+        # late, but a separator line: no word in it
+        {"job_id": "j", "event_id": "rule", "first_t": 100.0, "severity": 0, "frame_share": 0.0,
+         "keep_reason": "not_in_pool", "history": "exact", "sample": "=========="},
         # late, but printed by every failed job: boilerplate
         {"job_id": "j", "event_id": "boiler", "first_t": 100.0, "severity": 3, "frame_share": 0.0,
          "keep_reason": "not_in_pool", "history": "exact", "sample": "x"},
@@ -210,6 +213,7 @@ def test_scoring_rules_on_hand_built_evidence():
     assert scored.loc["late_error", "flagged"] and scored.loc["late_error", "rank"] == 1
     assert not scored.loc["early_info", "flagged"]
     assert not scored.loc["frame", "flagged"] and scored.loc["frame", "frame"]
+    assert not scored.loc["rule", "flagged"] and scored.loc["rule", "frame"]
     assert not scored.loc["boiler", "flagged"] and scored.loc["boiler", "generic"]
     # a known pattern overrides boilerplate
     hits = pd.DataFrame([{"job_id": "j", "event_id": "boiler", "confidence": 1.0}])
