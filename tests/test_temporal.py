@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 
+import numpy as np
+import pytest
+from pyspark.sql import functions as F
 
 from l4spark.temporal import (
     TemporalConfig,
@@ -12,7 +15,7 @@ from l4spark.temporal import (
     job_failure_points,
     with_stage_and_iteration,
 )
-from l4spark.temporal.dtw import analyse_progress, collapse, score_iterations, similarity
+from l4spark.temporal.dtw import ENDED, LASTING, RECOVERED, SLOWER, aftermath, analyse_progress, collapse, score_iterations, similarity
 
 
 def test_similarity_treats_event_ids_as_categories():
@@ -35,7 +38,48 @@ def test_three_sigma_flags_only_the_new_failure():
     scores = score_iterations(sequences, gate={"nccl_error", "abort"}, conf=TemporalConfig())
     assert [s.iteration for s in scores if s.anomalous] == [41]
     assert set(scores[-1].event_ids) == {"nccl_error", "abort"}
+    assert scores[-1].novel == ("abort", "nccl_error")
     assert scores[0].score == 1.0
+    # one threshold per job, mean - 3 sigma of its judged scores (2+ references), on every row
+    judged = np.array([s.score for s in scores[3:]])
+    assert len({s.threshold for s in scores}) == 1
+    assert scores[0].threshold == pytest.approx(judged.mean() - 3 * judged.std(), abs=1e-6)
+
+
+def test_start_of_training_is_no_reference():
+    # the first iteration holds the start of training; the next ones print what it did not
+    sequences = {1: ["start", "it"], 2: ["it", "loss"], 3: ["it", "loss", "timer"],
+                 **{i: ["it", "loss", "timer"] for i in range(4, 31)}}
+    sequences[20] = ["it", "loss", "timer", "nccl_error"]
+    scores = score_iterations(sequences, gate=None, conf=TemporalConfig())
+    assert [s.score for s in scores[:2]] == [1.0, 1.0]  # no reference: iteration 1 is none
+    assert [s.iteration for s in scores if s.anomalous] == [20]
+    # judged with a single reference, iteration 3's new timer line would be anomalous
+    assert 3 in [s.iteration for s in score_iterations(sequences, None, TemporalConfig(min_reference=1))
+                 if s.anomalous]
+
+
+def test_aftermath_tells_a_transient_anomaly_from_a_failure():
+    marks = [(i, 10.0 * i) for i in range(1, 31)]  # 10 s per iteration
+    sequences = {i: ["it"] for i in range(1, 31)}
+    sequences[12] = ["it", "upload_retry"]
+    assert aftermath(12, ("upload_retry",), sequences, marks) == RECOVERED
+    # too few intervals after it: the job stopped there
+    assert aftermath(28, ("upload_retry",), sequences, marks) == ENDED
+    # slower than slowdown_factor x the pace before it
+    slow = [(i, 10.0 * i if i <= 12 else 120.0 + 40.0 * (i - 12)) for i in range(1, 31)]
+    assert aftermath(12, ("upload_retry",), sequences, slow) == SLOWER
+    # the event recurs in every interval after it (a loss turned NaN)
+    nan = {i: (["it", "nan"] if i >= 12 else ["it"]) for i in range(1, 31)}
+    assert aftermath(12, ("nan",), nan, marks) == LASTING
+    # progress lines without timestamps (tqdm bars): intervals still count, the pace is not checked
+    assert aftermath(12, ("upload_retry",), sequences, [(i, None) for i in range(1, 31)]) == RECOVERED
+    # a progress line every 5 iterations: intervals are 5 iterations long
+    strided = [(i, 10.0 * i) for i in range(5, 31, 5)]
+    buckets = {i: ["it"] for i in range(1, 31, 5)}
+    buckets[11] = ["it", "upload_retry"]
+    assert aftermath(11, ("upload_retry",), buckets, strided) == RECOVERED
+    assert aftermath(21, ("upload_retry",), buckets, strided) == ENDED
 
 
 def test_progress_stall_and_refined_iteration():
@@ -45,8 +89,28 @@ def test_progress_stall_and_refined_iteration():
     later = analyse_progress(marks, last_t=1140.0, first_error_t=1137.0)
     assert later.failure_iteration == 104  # 37 s after iteration 100 ended at 10 s per iteration... capped
     hang = analyse_progress(marks, last_t=1100.0 + 1800, first_error_t=1100.0 + 1800)
-    assert hang.stalled and hang.failure_iteration == 101
+    # stalled: the watchdog's error came long after; nothing times it: the interval's middle
+    assert hang.stalled and hang.failure_iteration == 105
+    assert analyse_progress(marks, last_t=1104.0, first_error_t=None).failure_iteration == 105
+    # the watchdog says how long the collective had run: the hang began 23 s after iteration 100
+    began = analyse_progress(marks, last_t=1100.0 + 1800, first_error_t=1100.0 + 1800, began_t=1123.0)
+    assert began.stalled and began.failure_iteration == 103
     assert analyse_progress([], None, None).failure_iteration is None
+
+
+def test_progress_counts_untimed_progress_lines():
+    progress = analyse_progress([(i, None) for i in range(5, 51, 5)], last_t=None, first_error_t=None)
+    assert (progress.last_iteration, progress.stride, progress.stalled, progress.failure_iteration) == (50, 5, False, 53)
+    assert progress.iteration_seconds is None
+
+
+def test_slowdown_onset_walks_back_through_the_ramp():
+    marks, t = [], 0.0
+    for i in range(1, 61):
+        t += 1.0 if i < 41 else (1.2 if i == 41 else 1.35 if i == 42 else 3.0)
+        marks.append((i, t))
+    assert analyse_progress(marks, last_t=t, first_error_t=None).slowdown_from == 41
+    assert analyse_progress(marks, last_t=t, first_error_t=None, conf=TemporalConfig(slowdown_band=1.3)).slowdown_from == 42
 
 
 def test_slowdown_onset():
@@ -67,7 +131,7 @@ SCHEMA = ("job_id string, node string, rank int, file string, line_no long, ts t
 
 
 def _job(spark, skew: float):
-    """Rank 0 narrates (node a); rank 1 (node b, clock +skew) prints no markers."""
+    """Rank 0 narrates (node a); rank 1 (node b, clock +skew) prints no iteration lines."""
     rows = [
         ("j", "a", 0, "a/r0", 1, _ts(0), "INFO", "E_args", "using world size: 2", None, None),
         ("j", "a", 0, "a/r0", 2, None, None, "E_data", "> building train, validation, and test datasets ...", None, None),
@@ -79,9 +143,10 @@ def _job(spark, skew: float):
     rows.append(("j", "a", 0, "a/r0", 9, _ts(73), "ERROR", "E_err", "NCCL error: remote process exited", None, None))
     rows += [
         ("j", "b", 1, "b/r1", 1, _ts(0 + skew), "INFO", "E_args", "using world size: 2", None, None),
-        ("j", "b", 1, "b/r1", 2, _ts(20 + skew), None, "E_train", "training ...", None, None),
-        ("j", "b", 1, "b/r1", 3, _ts(45 + skew), "WARN", "E_warn", "a warning", None, None),
-        ("j", "b", 1, "b/r1", 4, None, None, "E_tb", "Traceback (most recent call last):", None, None),
+        ("j", "b", 1, "b/r1", 2, _ts(10 + skew), None, "E_load", "loading checkpoint from /ckpt at iteration 0", None, None),
+        ("j", "b", 1, "b/r1", 3, None, None, "E_untimed", "an untimed line", None, None),
+        ("j", "b", 1, "b/r1", 4, _ts(45 + skew), "WARN", "E_warn", "a warning", None, None),
+        ("j", "b", 1, "b/r1", 5, None, None, "E_tb", "Traceback (most recent call last):", None, None),
         ("j", "x", 2, "x/r2", 1, None, None, "E_null", "no time and no marker", None, None),
     ]
     return spark.createDataFrame(rows, SCHEMA)
@@ -95,11 +160,14 @@ def test_stage_and_iteration_with_clock_skew(spark):
     assert by_line[("a/r0", 3)] == ("training", 1)
     assert by_line[("a/r0", 5)] == ("training", 2)  # the line of iteration 2 carries 2
     assert by_line[("a/r0", 9)] == ("training", 6)  # after iteration 5: iteration 6 was running
-    # rank 1 prints no iteration lines: its warning at true t=45 lies in iteration 3 (ends at 50)
-    assert by_line[("b/r1", 3)] == ("training", 3)
-    assert by_line[("b/r1", 4)] == ("training", 3)  # no timestamp: the previous line's
+    # rank 1 prints no iteration lines and only a model-loading marker (true t=10)
+    assert by_line[("b/r1", 2)] == ("model_loading", None)
+    # its warning at true t=45 lies in iteration 3 (ends at 50): the job has moved on to training
+    assert by_line[("b/r1", 4)] == ("training", 3)
+    assert by_line[("b/r1", 3)] == ("training", 3)  # no timestamp: no later than the next timed line
+    assert by_line[("b/r1", 5)] == ("training", 6)  # untimed after the last timed line: the job's end
     assert by_line[("x/r2", 1)] == (None, None)  # nothing to align with
-    assert len(staged) == 14
+    assert len(staged) == 15
 
 
 def test_failure_stage_and_iteration(spark):
@@ -108,8 +176,157 @@ def test_failure_stage_and_iteration(spark):
     iterations, progress = analyse_iterations(staged)
     point = job_failure_points(staged, progress).collect()[0]
     assert (point.failure_stage, point.failure_iteration) == ("training", 6)
-    rows = {r.iteration: r.anomalous for r in iterations.collect()}
-    assert rows[6] is True and not any(v for k, v in rows.items() if k != 6)
+    rows = {r.iteration: (r.anomalous, r.reason) for r in iterations.collect()}
+    assert rows[6] == (True, "stopped") and not any(a for k, (a, _) in rows.items() if k != 6)
+
+
+def _training_job(job_id: str, n: int, *, finished: bool = False, blip: int | None = None,
+                  crash: bool = False, stride: int = 1) -> list[tuple]:
+    """One rank printing a progress line every ``stride`` iterations (10 s each) and a timer line
+    after it; an ERROR that the job runs past at iteration ``blip``; a crash or a finish at the end."""
+    rows, line = [], 0
+
+    def add(t, level, event, message):
+        nonlocal line
+        line += 1
+        rows.append((job_id, "a", 0, f"{job_id}/a/r0", line, _ts(t), level, event, message, None, None))
+
+    add(0, "INFO", "E_train", "training ...")
+    for i in range(1, n + 1):
+        if i == blip:
+            add(10 * i - 6, "ERROR", "E_retry", "upload failed (attempt 1/5), retrying")
+            add(10 * i - 5, "ERROR", "E_timeout", "ReadTimeoutError: read timed out")
+            add(10 * i - 4, "INFO", "E_uploaded", "upload succeeded on attempt 2")
+        if i % stride == 0:
+            add(10 * i, None, "E_it", f" iteration {i:8d}/ 1000 | lm loss: 1.0 |")
+            add(10 * i, None, "E_timer", "forward-backward ...: (1.0, 2.0)")
+    if crash:
+        add(10 * n + 4, "ERROR", "E_ecc", "CUDA error: uncorrectable ECC error encountered")
+        add(10 * n + 4, None, "E_frame", "frame #0: c10::Error::Error")
+    if finished:
+        add(10 * n + 2, None, "E_tail", "saving the final model")
+        add(10 * n + 3, None, "E_done", "[after training is done] datetime: 2026-11-02")
+    return rows
+
+
+def test_iterations_threshold_recovered_noise_and_stop(spark):
+    rows = (_training_job("crashed", 40, blip=12, crash=True)
+            + _training_job("finished", 40, blip=20, finished=True))
+    staged = with_stage_and_iteration(spark.createDataFrame(rows, SCHEMA))
+    # no history: every event is a candidate (the cross-job filter keeps everything)
+    candidates = staged.select("job_id", "event_id").distinct()
+    iterations, progress = analyse_iterations(staged, candidates, TemporalConfig())
+    assert dict(iterations.dtypes)["threshold"] == "double"
+    got = {(r.job_id, r.iteration): r for r in iterations.collect()}
+    for job in ("crashed", "finished"):
+        scores = np.array([r.score for (j, i), r in got.items() if j == job and i >= 4])
+        thresholds = {r.threshold for (j, _), r in got.items() if j == job}
+        assert len(thresholds) == 1
+        assert thresholds.pop() == pytest.approx(min(scores.mean() - 3 * scores.std(), scores.mean() - 0.05), abs=1e-5)
+    # the retried upload: the job ran on at its pace: not anomalous (though below the line)
+    assert got[("crashed", 12)].score < got[("crashed", 12)].threshold
+    assert not got[("crashed", 12)].anomalous and not got[("finished", 20)].anomalous
+    assert (got[("crashed", 41)].anomalous, got[("crashed", 41)].reason) == (True, "stopped")
+    assert sorted(got[("crashed", 41)].event_ids) == ["E_ecc", "E_frame"]
+    # a finished job: its wind-down lines are no iteration, nothing is anomalous
+    assert max(i for j, i in got if j == "finished") == 40
+    assert not any(r.anomalous for (j, _), r in got.items() if j == "finished")
+    points = {r.job_id: (r.failure_stage, r.failure_iteration) for r in job_failure_points(staged, progress).collect()}
+    assert points == {"crashed": ("training", 41), "finished": ("finished", None)}
+
+
+def test_strided_progress_refines_the_stopped_iteration(spark):
+    # a progress line every 5 iterations; the crash lines come 24 s after iteration 40 ended
+    rows = _training_job("strided", 40, stride=5)
+    rows.append(("strided", "a", 0, "strided/a/r0", 999, _ts(424), "ERROR", "E_ecc", "CUDA error: ECC error", None, None))
+    # a hang: the watchdog gives up 600 s after the collective started, 34 s after iteration 40 ended
+    rows += _training_job("hung", 40, stride=5)
+    rows.append(("hung", "a", 0, "hung/a/r0", 999, _ts(1034), None, "E_wd",
+                 "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, "
+                 "Timeout(ms)=600000) ran for 600000 milliseconds before timing out.", None, None))
+    staged = with_stage_and_iteration(spark.createDataFrame(rows, SCHEMA))
+    iterations, progress = analyse_iterations(staged, staged.select("job_id", "event_id").distinct())
+    got = {r.iteration: r for r in iterations.where("job_id = 'strided'").collect()}
+    # rows are intervals 1, 6, 11, ...; the stopped one is labelled by time: 40 + 1 + 24 s / 10 s
+    assert sorted(got) == [5, 6, 11, 16, 21, 26, 31, 36, 43]
+    assert [i for i, r in got.items() if r.anomalous] == [43]
+    failure = {r.job_id: (r.stalled, r.failure_iteration) for r in progress.collect()}
+    # the hung job stalled; without the watchdog's elapsed time it would be the middle, 43
+    assert failure == {"strided": (False, 43), "hung": (True, 44)}
+
+
+def test_counted_progress_lines_are_numbered(spark):
+    """HF Trainer without tqdm: log dicts every logging_steps from the step training resumed at."""
+    lines = [(1, 0, "logging_steps=10,"), (2, 1, "***** Running training *****"),
+             (3, 1, "  Continuing training from global step 2000")]
+    lines += [(3 + k, 1 + 10 * k, "{'loss': 1.5, 'grad_norm': 0.3, 'learning_rate': 1e-05, 'epoch': 0.5}")
+              for k in range(1, 4)]
+    lines.append((7, 35, "RuntimeError: CUDA error: an illegal memory access was encountered"))
+    rows = [("hf", "a", 0, "hf/a/r0", n, _ts(t), None, f"E{n}", m, None, None) for n, t, m in lines]
+    rows.append(("hf", "b", 1, "hf/b/r1", 1, _ts(25), None, "E_b", "a line of another rank", None, None))
+    staged = {(r.file, r.line_no): (r.stage, r.iteration)
+              for r in with_stage_and_iteration(spark.createDataFrame(rows, SCHEMA)).collect()}
+    assert [staged[("hf/a/r0", n)][1] for n in range(4, 8)] == [2010, 2020, 2030, 2031]
+    assert staged[("hf/b/r1", 1)] == ("training", 2021)  # by time: after the second dict line
+    # without the interval line, nothing is numbered
+    no_interval = with_stage_and_iteration(spark.createDataFrame(rows[1:], SCHEMA))
+    assert no_interval.where("iteration is not null").count() == 0
+
+
+def test_slowdown_and_lasting_change_fail_in_training(spark):
+    staged = with_stage_and_iteration(spark.createDataFrame(_training_job("s", 10, finished=True)
+                                                            + _training_job("c", 10, finished=False), SCHEMA))
+    progress = spark.createDataFrame(
+        [("s", 10, False, 7, None, 7, None), ("c", 10, False, None, 5, 5, None)],
+        "job_id string, last_iteration long, stalled boolean, slowdown_from long, changed_from long, "
+        "failure_iteration long, first_anomalous long")
+    # "s" finished: a slowdown does not make it failed; "c" ended in training anyway
+    points = {r.job_id: (r.failure_stage, r.failure_iteration) for r in job_failure_points(staged, progress).collect()}
+    assert points == {"s": ("finished", None), "c": ("training", 5)}
+    cut = staged.where(~((F.col("job_id") == "c") & (F.col("line_no") > 15)))  # "c" ends at iteration 7
+    saving = cut.unionByName(spark.createDataFrame(
+        [("c", "a", 0, "c/a/r0", 16, _ts(75), None, "E_save", "saving checkpoint at iteration 7 to /ckpt", None, None)],
+        SCHEMA))
+    staged = with_stage_and_iteration(saving)
+    assert {r.job_id: r.failure_stage for r in failure_stages(staged).collect()}["c"] == "checkpoint_saving"
+    points = {r.job_id: (r.failure_stage, r.failure_iteration) for r in job_failure_points(staged, progress).collect()}
+    assert points["c"] == ("training", 5)  # the change began in training
+
+
+def test_write_diagnosis_iterations_keeps_threshold(spark, test_config):
+    from l4spark.storage import read_table
+    from l4spark.temporal import write_diagnosis_iterations
+
+    rows = spark.createDataFrame(
+        [("j1", 1, 1.0, False, [], 0.7, None), ("j1", 2, 0.2, True, ["E1"], 0.7, "dtw"),
+         ("j2", 1, None, None, None, None, None)],
+        "job_id string, iteration long, score double, anomalous boolean, event_ids array<string>, "
+        "threshold double, reason string")
+    write_diagnosis_iterations(rows, test_config.storage, ["j1", "j2"])
+    back = read_table(spark, test_config.storage, "diagnosis_iterations")
+    assert {"threshold", "reason"} <= set(back.columns)
+    assert sorted((r.job_id, r.iteration, r.threshold) for r in back.collect()) == [
+        ("j1", 1, 0.7), ("j1", 2, 0.7), ("j2", 1, None)]
+
+
+def test_leave_one_out_pool_never_holds_the_job_itself(spark):
+    from l4spark.evaluation.temporal_eval import _leave_one_out, _untagged
+    from l4spark.normal_pool import NormalPoolConfig, build_pool
+
+    settings = '{"model": "m", "framework": "megatron"}'
+    ledger = spark.createDataFrame(
+        [(job, event, event.lower(), 1, 1, settings, "run") for job, events in
+         (("a", ["E_common", "E_only_a"]), ("b", ["E_common"]), ("c", ["E_common"]))
+         for event in events],
+        "job_id string, event_id string, masked string, n_lines long, job_nodes long, settings string, parse_run_id string")
+    copies, groups = _leave_one_out(spark, ledger, NormalPoolConfig())
+    pool = build_pool(copies, groups)
+    for held_out, others in (("a", 2), ("b", 2)):
+        mine = _untagged(pool, f"|loo:{held_out}").where("level = 0").collect()
+        assert {r.group_jobs for r in mine} == {others}
+        events = {r.event_id: r.n_jobs for r in mine}
+        # a's own event is in no pool of a; it is in b's (a is b's history)
+        assert events == ({"E_common": 2} if held_out == "a" else {"E_common": 2, "E_only_a": 1})
 
 
 def test_end_to_end_generated_fleet(spark, test_config, tmp_path):

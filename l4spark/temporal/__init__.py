@@ -33,7 +33,9 @@ def temporal_config(config: Config) -> TemporalConfig:
 
 def write_diagnosis_iterations(iterations: DataFrame, storage: StorageConfig, job_ids: list[str]) -> None:
     """Replace the ``diagnosis_iterations`` rows of ``job_ids`` (job_id, iteration, score,
-    anomalous, event_ids); jobs without iterations lose their old rows."""
-    rows = iterations.select("iteration", "score", "anomalous", "event_ids", "job_id").localCheckpoint()
+    anomalous, event_ids, threshold, and reason when ``iterations`` has it); jobs without
+    iterations lose their old rows. ``threshold`` is the job's anomaly line (the report draws it)."""
+    extra = [c for c in ("threshold", "reason") if c in iterations.columns]
+    rows = iterations.select("iteration", "score", "anomalous", "event_ids", *extra, "job_id").localCheckpoint()
     with_rows = [r.job_id for r in rows.select("job_id").distinct().collect()]
     write_job_rows(rows, storage, "diagnosis_iterations", job_ids, with_rows, small=True)

@@ -27,6 +27,19 @@ class IterationRule:
     pattern: str
 
 
+@dataclass(frozen=True)
+class CountedIterationRule:
+    """Progress lines that carry no iteration number (HF Trainer's log dicts when tqdm bars are
+    off): the k-th one in a rank file ends iteration start + k * interval. ``interval_pattern``
+    and ``start_pattern`` are searched in the job's lines, group 1 the number (the logging
+    interval; the step training resumed from, 0 when no line says). Without an interval line,
+    such lines number nothing; in a file with numbered progress lines they are not counted."""
+
+    pattern: str
+    interval_pattern: str
+    start_pattern: str = ""
+
+
 # Ordered: the first matching rule names the stage. Rules of several frameworks share one list
 # (a job of another framework simply never matches them).
 DEFAULT_STAGE_RULES: tuple[StageRule, ...] = (
@@ -72,12 +85,29 @@ DEFAULT_ITERATION_RULES: tuple[IterationRule, ...] = (
 )
 
 
+DEFAULT_COUNTED_ITERATION_RULES: tuple[CountedIterationRule, ...] = (
+    # HF Trainer: {'loss': ..., 'epoch': ...} every logging_steps (TrainingArguments dump), from
+    # the step a resumed run continues at
+    CountedIterationRule(r"^\s*\{'loss': ", r"\blogging_steps=(\d+)", r"Continuing training from global step (\d+)"),
+)
+
+
+# A line saying how long the operation it reports had been running when it gave up (group 1,
+# milliseconds): the failure began that long before the line (PyTorch's NCCL watchdog).
+DEFAULT_ELAPSED_RULES: tuple[str, ...] = (
+    r"ran for (\d+) milliseconds before timing out",
+)
+
+
 @dataclass(frozen=True)
 class TemporalConfig:
     stage_rules: tuple[StageRule, ...] = DEFAULT_STAGE_RULES
     iteration_rules: tuple[IterationRule, ...] = DEFAULT_ITERATION_RULES
+    counted_iteration_rules: tuple[CountedIterationRule, ...] = DEFAULT_COUNTED_ITERATION_RULES
+    elapsed_rules: tuple[str, ...] = DEFAULT_ELAPSED_RULES
     window: int = 10  # previous iterations each iteration is compared with
     sigma: float = 3.0  # anomalous: score < mean - sigma * std
+    min_reference: int = 2  # reference iterations an iteration needs before the three-sigma rule judges it
     min_drop: float = 0.05  # and at least this far below the mean (std ~ 0 on clean jobs)
     max_sequence: int = 256  # events kept per iteration (after collapsing repeats)
     max_iterations: int = 2000  # last iterations of a job compared (earlier ones are skipped)
@@ -85,20 +115,25 @@ class TemporalConfig:
     hang_factor: float = 5.0  # stall: job's last line later than this x iteration time after last progress
     slowdown_factor: float = 1.5  # slowdown: iteration time above this x the baseline until the end
     slowdown_min_intervals: int = 2
+    slowdown_band: float = 1.1  # the slowdown began where iteration time first rose above this x the baseline
+    recovery_intervals: int = 3  # an anomaly the job ran this many normal logged intervals past is not a failure
     rare_max_jobs: int = 1  # stand-in indicating events: in at most this many jobs of the warehouse
 
     def __post_init__(self) -> None:
         for rule in self.stage_rules:
             if rule.stage not in STAGES:
                 raise ValueError(f"temporal.stage_rules: stage {rule.stage!r} is not one of {STAGES}")
+        if self.recovery_intervals < 1:
+            raise ValueError(f"temporal.recovery_intervals must be >= 1, got {self.recovery_intervals}")
         if self.window < 1:
             raise ValueError(f"temporal.window must be >= 1, got {self.window}")
 
 
 def temporal_config_from_mapping(values: dict) -> TemporalConfig:
     """A TemporalConfig from a TOML table: scalars by name; ``stage_rules`` as a list of
-    ``{stage, pattern}`` and ``iteration_rules`` as a list of ``{pattern}`` (each replaces the
-    default list whole). An unknown key is a ConfigError, a bad value a ValueError, naming it."""
+    ``{stage, pattern}``, ``iteration_rules`` as a list of ``{pattern}`` and
+    ``counted_iteration_rules`` as a list of ``{pattern, interval_pattern, start_pattern}``,
+    ``elapsed_rules`` as a list of regexes (each replaces the default list whole). An unknown key is a ConfigError, a bad value a ValueError, naming it."""
     import dataclasses
 
     from l4spark.config import check_keys
@@ -108,4 +143,10 @@ def temporal_config_from_mapping(values: dict) -> TemporalConfig:
         kwargs["stage_rules"] = tuple(StageRule(str(r["stage"]), str(r["pattern"])) for r in kwargs["stage_rules"])
     if "iteration_rules" in kwargs:
         kwargs["iteration_rules"] = tuple(IterationRule(str(r["pattern"])) for r in kwargs["iteration_rules"])
+    if "elapsed_rules" in kwargs:
+        kwargs["elapsed_rules"] = tuple(str(r) for r in kwargs["elapsed_rules"])
+    if "counted_iteration_rules" in kwargs:
+        kwargs["counted_iteration_rules"] = tuple(
+            CountedIterationRule(str(r["pattern"]), str(r["interval_pattern"]), str(r.get("start_pattern", "")))
+            for r in kwargs["counted_iteration_rules"])
     return TemporalConfig(**kwargs)

@@ -44,8 +44,11 @@ def similarity(a: list[str], b: list[str]) -> float:
 class IterationScore:
     iteration: int
     score: float
+    threshold: float  # the job's anomaly line: below it (and with a novel event) an iteration is anomalous
     anomalous: bool
     event_ids: tuple[str, ...]  # events of the iteration absent from its reference window
+    novel: tuple[str, ...] = ()  # gated events no earlier iteration of the job had
+    below_mean: bool = False  # judged, and at least min_drop below the job's mean score
 
 
 def score_iterations(sequences: dict[int, list[str]], gate: set[str] | None,
@@ -53,32 +56,72 @@ def score_iterations(sequences: dict[int, list[str]], gate: set[str] | None,
     """Mean DTW similarity of each iteration to the previous ``conf.window`` ones; three-sigma rule.
 
     ``sequences``: iteration -> event ids in order. ``gate``: events allowed to make an
-    iteration anomalous (the candidate / indicating events); None = any event. An iteration is
-    anomalous when its score is below mean - sigma * std (and ``min_drop`` below the mean) and
-    it holds a gated event seen in no earlier iteration of the job (a recurring benign
-    difference, such as a periodic evaluation, is not a new failure). The first iteration has
-    no reference and gets score 1.
+    iteration anomalous (the candidate / indicating events); None = any event. The first
+    iteration holds the whole start of training: it is nobody's reference, and its score is 1.
+    An iteration with at least ``min_reference`` references is judged: anomalous when its score
+    is below the job's threshold, mean - sigma * std of the judged scores (and at least
+    ``min_drop`` below the mean: std ~ 0 on a clean job), and it holds a gated event seen in no
+    earlier iteration of the job (a recurring benign difference, such as a periodic evaluation,
+    is not a new failure).
     """
     iterations = sorted(sequences)[-conf.max_iterations:]
     seqs = [collapse(sequences[i], conf.max_sequence) for i in iterations]
-    scores, novel = [], []
+    scores, novel, references = [], [], []
     seen: set[str] = set()
     for k, seq in enumerate(seqs):
-        window = seqs[max(0, k - conf.window):k]
+        window = seqs[max(1, k - conf.window):k]
+        references.append(len(window))
         scores.append(float(np.mean([similarity(seq, ref) for ref in window])) if window else 1.0)
         ref_events = set().union(*window) if window else set()
         novel.append(tuple(sorted(e for e in set(seq) - ref_events if e not in seen and (gate is None or e in gate))))
         seen.update(seq)
-    mean = float(np.mean(scores)) if scores else 1.0
-    std = float(np.std(scores)) if scores else 0.0
-    threshold = min(mean - conf.sigma * std, mean - conf.min_drop)
+    basis = [scores[k] for k in range(len(seqs)) if references[k] >= conf.min_reference] or scores
+    mean = float(np.mean(basis)) if basis else 1.0
+    std = float(np.std(basis)) if basis else 0.0
+    threshold = round(min(mean - conf.sigma * std, mean - conf.min_drop), 6)
     out = []
     for k, it in enumerate(iterations):
         window_events = set().union(*seqs[max(0, k - conf.window):k]) if k else set()
         differing = tuple(sorted(set(seqs[k]) - window_events))[:50]
-        anomalous = k > 0 and scores[k] < threshold and bool(novel[k])
-        out.append(IterationScore(int(it), round(scores[k], 6), anomalous, differing))
+        judged = references[k] >= conf.min_reference
+        anomalous = judged and scores[k] < threshold and bool(novel[k])
+        out.append(IterationScore(int(it), round(scores[k], 6), threshold, anomalous, differing, novel[k],
+                                  judged and scores[k] < mean - conf.min_drop))
     return out
+
+
+RECOVERED, LASTING, SLOWER, ENDED = "recovered", "lasting", "slower", "ended"
+
+
+def aftermath(iteration: int, events: tuple[str, ...], sequences: dict[int, list[str]],
+              marks: list[tuple[int, float | None]], conf: TemporalConfig = TemporalConfig()) -> str:
+    """What the job did after an anomalous ``iteration`` whose new events are ``events``.
+
+    ``ended``: it completed fewer than ``conf.recovery_intervals`` more logged intervals (it
+    stopped there: a failure); ``slower``: one of them was slower than ``slowdown_factor`` x its
+    median iteration time before; ``lasting``: ``events`` recur in every one of them (a loss
+    turned NaN for good); ``recovered``: none of these, the job got over it (a retried upload, a
+    skipped sample, the first periodic evaluation): a fault in synchronous training stops or
+    slows every rank within an interval, or changes what every iteration logs.
+    ``marks``: (iteration, time) of the progress lines (time None or NaN when the line has no
+    timestamp: then the pace is not checked); ``sequences`` as in ``score_iterations``.
+    """
+    timed = sorted((i, t) for i, t in marks if t is not None and not math.isnan(t))
+    per_iter = {b[0]: (b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(timed, timed[1:]) if b[0] > a[0]}
+    completed = sorted({i for i, _ in marks if i >= iteration})  # the first completes the iteration itself
+    after = completed[1:conf.recovery_intervals + 1]
+    if len(after) < conf.recovery_intervals:
+        return ENDED
+    before = [v for i, v in per_iter.items() if i < iteration] or list(per_iter.values())
+    usual = float(np.median(before)) if before else None
+    if usual and any(per_iter.get(i, 0.0) > conf.slowdown_factor * usual for i in after):
+        return SLOWER
+    # the interval ending at progress line i holds the iterations after the previous line, up to i
+    buckets = sorted(sequences)
+    intervals = [[b for b in buckets if prev < b <= i] for prev, i in zip(completed, after)]
+    if events and all(any(set(events) & set(sequences[b]) for b in interval) for interval in intervals):
+        return LASTING
+    return RECOVERED
 
 
 @dataclass(frozen=True)
@@ -91,29 +134,42 @@ class Progress:
     failure_iteration: int | None
 
 
-def analyse_progress(marks: list[tuple[int, float]], last_t: float | None, first_error_t: float | None,
-                     conf: TemporalConfig = TemporalConfig()) -> Progress:
+def analyse_progress(marks: list[tuple[int, float | None]], last_t: float | None, first_error_t: float | None,
+                     conf: TemporalConfig = TemporalConfig(), began_t: float | None = None) -> Progress:
     """Hangs and slowdowns from the progress lines of a job.
 
-    ``marks``: (iteration, time) of iteration lines (times of one clock); ``last_t``: time of the
+    ``marks``: (iteration, time) of iteration lines (times of one clock; None or NaN for a line
+    without a timestamp, which still counts its iteration); ``last_t``: time of the
     job's last line on that clock; ``first_error_t``: time of the first failure-indicating line
     after the last progress line (None if unknown). The running iteration when the job broke is
     the one after the last progress line, advanced by the time elapsed until the first error
-    (at most to the next progress line); a slowdown moves it back to where iterations got slow.
+    (at most to the next progress line; without a time, to the middle of the log interval); a
+    slowdown moves it back to where iterations got slow. ``began_t``: when a line says the
+    failure began (a watchdog that gave up after N ms); it places the failure even in a stalled
+    job, whose first error comes only when a timeout fires.
     """
-    marks = sorted({i: t for i, t in marks if t is not None and not math.isnan(t)}.items())
-    if not marks:
+    iterations = sorted({i for i, _ in marks})
+    if not iterations:
         return Progress(None, 1, None, False, None, None)
-    last_it, last_mark_t = marks[-1]
-    gaps = [(b[0] - a[0], (b[1] - a[1]) / (b[0] - a[0])) for a, b in zip(marks, marks[1:]) if b[0] > a[0]]
-    stride = int(np.median([g[0] for g in gaps])) if gaps else 1
-    per_iter = [g[1] for g in gaps]
+    last_it = iterations[-1]
+    steps = [b - a for a, b in zip(iterations, iterations[1:])]
+    stride = int(np.median(steps)) if steps else 1
+    # times: progress lines without a timestamp (tqdm bars) still count iterations, not seconds
+    marks = sorted({i: t for i, t in marks if t is not None and not math.isnan(t)}.items())
+    per_iter = [(b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(marks, marks[1:])]
     seconds = float(np.median(per_iter)) if per_iter else None
-    stalled = bool(seconds and last_t is not None and last_t - last_mark_t > conf.hang_factor * stride * seconds)
+    last_mark_t = marks[-1][1] if marks and marks[-1][0] == last_it else None
+    stalled = bool(seconds and last_t is not None and last_mark_t is not None
+                   and last_t - last_mark_t > conf.hang_factor * stride * seconds)
     slowdown = _slowdown_onset(marks, per_iter, stride, conf)
     failure = last_it + 1
-    if seconds and first_error_t is not None and not stalled and first_error_t > last_mark_t:
-        failure += min(stride - 1, int((first_error_t - last_mark_t) / seconds))
+    broke_t = began_t if began_t is not None else (None if stalled else first_error_t)
+    if seconds and broke_t is not None and last_mark_t is not None and broke_t > last_mark_t:
+        failure += min(stride - 1, int((broke_t - last_mark_t) / seconds))
+    else:
+        # nothing timed tells where in the interval it broke (or, stalled, only when a watchdog
+        # gave up long after): its middle, the estimate with the least expected error
+        failure += (stride - 1) // 2
     if slowdown is not None:
         failure = slowdown
     return Progress(int(last_it), stride, seconds, stalled, slowdown, int(failure))
@@ -121,16 +177,20 @@ def analyse_progress(marks: list[tuple[int, float]], last_t: float | None, first
 
 def _slowdown_onset(marks: list[tuple[int, float]], per_iter: list[float], stride: int,
                     conf: TemporalConfig) -> int | None:
+    """First slow iteration: from the first interval after which every interval is slower than
+    ``slowdown_factor`` x the median before it, back through the intervals already above
+    ``slowdown_band`` x that median (a slowdown ramps up: a throttled clock, a failing link
+    retrying more and more); inside the first slow interval, placed by its excess time."""
     n = len(per_iter)
     for k in range(3, n - conf.slowdown_min_intervals + 1):
         base = float(np.median(per_iter[:k]))
         later = per_iter[k:]
         if base > 0 and min(later) > conf.slowdown_factor * base:
             slow = float(np.median(later))
-            # interval k spans marks[k] -> marks[k + 1]; the part of it already slow:
-            if k > 0 and per_iter[k - 1] > base * 1.1 and slow > base:
+            while k > 0 and per_iter[k - 1] > conf.slowdown_band * base:
                 k -= 1
+            # interval k spans marks[k] -> marks[k + 1]; the share of it already slow:
             start, end = marks[k][0], marks[k + 1][0]
             share = min(1.0, max(0.0, (per_iter[k] - base) / (slow - base))) if slow > base else 1.0
-            return int(end - round(share * (end - start)) + 1)
+            return int(end - max(1, round(share * (end - start))) + 1)
     return None

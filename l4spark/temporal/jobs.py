@@ -4,27 +4,33 @@ Work is bounded per job: only training lines with an iteration enter the grouped
 function, from at most ``max_ranks`` ranks (every rank that prints iteration lines plus an
 evenly spaced sample of the others), over the last ``max_iterations`` iterations, each
 sequence collapsed and capped at ``max_sequence`` events; each iteration costs ``window`` DTWs.
+Which anomalies count (three-sigma rule, recovery, lasting change, stop, slowdown) is
+described in docs/temporal.md.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from dataclasses import replace
 
+import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from l4spark.temporal.config import TemporalConfig
-from l4spark.temporal.dtw import analyse_progress, score_iterations
-from l4spark.temporal.lines import iteration_marker, stage_marker
+from l4spark.temporal.dtw import LASTING, RECOVERED, aftermath, analyse_progress, score_iterations
+from l4spark.temporal.lines import counted_marker, iteration_marker, node_clock_offsets, stage_marker
 
 log = logging.getLogger(__name__)
 
-_RESULT_SCHEMA = ("job_id string, kind string, iteration long, score double, anomalous boolean, "
-                  "event_ids array<string>, last_iteration long, stalled boolean, slowdown_from long, "
-                  "failure_iteration long")
+_RESULT_SCHEMA = ("job_id string, kind string, iteration long, score double, threshold double, anomalous boolean, "
+                  "reason string, event_ids array<string>, last_iteration long, stalled boolean, slowdown_from long, "
+                  "changed_from long, failure_iteration long")
+
+# A number as progress lines print it (3, 0.5, 2.9E+00, 3e-05); what remains of a progress line
+# without numbers is its shape ("iteration consumed samples ... lm loss ... nan iterations").
+_NUMBER = r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?"
 
 
 def indicating_stand_in(events: DataFrame, conf: TemporalConfig = TemporalConfig()) -> DataFrame:
@@ -63,78 +69,189 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
     """DTW scores per iteration and progress per job.
 
     Input: staged events (output of ``with_stage_and_iteration``); ``indicating``: (job_id,
-    event_id) of candidate / failure-indicating events, or None for ``indicating_stand_in``.
-    Output: (iterations: job_id, iteration, score, anomalous, event_ids — the
-    ``diagnosis_iterations`` contract; progress: job_id, last_iteration, stalled,
-    slowdown_from, failure_iteration, first_anomalous). Jobs without training iterations have
-    no iteration rows and null progress fields.
+    event_id) of candidate / failure-indicating events (the cross-job filter's candidates), or
+    None for ``indicating_stand_in``. Output: (iterations, progress).
+
+    iterations: job_id, iteration, score, anomalous, event_ids (the ``diagnosis_iterations``
+    contract), threshold (the job's anomaly line: mean - sigma * std of its judged scores, at
+    least ``min_drop`` below the mean; the same on every row of a job) and reason (why an
+    anomalous iteration is: ``dtw`` three-sigma rule, ``changed`` lasting change, ``stopped``
+    where progress stopped, ``slowdown`` onset; null when not anomalous). Rows are logged
+    intervals: with a progress line every few iterations, the lines between two progress lines
+    share the first iteration of their interval; the interval where progress stopped is labelled
+    with the time-refined failure iteration, a slowdown's with its onset.
+
+    progress: job_id, last_iteration, stalled, slowdown_from, changed_from (the first anomalous
+    iteration whose new events recur in every interval after it while the job ran on),
+    failure_iteration (the slowdown onset, else changed_from, else where progress stopped,
+    refined by time), first_anomalous. Jobs without training iterations have no iteration rows
+    and null progress fields.
     """
     gate = (indicating if indicating is not None else indicating_stand_in(staged, conf)).select(
         "job_id", "event_id", F.lit(True).alias("gated")).distinct()
+    end_stages = F.broadcast(failure_stages(staged, conf).withColumnRenamed("failure_stage", "end_stage"))
     training = staged.where((F.col("stage") == "training") & F.col("iteration").isNotNull())
+    numbered = iteration_marker(conf)
     ranks = (training.groupBy("job_id", "rank")
-             .agg(F.max(iteration_marker(conf).isNotNull()).alias("prints_iterations"))
+             .agg(F.max(numbered.isNotNull()).alias("prints_numbered"),
+                  F.max(counted_marker(conf)).alias("prints_counted"))
+             .withColumn("prints_iterations", F.col("prints_numbered") | F.col("prints_counted"))
              .withColumn("n_ranks", F.count(F.lit(1)).over(Window.partitionBy("job_id")))
              .withColumn("pos", F.row_number().over(Window.partitionBy("job_id").orderBy("rank")))
              .where(F.col("prints_iterations")
                     | ((F.col("pos") - 1) % F.greatest(F.lit(1), F.ceil(F.col("n_ranks") / conf.max_ranks)) == 0))
-             .select("job_id", "rank"))
+             .select("job_id", "rank", "prints_numbered"))
+    # a counted progress line (no number of its own) reports the iteration the lines step gave it
+    reported = F.coalesce(numbered, F.when(counted_marker(conf) & ~F.col("prints_numbered"), F.col("iteration")))
+    # progress lines enter the sequences by their shape: a tqdm bar growing a block or a learning
+    # rate printed as 3e-05 is the same line; a loss turning into nan is not
+    shape = F.concat(F.lit("progress: "), F.trim(F.regexp_replace(
+        F.regexp_replace("message", _NUMBER, " "), r"[^A-Za-z]+", " ")))
+    elapsed = [F.when(F.col("message").rlike(rule), F.regexp_extract("message", rule, 1).cast("double") / 1000.0)
+               for rule in conf.elapsed_rules]
+    offsets = F.broadcast(node_clock_offsets(staged, conf))
     rows = (training.join(F.broadcast(ranks), on=["job_id", "rank"], how="inner")
             .join(gate, on=["job_id", "event_id"], how="left")
+            .join(end_stages, on="job_id", how="left")
+            .join(offsets, on=["job_id", "node"], how="left")
             .select("job_id", "rank", "line_no", "iteration", "event_id",
+                    F.when(reported.isNotNull(), shape).otherwise(F.col("event_id")).alias("token"),
                     F.col("ts").cast("double").alias("t"),
-                    iteration_marker(conf).alias("reported"),
-                    F.coalesce("gated", F.lit(False)).alias("gated")))
+                    (F.col("ts").cast("double") - F.coalesce("offset_s", F.lit(0.0))).alias("t_job"),
+                    reported.alias("reported"),
+                    (F.coalesce(*elapsed) if elapsed else F.lit(None).cast("double")).alias("elapsed_s"),
+                    stage_marker(conf, with_iterations=False).isNotNull().alias("stage_mark"),
+                    F.coalesce("gated", F.lit(False)).alias("gated"), "end_stage"))
 
     def per_job(frame: pd.DataFrame) -> pd.DataFrame:
         return _analyse_job(frame, conf)
 
     result = rows.groupBy("job_id").applyInPandas(per_job, schema=_RESULT_SCHEMA).localCheckpoint()
     iterations = (result.where(F.col("kind") == "iteration")
-                  .select("job_id", "iteration", "score", "anomalous", "event_ids"))
+                  .select("job_id", "iteration", "score", "anomalous", "event_ids", "threshold", "reason"))
     progress = (result.where(F.col("kind") == "job")
-                .select("job_id", "last_iteration", "stalled", "slowdown_from", "failure_iteration",
+                .select("job_id", "last_iteration", "stalled", "slowdown_from", "changed_from", "failure_iteration",
                         F.col("iteration").alias("first_anomalous")))
     return iterations, progress
 
 
 def _analyse_job(frame: pd.DataFrame, conf: TemporalConfig) -> pd.DataFrame:
+    """One job's iteration rows and progress row (``_RESULT_SCHEMA``) from its training lines.
+
+    ``frame``: rank, line_no, iteration, event_id, token (the sequence symbol), t (own clock),
+    t_job (the reference node's clock), reported, elapsed_s (how long a timed-out operation had
+    run, from ``elapsed_rules``), stage_mark, gated, end_stage.
+    """
     job_id = frame["job_id"].iloc[0]
-    frame = frame.sort_values(["iteration", "rank", "line_no"], kind="stable")
-    sequences = {int(it): group["event_id"].astype(str).tolist() for it, group in frame.groupby("iteration", sort=True)}
-    gate = set(frame.loc[frame["gated"], "event_id"].astype(str))
+    marks_list = [(int(i), float(t) if pd.notna(t) else None)
+                  for i, t in frame.loc[frame["reported"].notna(), ["reported", "t"]].itertuples(index=False)]
+    frame = _by_interval(frame).sort_values(["iteration", "rank", "line_no"], kind="stable")
+    last = max((i for i, _ in marks_list), default=None)
+    died_training = frame["end_stage"].iloc[0] == "training"
+    # lines after the last progress line belong to an iteration only when the job ended while
+    # training; after a finished run or during a checkpoint save they are that stage's lines
+    if last is not None and not died_training:
+        frame = frame[frame["iteration"] <= last]
+    lines = frame[~frame["stage_mark"]]  # stage markers (checkpoint saved, ...) are lifecycle, not behaviour
+    sequences = {int(it): group["token"].astype(str).tolist() for it, group in lines.groupby("iteration", sort=True)}
+    stopped = last + 1 if last is not None else None
+    if died_training and stopped is not None:
+        sequences.setdefault(stopped, [])  # the iteration that never completed, even if nothing was logged in it
+    gate = set(lines.loc[lines["gated"], "token"].astype(str))
     scores = score_iterations(sequences, gate, conf)
-    marks = frame.loc[frame["reported"].notna(), ["reported", "t"]]
-    mark_rank = frame.loc[frame["reported"].notna(), "rank"]
-    same_clock = frame[frame["rank"].isin(set(mark_rank))] if len(mark_rank) else frame
+
+    mark_ranks = set(frame.loc[frame["reported"].notna(), "rank"])
+    same_clock = frame[frame["rank"].isin(mark_ranks)] if mark_ranks else frame
     last_t = same_clock["t"].max() if same_clock["t"].notna().any() else None
-    marks_list = [(int(i), float(t)) for i, t in marks.itertuples(index=False) if pd.notna(t)]
-    last_mark_t = max((t for _, t in marks_list), default=None)
-    errors_after = same_clock.loc[same_clock["gated"] & (same_clock["t"] > (last_mark_t or float("inf"))), "t"]
+    last_mark_t = max((t for _, t in marks_list if t is not None), default=None)
+    # when it broke: the first line after the last progress line, on any rank (clock-corrected),
+    # of an indicating event the job never printed before (routine lines follow a progress
+    # line at once; the failure's own lines are new)
+    new_events = {e for s in scores if s.iteration == stopped for e in s.novel}
+    breaking = lines.loc[(lines["iteration"] == stopped) & lines["token"].isin(new_events)
+                         & (lines["t_job"] > (last_mark_t if last_mark_t is not None else float("inf"))), "t_job"]
+    began = (breaking - lines.loc[breaking.index, "elapsed_s"]).dropna()
     progress = analyse_progress(marks_list, None if last_t is None else float(last_t),
-                                float(errors_after.min()) if len(errors_after) else None, conf)
-    anomalous = [s.iteration for s in scores if s.anomalous]
+                                float(breaking.min()) if len(breaking) else None, conf,
+                                float(began.min()) if len(began) else None)
+
+    after = {s.iteration: aftermath(s.iteration, s.novel, sequences, marks_list, conf)
+             for s in scores if s.anomalous or (s.novel and s.below_mean)}
+    reasons = {s.iteration: "dtw" for s in scores if s.anomalous and after[s.iteration] != RECOVERED}
+    # a lasting change the job ran on with (its loss turned NaN, every step skipped on overflow)
+    # is where it started to fail, even when one iteration alone stays above the three-sigma line
+    changed_from = min((i for i, what in after.items() if what == LASTING), default=None)
+    if changed_from is not None:
+        reasons.setdefault(changed_from, "changed")
     failure_iteration = progress.failure_iteration
-    # where progress stopped: the iteration after the last progress line, when it holds an
-    # indicating event or the job stalled there, is anomalous whatever its DTW score
-    stopped = progress.last_iteration + 1 if progress.last_iteration is not None else None
-    if stopped in sequences and (progress.stalled or gate & set(sequences[stopped])):
-        scores = [replace(s, anomalous=True) if s.iteration == stopped else s for s in scores]
-    anomalous = [s.iteration for s in scores if s.anomalous]
-    rows = [{"job_id": job_id, "kind": "iteration", "iteration": s.iteration, "score": s.score,
-             "anomalous": s.anomalous, "event_ids": list(s.event_ids)} for s in scores]
+    if changed_from is not None and progress.slowdown_from is None:
+        failure_iteration = changed_from
+    labels: dict[int, int] = {}
+    if progress.slowdown_from is not None:
+        # the job did not break in one iteration: it slowed down from here until it was stopped
+        onset = max((i for i in sequences if i <= progress.slowdown_from), default=None)
+        if onset is not None:
+            reasons[onset] = "slowdown"
+            labels[onset] = progress.slowdown_from
+    elif died_training and stopped is not None and (progress.stalled or gate & set(sequences[stopped])
+                                                     or _silent_after_last_progress(frame, last)):
+        # where progress stopped: anomalous when it holds an indicating event, the job stalled, or
+        # the rank printing progress wrote nothing after its last progress line (killed mid-iteration)
+        reasons[stopped] = "stopped"
+        labels[stopped] = progress.failure_iteration
+    token_events = lines.groupby(["iteration", "token"])["event_id"].agg(lambda e: sorted(set(map(str, e))))
+    rows = []
+    for s in scores:
+        differing = sorted({e for token in s.event_ids for e in token_events.get((s.iteration, token), [])})[:50]
+        rows.append({"job_id": job_id, "kind": "iteration", "iteration": labels.get(s.iteration, s.iteration),
+                     "score": s.score, "threshold": s.threshold, "anomalous": s.iteration in reasons,
+                     "reason": reasons.get(s.iteration), "event_ids": differing})
+    anomalous = sorted(labels.get(i, i) for i in reasons)
     rows.append({"job_id": job_id, "kind": "job", "iteration": anomalous[0] if anomalous else None,
                  "last_iteration": progress.last_iteration, "stalled": progress.stalled,
-                 "slowdown_from": progress.slowdown_from, "failure_iteration": failure_iteration, "event_ids": []})
+                 "slowdown_from": progress.slowdown_from, "changed_from": changed_from,
+                 "failure_iteration": failure_iteration,
+                 "event_ids": []})
     columns = [c.split()[0] for c in _RESULT_SCHEMA.split(", ")]
     out = pd.DataFrame([[row.get(c) for c in columns] for row in rows], columns=columns, dtype=object)
     log.debug("temporal %s: %s", job_id, json.dumps({"anomalous": anomalous, "failure": failure_iteration}))
     return out
 
 
+def _by_interval(frame: pd.DataFrame) -> pd.DataFrame:
+    """Progress lines moved into the interval they end: with a progress line every few
+    iterations, the lines after line m are numbered m + 1 and line m + stride carries its own
+    number; both belong to the interval from m + 1 (the first progress line: to its own)."""
+    reported = frame["reported"].dropna().astype("int64")
+    if reported.empty:
+        return frame
+    marks = np.unique(reported.to_numpy())
+    position = np.searchsorted(marks, reported.to_numpy(), side="left")
+    start = np.where(position > 0, marks[np.maximum(position - 1, 0)] + 1, reported.to_numpy())
+    frame = frame.copy()
+    frame.loc[reported.index, "iteration"] = start
+    return frame
+
+
+def _silent_after_last_progress(frame: pd.DataFrame, last: int) -> bool:
+    """True when the rank that printed the last progress line has no training line after it."""
+    last_marks = frame[frame["reported"] == last]
+    rank, line_no = last_marks.iloc[-1][["rank", "line_no"]]
+    return not ((frame["rank"] == rank) & (frame["line_no"] > line_no)).any()
+
+
 def job_failure_points(staged: DataFrame, progress: DataFrame) -> DataFrame:
-    """job_id, failure_stage, failure_iteration (the iteration only when the stage is training)."""
-    return (failure_stages(staged).join(progress, on="job_id", how="left")
+    """job_id, failure_stage, failure_iteration (the iteration only when the stage is training).
+
+    A job that slowed down until it was stopped (``slowdown_from``), or whose iterations changed
+    for good while it ran on (``changed_from``: a loss turned NaN), failed in training there,
+    whatever it was doing when it was ended; a job that finished keeps ``finished``.
+    """
+    slowed = ((F.col("slowdown_from").isNotNull() | F.col("changed_from").isNotNull())
+              & (F.col("end_stage") != "finished"))
+    return (failure_stages(staged).withColumnRenamed("failure_stage", "end_stage")
+            .join(progress, on="job_id", how="left")
+            .withColumn("failure_stage", F.when(slowed, F.lit("training")).otherwise(F.col("end_stage")))
             .select("job_id", "failure_stage",
                     F.when(F.col("failure_stage") == "training", F.col("failure_iteration"))
                     .cast("long").alias("failure_iteration")))

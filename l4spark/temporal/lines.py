@@ -42,39 +42,107 @@ def iteration_marker(conf: TemporalConfig) -> Column:
     return F.coalesce(*numbers) if numbers else F.lit(None).cast("long")
 
 
+def counted_marker(conf: TemporalConfig) -> Column:
+    """True on a progress line without an iteration number (a ``counted_iteration_rules`` line)."""
+    matches = [F.col("message").rlike(rule.pattern) for rule in conf.counted_iteration_rules]
+    marker: Column = F.lit(False)
+    for match in matches:
+        marker = marker | F.coalesce(match, F.lit(False))
+    return marker
+
+
+def _counting(events: DataFrame, conf: TemporalConfig) -> DataFrame | None:
+    """Per job, the interval and start of every counted rule (``count_interval_<i>``,
+    ``count_start_<i>``) from the job's lines; None without counted rules."""
+    if not conf.counted_iteration_rules:
+        return None
+    message = F.col("message")
+    numbers = []
+    for i, rule in enumerate(conf.counted_iteration_rules):
+        numbers.append(F.max(F.when(message.rlike(rule.interval_pattern),
+                                    F.regexp_extract(message, rule.interval_pattern, 1).cast("long")))
+                       .alias(f"count_interval_{i}"))
+        start = (F.max(F.when(message.rlike(rule.start_pattern),
+                              F.regexp_extract(message, rule.start_pattern, 1).cast("long")))
+                 if rule.start_pattern else F.lit(None).cast("long"))
+        numbers.append(F.coalesce(start, F.lit(0)).alias(f"count_start_{i}"))
+    return events.groupBy("job_id").agg(*numbers)
+
+
+def _with_counted_marks(events: DataFrame, conf: TemporalConfig, in_file: Window) -> DataFrame:
+    """``iter_mark``: the number of a numbered progress line, or of a counted one in a file
+    without numbered ones (start rounded down to the interval + k * interval)."""
+    numbered = iteration_marker(conf)
+    counting = _counting(events, conf)
+    if counting is None:
+        return events.withColumn("iter_mark", numbered)
+    upto = in_file.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    whole = in_file.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    counted = []
+    for i, rule in enumerate(conf.counted_iteration_rules):
+        hit = F.coalesce(F.col("message").rlike(rule.pattern), F.lit(False))
+        interval, start = F.col(f"count_interval_{i}"), F.col(f"count_start_{i}")
+        k = F.sum(hit.cast("long")).over(upto)
+        counted.append(F.when(hit & (interval > 0), F.floor(start / interval) * interval + k * interval))
+    return (events.join(F.broadcast(counting), on="job_id", how="left")
+            .withColumn("numbered_mark", numbered)
+            .withColumn("file_numbered", F.max(F.col("numbered_mark").isNotNull()).over(whole))
+            .withColumn("iter_mark", F.coalesce(
+                "numbered_mark", F.when(~F.col("file_numbered"), F.coalesce(*counted).cast("long"))))
+            .drop("numbered_mark", "file_numbered", *counting.columns[1:]))
+
+
 def with_stage_and_iteration(events: DataFrame, conf: TemporalConfig = TemporalConfig()) -> DataFrame:
     """Fill ``stage`` and ``iteration`` of the events.
 
     Input: the ``events`` contract (job_id, node, rank, file, line_no, ts, level, event_id,
     message, stage, iteration; stage/iteration may be null). Output: the same columns, in that
     order, with
-    * ``stage``: the stage started by the last stage marker at or before the line in its own
-      file; for lines before any marker of their own file (most ranks print none), the job's
-      stage at the line's clock-corrected time, taken from the markers of all its files; null
-      when neither exists (no marker yet and no timestamp to align).
+    * ``stage``: in files that print iteration lines, the stage started by the last stage
+      marker at or before the line; in other files (most ranks print few markers or none), the
+      job's stage at the line's clock-corrected time, taken from the markers of all its files,
+      unless the file's own last marker may be later; null when neither exists (no marker yet
+      and no timestamp to align). A line without a timestamp has the time of the next timed
+      line of its file, or, after the file's last timed line, the job's end (a rank's dying
+      output seldom carries timestamps); a file without any timestamp cannot be aligned.
     * ``iteration``: for training lines, the iteration running (last completed + 1; an
-      iteration line carries its own number); for checkpoint lines, the iteration saved; null in
-      other stages; training lines before the file's first iteration line get that line's
-      number (the first logged interval). Files without iteration lines get the job's iteration at the line's corrected
-      time (null without a timestamp).
+      iteration line carries its own number, a counted progress line the number it counts to);
+      for checkpoint lines, the iteration saved; null in other stages; training lines before
+      the file's first iteration line get that line's number (the first logged interval).
+      Files without iteration lines get the job's iteration at the line's corrected time (null
+      without a timestamp).
     """
     in_file = Window.partitionBy("job_id", "file").orderBy("line_no")
     upto = in_file.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     whole = in_file.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     marked = (
-        events.drop("stage", "iteration")
-        .withColumn("stage_mark", stage_marker(conf))
-        .withColumn("iter_mark", iteration_marker(conf))
+        _with_counted_marks(events.drop("stage", "iteration"), conf, in_file)
+        .withColumn("stage_mark", F.coalesce(stage_marker(conf, with_iterations=False),
+                                             F.when(F.col("iter_mark").isNotNull(), F.lit("training"))))
         .withColumn("own_stage", F.last("stage_mark", ignorenulls=True).over(upto))
         .withColumn("own_iter", F.last("iter_mark", ignorenulls=True).over(upto))
         .withColumn("next_iter", F.first("iter_mark", ignorenulls=True).over(
             in_file.rowsBetween(Window.currentRow, Window.unboundedFollowing)))
         .withColumn("ts_filled", F.last("ts", ignorenulls=True).over(upto))
+        .withColumn("ts_next", F.first("ts", ignorenulls=True).over(
+            in_file.rowsBetween(Window.currentRow, Window.unboundedFollowing)))
         .withColumn("file_has_iters", F.max(F.col("iter_mark").isNotNull()).over(whole))
     )
     offsets = node_clock_offsets(events, conf)
+    # a line without a timestamp was printed no later than the next timed line of its file; after
+    # the file's last timed line, no later than the job's end. The upper bound, because a rank's
+    # dying output (NCCL errors, tracebacks) seldom carries timestamps and may follow its last
+    # timed line by many iterations, while the launcher's teardown after it usually does
+    line_t = (F.when(F.col("ts").isNotNull() | F.col("ts_next").isNotNull(), F.col("ts_next").cast("double"))
+              .when(F.col("ts_filled").isNotNull(), F.lit(float("inf"))))
+    # when the file's own last stage marker was printed, at the latest
+    marked = marked.withColumn("own_stage_latest", F.last(F.when(F.col("stage_mark").isNotNull(), line_t),
+                                                          ignorenulls=True).over(upto))
+    offset = F.coalesce("offset_s", F.lit(0.0))
     marked = (marked.join(F.broadcast(offsets), on=["job_id", "node"], how="left")
-              .withColumn("t", F.col("ts_filled").cast("double") - F.coalesce("offset_s", F.lit(0.0))))
+              .withColumn("t", line_t - offset)
+              .withColumn("t_mark", F.col("ts_filled").cast("double") - offset)
+              .withColumn("own_stage_t", F.col("own_stage_latest") - offset))
 
     anchored = marked.where(F.col("file_has_iters"))
     anchored_out = anchored.select(
@@ -84,21 +152,27 @@ def with_stage_and_iteration(events: DataFrame, conf: TemporalConfig = TemporalC
 
     unanchored = marked.where(~F.col("file_has_iters"))
     timeline = (
-        marked.where((F.col("stage_mark").isNotNull() | F.col("iter_mark").isNotNull()) & F.col("t").isNotNull())
-        .select("job_id", "t", F.col("stage_mark").alias("tl_stage"),
+        # markers keep their file's order: an untimed one has the time of the timed line before it
+        marked.where((F.col("stage_mark").isNotNull() | F.col("iter_mark").isNotNull()) & F.col("t_mark").isNotNull())
+        .select("job_id", F.col("t_mark").alias("t"), "file", "line_no", F.col("stage_mark").alias("tl_stage"),
                 F.when(F.col("file_has_iters"), F.col("iter_mark")).alias("tl_iter"),
                 F.lit(0).alias("is_line"))
     )
     lines_to_align = unanchored.where(F.col("t").isNotNull()).select(
-        *EVENT_COLUMNS[:9], "own_stage", "t", F.lit(1).alias("is_line"))
-    by_time = (Window.partitionBy("job_id").orderBy("t", "is_line")
+        *EVENT_COLUMNS[:9], "own_stage", "own_stage_t", "t", F.lit(1).alias("is_line"))
+    by_time = (Window.partitionBy("job_id").orderBy("t", "is_line", "file", "line_no")
                .rowsBetween(Window.unboundedPreceding, Window.currentRow))
     aligned = (
         lines_to_align.unionByName(timeline, allowMissingColumns=True)
         .withColumn("job_stage", F.last("tl_stage", ignorenulls=True).over(by_time))
+        .withColumn("job_stage_t", F.last(F.when(F.col("tl_stage").isNotNull(), F.col("t")), ignorenulls=True)
+                    .over(by_time))
         .withColumn("job_iter", F.last("tl_iter", ignorenulls=True).over(by_time))
         .where(F.col("is_line") == 1)
-        .withColumn("stage", F.coalesce("own_stage", "job_stage"))
+        # the rank's own last marker, unless the job has surely moved on since (a rank that
+        # printed "loading checkpoint" and no marker after is training when the job is)
+        .withColumn("stage", F.when(F.col("own_stage").isNull() | (F.col("job_stage_t") > F.col("own_stage_t")),
+                                    F.col("job_stage")).otherwise(F.col("own_stage")))
         .select(*EVENT_COLUMNS[:9], "stage",
                 _iteration_in(F.col("stage"), F.col("job_iter"), F.lit(None)).alias("iteration"))
     )
