@@ -13,7 +13,8 @@ import time
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser("spatial", help="rank the nodes of failed jobs (Isolation Forest) into diagnosis_nodes")
+    parser = subparsers.add_parser("spatial", help="rank the nodes of failed jobs into diagnosis_nodes "
+                                                   "(isolation, peer blame, first to fail, silence)")
     configure(parser)
     parser.set_defaults(func=run)
     return parser
@@ -82,7 +83,9 @@ def run(args: argparse.Namespace) -> int:
         for row in group.itertuples():
             unit = row.node if row.process_rank is None or row.process_rank != row.process_rank else f"{row.node} rank {row.process_rank}"
             flags = ("suspect " if row.suspect else "") + ("silent" if row.silent else "")
-            print(f"  {row.rank:>3}  {unit:<28} score {row.score:.3f}  {flags.strip()}")
+            print(f"  {row.rank:>3}  {unit:<28} combined {row.combined_score:.3f}  {flags.strip()}")
+            for signal in row.signals:
+                print(f"         {signal}")
     return 0
 
 

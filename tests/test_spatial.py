@@ -13,15 +13,24 @@ import pytest
 from l4spark.errors import ConfigError
 from l4spark.spatial import (
     DIAGNOSIS_NODES_COLUMNS,
+    UNIT_FACTS_COLUMNS,
     SpatialConfig,
+    address_book,
     baseline_rankings,
+    blame_scores,
+    clock_offsets,
+    failure_onsets,
+    peer_mentions,
     rank_nodes,
     rank_units,
     roles,
     silence,
     size_factors,
     spatial_events,
+    timing_scores,
     top_k_hit,
+    unit_activity,
+    unit_mentions,
     write_diagnosis_nodes,
 )
 
@@ -47,7 +56,8 @@ def _activity(n_units: int, **overrides) -> pd.DataFrame:
         "node": [f"n{i:02d}" for i in range(n_units)], "process_rank": [None] * n_units,
         "min_rank": [2 * i for i in range(n_units)], "max_rank": [2 * i + 1 for i in range(n_units)],
         "n_files": [2] * n_units, "n_lines": [1000] * n_units, "n_error": [1] * n_units,
-        "first_error_s": [100.0] * n_units, "last_s": [1000.0 + i % 3 for i in range(n_units)]})
+        "first_error_s": [100.0] * n_units, "first_s": [0.0] * n_units,
+        "last_s": [1000.0 + i % 3 for i in range(n_units)]})
     for column, values in overrides.items():
         for index, value in values.items():
             frame.loc[index, column] = value
@@ -113,6 +123,132 @@ def test_a_job_of_two_units_is_ranked_without_a_forest():
     assert ranked["suspect"].tolist() == [False, False]
 
 
+def test_a_unit_isolated_only_by_what_it_lacks_is_not_credited():
+    # n00 holds rank 0 but is no singleton role here; n03 lacks the watchdog line everyone logs
+    rows = [r for r in _healthy_counts(8) if not (r[0] == "n03" and r[1] == "watchdog")]
+    ranked = rank_units("job-x", _counts(rows), _activity(8), SpatialConfig())
+    n03 = ranked.set_index("node").loc["n03"]
+    assert list(n03["evidence"]) == [] and n03["score"] > 0.5
+    assert n03["combined_score"] == 0.5  # capped: it logs nothing more than its peers
+    lenient = rank_units("job-x", _counts(rows), _activity(8), SpatialConfig(evidence_required=False))
+    assert lenient.set_index("node").loc["n03", "combined_score"] == n03["score"]
+
+
+# ---- peer blame and first to fail: hand-built facts -----------------------------------------
+
+
+def _fact(node: str, event: str, n_lines: int, first_s: float | None) -> tuple:
+    return (node, None, event, None, n_lines, n_lines, first_s, True)
+
+
+def _mention(node: str, event: str, token: str, first_s: float | None, loud: int = 1, candidate: bool = True) -> tuple:
+    return (node, None, event, token, 1, loud, first_s, candidate)
+
+
+def _neighbour_job() -> pd.DataFrame:
+    """8 nodes; n05's GPU fails first (two kernel/CUDA events, few lines); its ring neighbours
+    n04 and n06 time out later and name n05's address, n04 with many more error lines."""
+    rows = []
+    for i in range(8):
+        node = f"n{i:02d}"
+        rows += [_fact(node, "init", 4, 10.0 + 0.01 * i), _fact(node, "iteration", 200, 20.0),
+                 _fact(node, "bootstrap", 4, 11.0), _mention(node, "bootstrap", f"ip:10.0.0.{i + 1}", None, loud=0),
+                 _fact(node, "teardown", 4, 990.0)]
+    rows += [_fact("n05", "xid", 1, 950.0), _fact("n05", "cuda_error", 1, 950.2)]
+    rows += [_fact("n06", "ib_error", 2, 957.0), _mention("n06", "ib_error", "ip:10.0.0.6", 957.0)]
+    rows += [_fact("n04", "ib_error", 6, 960.0), _fact("n04", "proxy_trace", 40, 960.1),
+             _fact("n04", "nccl_remote", 8, 960.2), _fact("n04", "abort", 4, 960.3),
+             _mention("n04", "ib_error", "ip:10.0.0.6", 960.0)]
+    return pd.DataFrame(rows, columns=UNIT_FACTS_COLUMNS[1:])
+
+
+def test_peer_blame_and_first_failure_each_move_the_faulty_node_above_a_noisier_neighbour():
+    counts, activity = _neighbour_job(), _activity(8)
+    first = {}
+    for name, config in {"isolation": SpatialConfig(blame_weight=0.0, timing_weight=0.0),
+                         "blame": SpatialConfig(timing_weight=0.0), "timing": SpatialConfig(blame_weight=0.0),
+                         "both": SpatialConfig()}.items():
+        first[name] = rank_units("job-x", counts, activity, config).iloc[0]
+    assert first["isolation"]["node"] == "n04"  # more error events than the faulty node
+    assert [first[n]["node"] for n in ("blame", "timing", "both")] == ["n05", "n05", "n05"]
+    both = first["both"]
+    assert (both["named_by"], both["onset_lag_s"]) == (2, 0.0)
+    assert both["combined_score"] == pytest.approx(both["score"] + 0.2 * 1.0 + 0.1 * 1.0, abs=1e-6)
+    assert both["signals"][1:] == ["named by 2 peer(s): ip:10.0.0.6", "failed first, 7.0 s before the next unit"]
+
+
+def test_clock_offsets_come_from_early_events_not_from_the_failure():
+    # n2's clock is 10 s ahead; n1 really fails 2 s before the others at the end of the job
+    first_seen = pd.DataFrame({"init": [0.0, 0.0, 10.0, 0.0], "load": [50.0, 50.0, 60.0, 50.0],
+                               "abort": [1000.0, 998.0, 1010.0, 1000.0], "trace": [1000.5, 998.5, 1010.5, 1000.5],
+                               "kill": [1001.0, 999.0, 1011.0, 1001.0]},
+                              index=["n0", "n1", "n2", "n3"])
+    activity = pd.DataFrame({"first_s": [0.0, 0.0, 10.0, 0.0], "last_s": [1001.0, 999.0, 1011.0, 1001.0]},
+                            index=first_seen.index)
+    assert clock_offsets(first_seen, activity).tolist() == [0.0, 0.0, 10.0, 0.0]
+    # over every event (more failure events than start-up ones), n1's lead would be taken for skew
+    everything = first_seen.sub(first_seen.median(axis=0), axis=1).median(axis=1)
+    assert everything["n1"] == -2.0
+
+
+def test_failure_onset_is_the_first_burst_of_new_events_at_a_units_end():
+    config = SpatialConfig()
+    activity = pd.DataFrame({"first_s": [0.0] * 4, "last_s": [1000.0] * 4, "ts_cover": [1.0, 1.0, 1.0, 0.5]},
+                            index=["a", "b", "c", "d"])
+    first_seen = pd.DataFrame({
+        "routine": [5.0, 5.0, 5.0, 5.0],
+        "perf_warning": [np.nan, 930.0, np.nan, np.nan],  # a lone line before b's real failure
+        "ib_error": [np.nan, 950.0, 948.0, 940.0], "trace": [945.0, 950.1, 948.1, 940.1],
+        "xid": [944.0, np.nan, np.nan, np.nan]}, index=activity.index)
+    onsets = failure_onsets(first_seen, activity, pd.Series(0.0, index=activity.index), config)
+    # a: its two events; b: not the lone warning; c: its burst; d: its files stop being timestamped early
+    assert onsets.tolist()[:3] == [944.0, 950.0, 948.0] and np.isnan(onsets["d"])
+    # the lone warning would make b first
+    assert failure_onsets(first_seen, activity, pd.Series(0.0, index=activity.index),
+                          SpatialConfig(burst_events=1))["b"] == 930.0
+    # fewer than min_timed_units onsets: nothing to compare
+    assert failure_onsets(first_seen, activity, pd.Series(0.0, index=activity.index),
+                          SpatialConfig(min_timed_units=4)).isna().all()
+
+
+def test_address_book_learns_addresses_from_identity_lines_only():
+    mentions = pd.DataFrame(
+        [(f"n{i}", "bootstrap", f"ip:10.0.0.{i}") for i in range(4)]
+        + [(f"n{i}", "master_addr", "ip:10.0.0.99") for i in range(4)]  # everyone names the master
+        + [("n1", "ib_error", "ip:10.0.0.2"), ("n1", "ib_error", "ip:10.0.0.1")],
+        columns=["node", "event_id", "token"])
+    assert address_book(mentions, ["n0", "n1", "n2", "n3"]) == {f"10.0.0.{i}": f"n{i}" for i in range(4)}
+
+
+def test_peer_mentions_count_other_units_loud_lines_naming_a_unit():
+    activity = pd.DataFrame({"node": ["a", "b", "c", "d"], "ranks": [[0, 1], [2, 3], [4, 5], [6, 7]]},
+                            index=["a", "b", "c", "d"])
+    rows = [(u, u, "bootstrap", f"ip:10.0.0.{i}", 0, None, True) for i, u in enumerate("abcd")]
+    rows += [
+        ("a", "a", "ib_error", "ip:10.0.0.2", 1, 900.0, True),   # a names c by address
+        ("b", "b", "wait_timeout", "rank:5", 1, 901.0, True),    # b names c by global rank
+        ("d", "d", "socket_error", "host:c", 1, 902.0, True),    # d names c by host name
+        ("c", "c", "ib_error", "ip:10.0.0.2", 1, 899.0, True),   # c names itself: not blame
+        ("c", "c", "ib_error", "ip:10.0.0.0", 1, 899.0, True),   # c names a
+        ("d", "d", "process_rank", "rank:1", 1, 903.0, True),    # below ranks per node: maybe a local rank
+        ("b", "b", "nccl_info", "host:d", 0, None, True),        # INFO line: not loud
+        ("b", "b", "old_event", "host:d", 1, 900.0, False),      # not a candidate event
+        ("a", "a", "rendezvous", "host:b", 1, 10.0, True),       # long before the failure began
+    ]
+    mentions = pd.DataFrame(rows, columns=["unit", "node", "event_id", "token", "n_loud", "first_s", "candidate"])
+    named = peer_mentions(mentions, activity, pd.Series(0.0, index=activity.index), since=899.0, window_s=60.0)
+    assert named["named_by"].to_dict() == {"a": 1, "b": 0, "c": 3, "d": 0}
+    assert named.at["c", "names"] == ["host:c", "ip:10.0.0.2", "rank:5"]
+    # without a failure onset, the rendezvous warning counts
+    assert peer_mentions(mentions, activity, pd.Series(0.0, index=activity.index), None, 60.0).at["b", "named_by"] == 1
+
+
+def test_blame_and_timing_scores():
+    assert blame_scores(pd.Series([2, 1, 1, 1, 0])).tolist() == [0.5, 0.0, 0.0, 0.0, 0.0]
+    assert blame_scores(pd.Series([0, 0, 0])).tolist() == [0.0, 0.0, 0.0]
+    assert timing_scores(pd.Series([0.0, 2.0, np.nan]), 2.0).tolist() == pytest.approx([1.0, np.exp(-1.0), 0.0])
+
+
 def test_ranking_is_deterministic():
     counts = _counts(_healthy_counts(16) + [("n09", "xid_48", 3)])
     first = rank_units("job-x", counts, _activity(16), SpatialConfig())
@@ -132,6 +268,10 @@ def test_bad_config_is_a_config_error_naming_the_key():
         SpatialConfig(granularity="rack")
     with pytest.raises(ConfigError, match="spatial.threshold"):
         SpatialConfig(threshold=1.5)
+    with pytest.raises(ConfigError, match="spatial.blame_weight"):
+        SpatialConfig(blame_weight=-0.1)
+    with pytest.raises(ConfigError, match="spatial.terminal_share"):
+        SpatialConfig(terminal_share=0.0)
 
 
 # ---- Spark ---------------------------------------------------------------------------------
@@ -203,6 +343,66 @@ def test_diagnosis_nodes_are_written_per_job_and_replaced_on_rerun(spark, tiny_e
     suspects = rows.where("suspect").toPandas()
     assert set(events["event_id"]) == {e for ev in suspects["evidence"] for e in ev}
     assert set(events["source"]) == {"spatial"}
+
+
+MESSAGES_SCHEMA = ("job_id string, node string, rank int, file string, line_no long, ts timestamp, level string, "
+                   "event_id string, message string")
+
+
+def _message_rows() -> list[tuple]:
+    """Three nodes of two ranks; every rank announces its address; h1 and h2 name h3 in errors."""
+    rows = []
+    for n, node in enumerate(("h1", "h2", "h3")):
+        for r in (2 * n, 2 * n + 1):
+            rows += [("job-m", node, r, f"{node}/rank-{r}.log", 1, T0, "INFO", "boot",
+                      f"NCCL INFO Bootstrap : Using eth0:10.1.0.{n + 1}<0>"),
+                     ("job-m", node, r, f"{node}/rank-{r}.log", 2, T0 + timedelta(seconds=5), "INFO", "iteration",
+                      "iteration 10/100 | loss 2.0"),
+                     ("job-m", node, r, f"{node}/rank-{r}.log", 3, T0 + timedelta(seconds=9), "INFO", "rank_info",
+                      f"Process rank {r % 2} ready on h{n + 1}")]
+    rows += [
+        ("job-m", "h2", 2, "h2/rank-2.log", 4, T0 + timedelta(seconds=20), "WARN", "ib",
+         "NET/IB : Got completion from peer 10.1.0.3<4411> with error 12, vendor err 129 via eth0"),
+        ("job-m", "h1", 0, "h1/rank-0.log", 4, T0 + timedelta(seconds=21), "ERROR", "hccl",
+         "wait socket establish timeout, role[0] rank[5] timeout[120]"),
+        ("job-m", "h1", 1, "h1/rank-1.log", 4, None, None, "srun",
+         "srun: error: h3.cluster.local: tasks 4-5: Killed (h9 unknown)"),
+        ("job-m", "h3", 4, "h3/rank-4.log", 4, None, None, "trace", "Traceback (most recent call last):"),
+        ("job-m", "h3", 5, "h3/rank-5.log", 4, None, "INFO", None, None),
+    ]
+    return rows
+
+
+@pytest.fixture(scope="module")
+def message_events(spark):
+    return spark.createDataFrame(_message_rows(), MESSAGES_SCHEMA)
+
+
+@pytest.mark.spark
+def test_unit_mentions_extract_addresses_ranks_and_known_host_names(message_events):
+    rows = unit_mentions(message_events).toPandas()
+    assert list(rows.columns) == UNIT_FACTS_COLUMNS
+    got = sorted((r.node, r.event_id, r.token, r.n_lines, r.n_loud) for r in rows.itertuples())
+    assert got == [("h1", "boot", "ip:10.1.0.1", 2, 0), ("h1", "hccl", "rank:5", 1, 1),
+                   ("h1", "srun", "host:h3", 1, 1),
+                   ("h2", "boot", "ip:10.1.0.2", 2, 0), ("h2", "ib", "ip:10.1.0.3", 1, 1),
+                   ("h3", "boot", "ip:10.1.0.3", 2, 0)]
+    assert rows.set_index("token").loc["rank:5", "first_s"] == (T0 + timedelta(seconds=21)).timestamp()
+
+
+@pytest.mark.spark
+def test_unit_activity_keeps_ranks_and_timestamp_cover(message_events):
+    activity = unit_activity(message_events).toPandas().set_index("node").sort_index()
+    assert [list(r) for r in activity["ranks"]] == [[0, 1], [2, 3], [4, 5]]
+    # h1's rank-0 file ends timestamped; h3's last lines have none (3 of 4 lines covered)
+    assert activity["ts_cover"].tolist() == [1.0, 1.0, 0.75]
+
+
+@pytest.mark.spark
+def test_rank_nodes_counts_the_peers_naming_a_node(message_events):
+    rows = rank_nodes(message_events).toPandas().set_index("node")
+    assert rows["named_by"].to_dict() == {"h1": 0, "h2": 0, "h3": 2}
+    assert list(rows.columns) == [c for c in DIAGNOSIS_NODES_COLUMNS if c != "node"]
 
 
 # ---- end to end ----------------------------------------------------------------------------

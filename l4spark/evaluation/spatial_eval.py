@@ -8,7 +8,11 @@ classes; 48 jobs of 8-256 nodes, 4 ranks per node, 40 iterations) first. The fle
 into ``--warehouse`` (default ``<fleet>.warehouse``) unless it already holds every job. Every
 labelled job with a non-empty ``faulty_nodes`` is ranked; top-k accuracy (k = 1, 3, 5, 8) is
 the share of its faulty nodes within the first k units, averaged over jobs. ``--compare``
-also ranks with every normalisation. Only this evaluation reads ``_labels``.
+also ranks with each signal left out, with isolation alone (the method before peer blame and
+timing) and with the other normalisations: the ablation table of docs/spatial.md. The
+ranking inputs are built once and ranked under every variant. Only this evaluation reads
+``_labels``; the ranking sees the events and nothing else (no history: every event is a
+candidate, as for a new kind of job).
 """
 
 from __future__ import annotations
@@ -33,6 +37,27 @@ def generate_fleet(out: Path, seed: int, jobs: int = 48) -> None:
                                      failed_share=1.0, fault_kinds=kinds))
 
 
+def ablations(base) -> dict[str, object]:
+    """Named SpatialConfig variants of ``base`` for the ablation table (``base`` first)."""
+    from l4spark.spatial import NORMALISATIONS
+
+    replace = dataclasses.replace
+    variants = {
+        f"l4spark ({base.normalisation})": base,
+        "- peer blame": replace(base, blame_weight=0.0),
+        "- first to fail": replace(base, timing_weight=0.0),
+        "- evidence rule": replace(base, evidence_required=False),
+        "isolation + evidence": replace(base, blame_weight=0.0, timing_weight=0.0),
+        "isolation only": replace(base, blame_weight=0.0, timing_weight=0.0, evidence_required=False),
+    }
+    for normalisation in NORMALISATIONS:
+        if normalisation != base.normalisation:
+            variants[f"all signals, {normalisation}"] = replace(base, normalisation=normalisation)
+            variants[f"isolation only, {normalisation}"] = replace(
+                base, normalisation=normalisation, blame_weight=0.0, timing_weight=0.0, evidence_required=False)
+    return variants
+
+
 def accuracy(rankings: dict[str, list[str]], faulty: dict[str, tuple[str, ...]]) -> dict[int, float]:
     """Mean top-k hit share over the jobs of ``faulty`` (job -> faulty nodes, all non-empty)."""
     from l4spark.spatial import top_k_hit
@@ -47,9 +72,16 @@ def _rankings(frame: pd.DataFrame) -> dict[str, list[str]]:
 
 
 def _table(rows: list[tuple[str, dict[int, float]]]) -> str:
-    head = f"  {'method':<22}" + "".join(f"{'top-' + str(k):>8}" for k in K_VALUES)
-    body = [f"  {name:<22}" + "".join(f"{acc[k]:>8.3f}" for k in K_VALUES) for name, acc in rows]
+    head = f"  {'method':<30}" + "".join(f"{'top-' + str(k):>8}" for k in K_VALUES)
+    body = [f"  {name:<30}" + "".join(f"{acc[k]:>8.3f}" for k in K_VALUES) for name, acc in rows]
     return "\n".join([head, *body])
+
+
+def _describe(row) -> str:
+    if row is None:
+        return "-"
+    signals = "; ".join(row["signals"]) if len(row["signals"]) else "no signal"
+    return f"{row['node']} (combined {row['combined_score']:.3f}: {signals})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=48, help="jobs to generate (default 48)")
     parser.add_argument("--warehouse", type=Path, help="default: <fleet>.warehouse")
     parser.add_argument("--normalisation", help="default: the SpatialConfig default (role)")
-    parser.add_argument("--compare", action="store_true", help="also rank with every normalisation")
+    parser.add_argument("--compare", action="store_true", help="also rank with the ablation variants")
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args(argv)
 
@@ -79,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     from l4spark.evaluation.labels import load_labels
     from l4spark.parse import parse_jobs
     from l4spark.session import build_session
-    from l4spark.spatial import NORMALISATIONS, baseline_rankings, rank_nodes, spatial_config
+    from l4spark.spatial import baseline_rankings, rank_unit_inputs, spatial_config, unit_inputs
     from l4spark.storage import read_table, table_exists
 
     labels = load_labels(fleet)
@@ -99,23 +131,31 @@ def main(argv: list[str] | None = None) -> int:
         base = spatial_config(config)
         if args.normalisation:
             base = dataclasses.replace(base, normalisation=args.normalisation)
-        variants = [base.normalisation] + ([n for n in NORMALISATIONS if n != base.normalisation] if args.compare else [])
-        ranked = {n: rank_nodes(events, dataclasses.replace(base, normalisation=n)).toPandas() for n in variants}
+        variants = ablations(base) if args.compare else {f"l4spark ({base.normalisation})": base}
+        facts, activity = unit_inputs(events, base.granularity)
+        facts, activity = facts.cache(), activity.cache()
+        ranked = {}
+        for name, variant in variants.items():
+            ranked[name] = rank_unit_inputs(facts, activity, variant).toPandas()
+            print(f"  ranked: {name} ({time.perf_counter() - started:.0f}s)", flush=True)
+        facts.unpersist()
+        activity.unpersist()
         baselines = baseline_rankings(events).toPandas()
     finally:
         spark.stop()
 
-    ours = ranked[base.normalisation]
+    names = list(variants)
+    ours = ranked[names[0]]
     rankings = {"l4spark": _rankings(ours)}
     for method in ("error_time", "error_count"):
         rankings[method] = _rankings(baselines[baselines["method"] == method])
     sizes = ours.groupby("job_id")["node"].nunique()
     print(f"\n{len(faulty)} hardware-fault jobs with a faulty node ({sizes.min()}-{sizes.max()} nodes); "
           f"{len(skipped)} labelled jobs without a node-local fault skipped")
-    rows = [(f"l4spark ({base.normalisation})", accuracy(rankings["l4spark"], faulty)),
+    rows = [(names[0], accuracy(rankings["l4spark"], faulty)),
             ("Error_time", accuracy(rankings["error_time"], faulty)),
             ("Error_count", accuracy(rankings["error_count"], faulty))]
-    rows += [(f"l4spark ({n})", accuracy(_rankings(ranked[n]), faulty)) for n in variants[1:]]
+    rows += [(name, accuracy(_rankings(ranked[name]), faulty)) for name in names[1:]]
     print(_table(rows))
 
     print("\nper fault kind (l4spark top-1/3/5/8 | Error_time top-1 | Error_count top-1):")
@@ -133,10 +173,10 @@ def main(argv: list[str] | None = None) -> int:
         if ranking[:1] and ranking[0] in nodes:
             continue
         position = min((ranking.index(n) + 1 for n in nodes if n in ranking), default=None)
-        top = by_job.loc[(job_id, ranking[0])] if ranking else None
-        who = (f"{ranking[0]} (score {top['score']:.3f}{', silent' if top['silent'] else ''})" if top is not None else "-")
-        print(f"  {job_id:<36} {labels[job_id].fault_kind:<20} faulty {','.join(nodes)} at rank {position} "
-              f"of {sizes.get(job_id, 0)}; first: {who}")
+        first = by_job.loc[(job_id, ranking[0])].to_dict() | {"node": ranking[0]} if ranking else None
+        truth = by_job.loc[(job_id, nodes[0])].to_dict() | {"node": nodes[0]} if (job_id, nodes[0]) in by_job.index else None
+        print(f"  {job_id:<36} {labels[job_id].fault_kind:<20} faulty at rank {position} of {sizes.get(job_id, 0)}\n"
+              f"      first:  {_describe(first)}\n      faulty: {_describe(truth)}")
     print(f"\n{time.perf_counter() - started:.0f}s")
     return 0
 
