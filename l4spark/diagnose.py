@@ -546,6 +546,8 @@ def write_diagnosis(spark: SparkSession, config: Config, diagnosis: Diagnosis) -
     iteration_schema = "job_id string, iteration long, score double, anomalous boolean, event_ids array<string>"
     if "threshold" in diagnosis.iterations.columns:
         iteration_schema += ", threshold double"
+    if "reason" in diagnosis.iterations.columns:
+        iteration_schema += ", reason string"
     write(diagnosis.events, DIAGNOSIS_EVENTS_SCHEMA, "diagnosis_events")
     write(diagnosis.nodes, DIAGNOSIS_NODES_SCHEMA, "diagnosis_nodes")
     write(diagnosis.iterations, iteration_schema, "diagnosis_iterations")
