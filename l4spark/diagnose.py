@@ -35,7 +35,7 @@ from pyspark.sql import functions as F
 
 from l4spark import __version__
 from l4spark.config import Config, step_options
-from l4spark.errors import ConfigError, L4SparkError
+from l4spark.errors import ConfigError
 from l4spark.normal_pool import (
     NO_HISTORY,
     filter_normal_events,
@@ -44,7 +44,7 @@ from l4spark.normal_pool import (
 )
 from l4spark.pattern_store import pattern_library
 from l4spark.patterns import FaultPattern, PatternMatch, match_patterns
-from l4spark.spatial import DIAGNOSIS_NODES_COLUMNS, rank_nodes, spatial_config, spatial_events
+from l4spark.spatial import rank_nodes, spatial_config, spatial_events
 from l4spark.storage import read_table, table_exists, write_job_rows
 from l4spark.temporal import (
     analyse_iterations,

@@ -11,6 +11,8 @@ from pathlib import Path
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
+    from l4spark.cli import _add_common
+
     parser = subparsers.add_parser("diagnose", help="diagnose failed jobs: diagnosis tables, reports, summary",
                                    description=__doc__.splitlines()[0])
     chosen = parser.add_mutually_exclusive_group(required=True)
@@ -24,10 +26,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--no-reports", action="store_true", help="write no report files")
     parser.add_argument("--show", type=int, default=1, metavar="N",
                         help="print the terminal summary of the first N diagnosed jobs (default 1)")
-    parser.add_argument("--conf", action="append", default=[], metavar="FILE",
-                        help="TOML config file overriding the defaults (repeatable; later wins)")
-    parser.add_argument("--master", help="Spark master (default from conf: local[*])")
-    parser.add_argument("--format", choices=("parquet", "delta"), help="table format (default parquet)")
+    _add_common(parser)  # --conf, --master, --format
     parser.set_defaults(func=run)
     return parser
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
+    from l4spark.cli import _add_common
+
     parser = subparsers.add_parser("nightly", help="parse new jobs, refresh the normal pool, diagnose every "
                                                    "failed job without a current diagnosis, record the run")
     parser.add_argument("--logs-root", required=True, help="folder holding <job_id>/<node>/rank-<r>.log[.gz]")
@@ -18,10 +20,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="also rediagnose jobs diagnosed by another l4spark version")
     parser.add_argument("--reports", metavar="DIR", help="report folder (default: <warehouse>/_reports)")
     parser.add_argument("--no-reports", action="store_true", help="write no report files")
-    parser.add_argument("--conf", action="append", default=[], metavar="FILE",
-                        help="TOML config file overriding the defaults (repeatable; later wins)")
-    parser.add_argument("--master", help="Spark master (default from conf: local[*]; spark-submit's when submitted)")
-    parser.add_argument("--format", choices=("parquet", "delta"), help="table format (default parquet)")
+    _add_common(parser)  # --conf, --master, --format
     parser.set_defaults(func=run)
     return parser
 
