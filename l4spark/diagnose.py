@@ -85,6 +85,7 @@ class DiagnosisConfig:
     max_events: int = 200  # flagged events kept per job (best first)
     pattern_min_confidence: float = 0.5  # a pattern is reported from this share of its signature
     onset_margin_s: float = 60.0  # an event first seen this long before the failure onset still counts as late
+    setup_onset_margin_s: float = 5.0  # ...before the first error line, in a job that never logged progress
     generic_share: float = 0.5  # in at least this share of the other failed jobs: failure boilerplate...
     generic_min_jobs: int = 20  # ...once the warehouse knows this many failed jobs
     # stack-frame lines (Python and C++ tracebacks) and the source line after a Python frame:
@@ -92,6 +93,23 @@ class DiagnosisConfig:
     frame_patterns: tuple = (r'^\s*File ".*", line [0-9]+', r"^\s*frame #[0-9]+:",
                              r"^\s*Trace[Bb]ack \(most recent call last\):")
     source_after: str = r'^\s*File ".*", line [0-9]+, in '
+    # consequence and advice lines: the launcher tearing the other processes down after one failed,
+    # and the fixed hints printed under an error; they say the job is going down or how to debug,
+    # not what went wrong (lines naming the failed process and its exit code are not here)
+    consequence_patterns: tuple = (
+        r"closing signal SIG[A-Z]+",  # torch elastic: Sending process N closing signal SIGTERM
+        r"\bdeath signal\b|SignalException: Process [0-9]+ got signal",  # agent shutting down on a signal
+        r"^\s*Killing subprocess [0-9]+",  # deepspeed launcher
+        r"^\s*\S+ FAILED\s*$",  # torchrun's failure summary header ("train.py FAILED")
+        r"^\s*traceback\s*:\s*To enable traceback see",  # ...and its hint line
+        r"CUDA kernel errors might be asynchronously reported|CUDA_LAUNCH_BLOCKING=|TORCH_USE_CUDA_DSA",
+        r"To avoid data inconsistency, we are taking the entire process down",  # NCCL watchdog's closing words
+        r"Some NCCL operations have failed or timed out\. Due to the asynchronous nature",
+        r"^\s*Last error:\s*$",  # NCCL: the header above the last warning (which is the news)
+        r"^\s*nccl(RemoteError|SystemError|InternalError|UnhandledCudaError|InvalidUsage|InvalidArgument): ",  # NCCL's text for its error code
+        r"^\s*Solution: ",  # Ascend (CANN/HCCL) error codes' remedy text
+        r"\*\*\* (STEP|JOB) \S+ ON \S+ CANCELLED AT|^\s*srun: Job step aborted|^\s*srun: error: .*: Killed\s*$",  # Slurm
+    )
     weights: dict = field(default_factory=lambda: {
         "cross_job": 0.3, "spatial": 0.3, "temporal": 0.3, "pattern": 0.5, "late": 0.4, "error": 0.2})
 
@@ -104,6 +122,8 @@ class DiagnosisConfig:
             raise ConfigError(f"diagnosis.generic_share: expected a share in (0, 1], found {self.generic_share!r}")
         for regex in (*self.frame_patterns, self.source_after):
             _check_java_regex(regex, "diagnosis.frame_patterns")
+        for regex in self.consequence_patterns:
+            _check_java_regex(regex, "diagnosis.consequence_patterns")
         unknown = sorted(set(self.weights) - set(SOURCES) - {"late", "error"})
         if unknown:
             raise ConfigError(f"diagnosis.weights: unknown evidence {unknown}; known: {list(SOURCES) + ['late', 'error']}")
@@ -112,8 +132,9 @@ class DiagnosisConfig:
 def diagnosis_config(config: Config) -> DiagnosisConfig:
     """The ``[diagnosis]`` section of the conf as a DiagnosisConfig (unknown keys refused)."""
     options = step_options(config, "diagnosis", [f.name for f in dataclasses.fields(DiagnosisConfig)])
-    if "frame_patterns" in options:
-        options["frame_patterns"] = tuple(options["frame_patterns"])
+    for key in ("frame_patterns", "consequence_patterns"):
+        if key in options:
+            options[key] = tuple(options[key])
     if "weights" in options:
         options["weights"] = {**DiagnosisConfig().weights, **dict(options["weights"])}
     return DiagnosisConfig(**options)
@@ -217,11 +238,17 @@ def score_events(evidence: pd.DataFrame, timing: pd.DataFrame, spatial: pd.DataF
     Inputs (pandas): ``evidence`` (``event_evidence`` columns plus history), ``timing``
     (``job_timing``), ``spatial`` / ``temporal`` (job_id, event_id, score), ``pattern_hits``
     (job_id, event_id, confidence), ``shares`` (``failed_event_shares``). Output: the evidence
-    columns plus late, error, generic, frame, cross_job, spatial, temporal, pattern (booleans),
+    columns plus late, error, generic, frame, consequence, cross_job, spatial, temporal, pattern (booleans),
     sources (list), score, flagged, rank (1 = most indicative among the flagged; null otherwise).
     """
     frame = evidence.merge(timing[["job_id", "start_t", "last_progress_t"]], on="job_id", how="left")
-    onset = frame["last_progress_t"].fillna(frame["start_t"]) - conf.onset_margin_s
+    # failure onset: where progress stopped; a job that never logged progress (it died during
+    # setup) has its first error line instead, so the configuration it echoed before is not late
+    first_error = frame["first_t"].where(frame["severity"].fillna(0) >= SEVERITY["ERROR"]).groupby(frame["job_id"]).transform("min")
+    progress_t, start_t = (pd.to_numeric(frame[c], errors="coerce") for c in ("last_progress_t", "start_t"))
+    onset = ((progress_t - conf.onset_margin_s)
+             .fillna(first_error - conf.setup_onset_margin_s)
+             .fillna(start_t - conf.onset_margin_s))
     frame["late"] = (frame["first_t"] >= onset).fillna(False).astype(bool) | frame["first_t"].isna() & onset.isna()
     frame["error"] = frame["severity"].fillna(0) >= SEVERITY["ERROR"]
     frame["warning"] = frame["severity"].fillna(0) == SEVERITY["WARN"]
@@ -240,12 +267,14 @@ def score_events(evidence: pd.DataFrame, timing: pd.DataFrame, spatial: pd.DataF
     # stack frames, and lines without a letter (blank lines, ==== / ---- separators): structure, not content
     no_words = ~frame["sample"].fillna("").astype(str).str.contains(r"[^\W\d_]", regex=True)
     frame["frame"] = ((frame["frame_share"].fillna(0) >= 0.5) | no_words) & ~frame["pattern"]
+    # even when a fault pattern's keywords occur in it (advice text names the error it explains)
+    frame["consequence"] = _matches_any(frame["sample"], conf.consequence_patterns)
     weights = conf.weights
     frame["score"] = (weights["cross_job"] * frame["cross_job"] + weights["spatial"] * frame["spatial"]
                       + weights["temporal"] * frame["temporal_it"] + weights["pattern"] * frame["pattern"]
                       + weights["late"] * frame["late"] + weights["error"] * (frame["error"] + 0.5 * frame["warning"]))
     frame["score"] = frame["score"].astype(float).round(4)
-    frame["flagged"] = (frame["score"] >= conf.min_score) & ~frame["generic"] & ~frame["frame"]
+    frame["flagged"] = (frame["score"] >= conf.min_score) & ~frame["generic"] & ~frame["frame"] & ~frame["consequence"]
     frame["sources"] = [[s for s in SOURCES if row[s]] for row in frame[list(SOURCES)].to_dict("records")]
     frame = frame.sort_values(["job_id", "flagged", "score", "first_t", "event_id"],
                               ascending=[True, False, False, True, True], kind="stable", na_position="last")
@@ -253,6 +282,14 @@ def score_events(evidence: pd.DataFrame, timing: pd.DataFrame, spatial: pd.DataF
     frame.loc[~frame["flagged"], "rank"] = pd.NA
     frame = frame[frame["rank"].isna() | (frame["rank"] <= conf.max_events)]
     return frame.drop(columns=["temporal_it", "warning"]).reset_index(drop=True)
+
+
+def _matches_any(texts: pd.Series, patterns: Sequence[str]) -> pd.Series:
+    if not patterns or texts.empty:
+        return pd.Series(False, index=texts.index)
+    import re
+    regex = re.compile("|".join(f"(?:{p})" for p in patterns))
+    return texts.fillna("").astype(str).map(lambda text: regex.search(text) is not None).astype(bool)
 
 
 def job_patterns(evidence: pd.DataFrame, templates: dict[str, str], library: Sequence[FaultPattern],

@@ -221,6 +221,56 @@ def test_scoring_rules_on_hand_built_evidence():
     assert scored.loc["boiler", "flagged"] and "pattern" in scored.loc["boiler", "sources"]
 
 
+
+def _late_error(event_id: str, sample: str, first_t: float = 100.0, severity: int = 3, job_id: str = "j") -> dict:
+    return {"job_id": job_id, "event_id": event_id, "first_t": first_t, "severity": severity, "frame_share": 0.0,
+            "keep_reason": "not_in_pool", "history": "exact", "sample": sample}
+
+
+def test_teardown_and_advice_lines_are_consequences_not_news():
+    conf = DiagnosisConfig()
+    evidence = pd.DataFrame([
+        _late_error("cause", "RuntimeError: CUDA error: an illegal memory access was encountered"),
+        _late_error("exit", "failed (exitcode: 1) local_rank: 3 (pid: 811) of binary: /usr/bin/python"),
+        _late_error("sigterm", "Sending process 812 closing signal SIGTERM", severity=2),
+        _late_error("summary", "  pretrain_gpt.py FAILED"),
+        _late_error("hint", "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"),
+        _late_error("cuda_hint", "For debugging consider passing CUDA_LAUNCH_BLOCKING=1"),
+        _late_error("nccl_enum", "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely."),
+        _late_error("advice", "        Solution: 1. Check the rank service processes with other errors or no errors (HCCL timeout)"),
+    ])
+    timing = pd.DataFrame([{"job_id": "j", "start_t": 0.0, "last_progress_t": 95.0}])
+    empty = pd.DataFrame(columns=["job_id", "event_id", "score"])
+    # a fault pattern whose keywords occur in the advice text does not make it news
+    hits = pd.DataFrame([{"job_id": "j", "event_id": "advice", "confidence": 1.0}])
+    shares = pd.DataFrame({"event_id": pd.Series(dtype=str), "n_failed": pd.Series(dtype="int64")})
+    scored = score_events(evidence, timing, empty, empty, hits, shares, conf).set_index("event_id")
+    assert scored.loc["cause", "flagged"] and scored.loc["exit", "flagged"]
+    for event in ("sigterm", "summary", "hint", "cuda_hint", "nccl_enum", "advice"):
+        assert scored.loc[event, "consequence"] and not scored.loc[event, "flagged"], event
+    # the rule is configuration: without it the teardown lines are flagged like any late error
+    plain = score_events(evidence, timing, empty, empty, hits, shares,
+                         DiagnosisConfig(consequence_patterns=())).set_index("event_id")
+    assert plain.loc["summary", "flagged"] and not plain.loc["summary", "consequence"]
+
+
+def test_a_job_that_died_during_setup_has_its_first_error_as_onset():
+    conf = DiagnosisConfig()
+    # no stage or iteration marker: the configuration echoed at start is not late, the error is
+    evidence = pd.DataFrame([
+        _late_error("config_echo", "hidden_size ..................................... 8192", first_t=3.0, severity=1),
+        _late_error("error", "AssertionError: tensor_model_parallel_size (3) does not divide num_attention_heads",
+                    first_t=40.0),
+        _late_error("after", "world size mismatch detected on rank 5", first_t=41.0, severity=1),
+    ])
+    timing = pd.DataFrame([{"job_id": "j", "start_t": 0.0, "last_progress_t": None}])
+    empty = pd.DataFrame(columns=["job_id", "event_id", "score"])
+    shares = pd.DataFrame({"event_id": pd.Series(dtype=str), "n_failed": pd.Series(dtype="int64")})
+    scored = score_events(evidence, timing, empty, empty, pd.DataFrame(columns=["job_id", "event_id", "confidence"]),
+                          shares, conf).set_index("event_id")
+    assert scored.loc["error", "late"] and scored.loc["after", "late"] and scored.loc["after", "flagged"]
+    assert not scored.loc["config_echo", "late"] and not scored.loc["config_echo", "flagged"]
+
 def test_diagnosis_config_refuses_unknown_keys_and_bad_values():
     with pytest.raises(ConfigError, match="diagnosis.nope"):
         diagnosis_config(load_config(overrides={"diagnosis.nope": 1}))

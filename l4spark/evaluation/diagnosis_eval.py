@@ -89,6 +89,7 @@ def summarise(per_job: pd.DataFrame) -> dict:
 
 
 def evaluate_fleet(fleet: Path, warehouse: Path, ablation: bool = True, master: str | None = None,
+                   dump: Path | None = None,
                    progress=print) -> dict:
     from pyspark.sql import functions as F
 
@@ -126,6 +127,8 @@ def evaluate_fleet(fleet: Path, warehouse: Path, ablation: bool = True, master: 
     finally:
         spark.stop()
     per_job = _per_job(diagnosis, indicating, baselines, labels)
+    if dump is not None:
+        _dump(dump, diagnosis, indicating, per_job)
     result = {"fleet": str(fleet), "warehouse": str(warehouse), "failed_jobs": len(labels),
               "diagnosis_seconds": round(seconds, 1), **summarise(per_job), "paper": PAPER, "bar": BAR,
               "errors": diagnosis.jobs.loc[diagnosis.jobs["status"] == "error", ["job_id", "error"]].to_dict("records")}
@@ -169,6 +172,15 @@ def _per_job(diagnosis, indicating: pd.DataFrame, baselines: pd.DataFrame, label
                                            if frame is not None and job_id in frame.index else None)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _dump(folder: Path, diagnosis, indicating: pd.DataFrame, per_job: pd.DataFrame) -> None:
+    """Every candidate event with its evidence, the node ranking, the labelled events and the
+    per-job figures as Parquet: what a study of the score needs, without rerunning Spark."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, frame in (("scored", diagnosis.scored), ("nodes", diagnosis.nodes), ("indicating", indicating),
+                        ("per_job", per_job), ("iterations", diagnosis.iterations)):
+        frame.to_parquet(folder / f"{name}.parquet", index=False)
 
 
 def _misses(per_job: pd.DataFrame) -> list[dict]:
@@ -238,6 +250,7 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--warehouse", help="default: <fleet>.warehouse")
     parser.add_argument("--json", metavar="OUT", help="write the figures, per kind and misses as JSON")
     parser.add_argument("--no-filter-ablation", action="store_true", help="skip the run without the cross-job filter")
+    parser.add_argument("--dump", metavar="DIR", help="also write the evidence of every candidate event as Parquet")
     parser.add_argument("--misses", type=int, default=20, help="misses printed (default 20)")
     parser.add_argument("--master", help="Spark master (default from conf)")
     return parser
@@ -246,7 +259,8 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     fleet = Path(args.fleet)
     warehouse = Path(args.warehouse) if args.warehouse else fleet.with_name(fleet.name + ".warehouse")
-    result = evaluate_fleet(fleet, warehouse, ablation=not args.no_filter_ablation, master=args.master)
+    result = evaluate_fleet(fleet, warehouse, ablation=not args.no_filter_ablation, master=args.master,
+                            dump=Path(args.dump) if args.dump else None)
     print(format_result(result))
     if result["misses"] and args.misses:
         print(f"\nmisses ({len(result['misses'])} jobs; first {args.misses}):")
