@@ -150,11 +150,20 @@ def _severity(level: F.Column) -> F.Column:
     return F.coalesce(expr, F.lit(0))
 
 
-def prepare_lines(staged: DataFrame, offsets: DataFrame, conf: DiagnosisConfig) -> DataFrame:
+def prepare_lines(staged: DataFrame, offsets: DataFrame, conf: DiagnosisConfig, tconf=None) -> DataFrame:
     """Staged events plus ``t`` (seconds on the job's reference clock: the line's own timestamp, or
-    the last one before it in its file, minus the node's clock offset) and ``frame`` (a stack-frame
-    line, or the source line printed under a Python frame)."""
+    the last one before it in its file, minus the node's clock offset), ``frame`` (a stack-frame
+    line, or the source line printed under a Python frame) and ``tail`` (no timestamp at or below
+    the line in its file, and below the file's last stage or iteration marker when it has one:
+    the end of a process's output, whose time ``t`` only bounds from below; a crash's untimed
+    stderr lines under startup-only timestamps are the common case)."""
+    from l4spark.temporal.lines import iteration_marker, stage_marker
+
     in_file = Window.partitionBy("job_id", "file").orderBy("line_no")
+    whole_file = in_file.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    marker = (stage_marker(tconf).isNotNull() | iteration_marker(tconf).isNotNull()) if tconf is not None else F.lit(False)
+    last_marker = F.max(F.when(marker, F.col("line_no"))).over(whole_file)
+    ts_below = F.first("ts", ignorenulls=True).over(in_file.rowsBetween(Window.currentRow, Window.unboundedFollowing))
     frame = F.lit(False)
     for regex in conf.frame_patterns:
         frame = frame | F.coalesce(F.col("message").rlike(regex), F.lit(False))
@@ -163,6 +172,7 @@ def prepare_lines(staged: DataFrame, offsets: DataFrame, conf: DiagnosisConfig) 
             .withColumn("ts_filled", F.last("ts", ignorenulls=True).over(
                 in_file.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
             .withColumn("frame", frame | after_frame)
+            .withColumn("tail", ts_below.isNull() & (F.col("line_no") > F.coalesce(last_marker, F.lit(-1))))
             .join(F.broadcast(offsets), on=["job_id", "node"], how="left")
             .withColumn("t", F.col("ts_filled").cast("double") - F.coalesce("offset_s", F.lit(0.0)))
             .drop("offset_s", "ts_filled"))
@@ -184,7 +194,7 @@ def job_timing(lines: DataFrame, tconf) -> DataFrame:
 def event_evidence(candidates: DataFrame) -> DataFrame:
     """Per (job, candidate event) over candidate lines (``prepare_lines`` columns plus
     keep_reason): n_lines, n_nodes, n_ranks, first_t, last_t, severity (highest level, see
-    SEVERITY), frame_share, the first line (sample, sample_node, sample_ts, stage, level) and
+    SEVERITY), frame_share, tail (any line in its file's tail), the first line (sample, sample_node, sample_ts, stage, level) and
     keep_reason."""
     lines = candidates.withColumn("severity", _severity(F.col("level")))
     first = F.struct(F.coalesce("t", F.lit(float("inf"))).alias("t"), "node", "rank", "line_no", "message", "ts",
@@ -194,9 +204,10 @@ def event_evidence(candidates: DataFrame) -> DataFrame:
                  F.countDistinct("node", "rank").alias("n_ranks"),
                  F.min("t").alias("first_t"), F.max("t").alias("last_t"), F.max("severity").alias("severity"),
                  F.avg(F.col("frame").cast("double")).alias("frame_share"),
+                 F.max(F.col("tail")).alias("tail"),
                  F.min(first).alias("first"), F.min("keep_reason").alias("keep_reason"))
             .select("job_id", "event_id", "n_lines", "n_nodes", "n_ranks", "first_t", "last_t", "severity",
-                    "frame_share", F.col("first.message").alias("sample"), F.col("first.node").alias("sample_node"),
+                    "frame_share", "tail", F.col("first.message").alias("sample"), F.col("first.node").alias("sample_node"),
                     F.col("first.ts").alias("sample_ts"), F.col("first.stage").alias("stage"),
                     F.col("first.level").alias("level"), "keep_reason"))
 
@@ -249,7 +260,8 @@ def score_events(evidence: pd.DataFrame, timing: pd.DataFrame, spatial: pd.DataF
     onset = ((progress_t - conf.onset_margin_s)
              .fillna(first_error - conf.setup_onset_margin_s)
              .fillna(start_t - conf.onset_margin_s))
-    frame["late"] = (frame["first_t"] >= onset).fillna(False).astype(bool) | frame["first_t"].isna() & onset.isna()
+    tail = frame["tail"].fillna(False).astype(bool) if "tail" in frame.columns else False
+    frame["late"] = (frame["first_t"] >= onset).fillna(False).astype(bool) | frame["first_t"].isna() & onset.isna() | tail
     frame["error"] = frame["severity"].fillna(0) >= SEVERITY["ERROR"]
     frame["warning"] = frame["severity"].fillna(0) == SEVERITY["WARN"]
     frame["cross_job"] = (frame["history"].fillna(NO_HISTORY) != NO_HISTORY) & ~frame["keep_reason"].isin(
@@ -423,7 +435,7 @@ def _diagnose_batch(spark: SparkSession, config: Config, job_ids: list[str], reg
     jobs = read_table(spark, storage, "jobs").where(F.col("job_id").isin(job_ids)).select("job_id", "settings")
     offsets = node_clock_offsets(events, tconf).localCheckpoint()
     staged = with_stage_and_iteration(events, tconf)
-    lines = prepare_lines(staged, offsets, conf).persist()
+    lines = prepare_lines(staged, offsets, conf, tconf).persist()
     try:
         return _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs, lines, progress)
     finally:

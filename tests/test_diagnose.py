@@ -296,3 +296,35 @@ def test_matches_rank_the_pattern_whose_events_came_first():
     ])
     ranked = rank_matches({"j": [ib, partial, oom]}, scored)["j"]
     assert [m.pattern_id for m in ranked] == ["cuda-oom", "ib-completion-error", "partial"]
+
+
+def test_untimed_lines_at_the_end_of_a_file_are_its_tail(spark):
+    from datetime import datetime
+
+    from l4spark.diagnose import prepare_lines
+    from l4spark.temporal import temporal_config
+
+    start = datetime(2026, 11, 8, 2, 50, 16)
+    rows = [
+        # startup-only timestamps, progress, then a crash printed without timestamps (C++ stderr)
+        ("j", "n1/rank-0.log", 1, "Process rank: 0, device: cuda:0", start),
+        ("j", "n1/rank-0.log", 2, " iteration      100/    1000 | consumed samples: 800 | lm loss: 2.1", None),
+        ("j", "n1/rank-0.log", 3, "rare warning in the middle of training", None),
+        ("j", "n1/rank-0.log", 4, " iteration      200/    1000 | consumed samples: 1600 | lm loss: 2.0", None),
+        ("j", "n1/rank-0.log", 5, "terminate called after throwing an instance of 'c10::DistBackendError'", None),
+        ("j", "n1/rank-0.log", 6, "  what():  NCCL error: remote process exited", None),
+        # a rank without progress lines: everything after its last timestamp is tail
+        ("j", "n1/rank-1.log", 1, "Process rank: 1, device: cuda:1", start),
+        ("j", "n1/rank-1.log", 2, "  what():  NCCL error: remote process exited", None),
+        # timestamps to the end: no tail
+        ("j", "n2/rank-2.log", 1, "Process rank: 2, device: cuda:2", start),
+        ("j", "n2/rank-2.log", 2, "RuntimeError: CUDA error: unknown error", start),
+    ]
+    staged = spark.createDataFrame(rows, "job_id string, file string, line_no long, message string, ts timestamp") \
+        .withColumn("node", F.split("file", "/")[0])
+    offsets = spark.createDataFrame([], "job_id string, node string, offset_s double")
+    lines = prepare_lines(staged, offsets, DiagnosisConfig(), temporal_config(load_config())).toPandas()
+    tail = {(r.file, r.line_no): bool(r.tail) for r in lines.itertuples()}
+    assert [tail[("n1/rank-0.log", n)] for n in range(1, 7)] == [False, False, False, False, True, True]
+    assert tail[("n1/rank-1.log", 1)] is False and tail[("n1/rank-1.log", 2)] is True
+    assert not tail[("n2/rank-2.log", 1)] and not tail[("n2/rank-2.log", 2)]
