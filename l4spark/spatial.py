@@ -28,8 +28,12 @@ the measured effect of each):
 
 ``combined_score = isolation + blame_weight * blame + timing_weight * timing`` (blame in [0, 1]:
 the unit's excess of naming peers over the job's median, over the most named unit's count;
-timing = exp(-onset_lag_s / timing_scale_s), 0 without a usable onset). ``rank``: silent units
-first (by gap), then by combined score, ties by name. ``suspect``: within the top ``top_k`` and
+timing = exp(-onset_lag_s / timing_scale_s), 0 without a usable onset; plus ``truncated_bonus``
+for a unit with far fewer lines than its peers that did not stop ``silent_min_gap_s`` before them). ``rank``: first
+the units that stopped early without an error line or lack rank files (by gap), and the units
+named by at least ``strong_blame_share`` of the other units (peers timed out waiting on them);
+then by combined score, ties by name. Far fewer lines alone does not rank a unit first: the
+node of rank 0 or of the last pipeline stage out-logs the rest by role. ``suspect``: within the top ``top_k`` and
 (silent or ``combined_score >= threshold``). ``signals``: the reasons, readable.
 
 Normalisation of the counts (``SpatialConfig.normalisation``):
@@ -110,7 +114,9 @@ class SpatialConfig:
     silent_z: float = 5.0  # ...and this many robust spreads (1.4826 MAD) below their median
     truncated_share: float = 0.5  # fewer lines than this share of the peers' median: truncated
     evidence_required: bool = True  # isolation above 0.5 counts only for a unit with evidence
-    blame_weight: float = 0.2  # combined score added for being the unit peers name most
+    blame_weight: float = 0.4  # combined score added for being the unit peers name most
+    strong_blame_share: float = 0.5  # named by at least this share of the other units (and 2): ranked with the silent
+    truncated_bonus: float = 0.1  # combined score added for far fewer lines than the peers (role can explain it)
     timing_weight: float = 0.1  # combined score added for the earliest failure onset...
     timing_scale_s: float = 2.0  # ...decaying by e for every this many seconds behind it
     terminal_share: float = 0.1  # failure onset: events new to a unit in this last share of its life...
@@ -130,13 +136,13 @@ class SpatialConfig:
                 raise ConfigError(f"spatial.{key}: expected an integer >= 1, found {getattr(self, key)!r}")
         if not 0.0 <= self.threshold <= 1.0:
             raise ConfigError(f"spatial.threshold: expected a score in [0, 1], found {self.threshold!r}")
-        for key in ("blame_weight", "timing_weight", "mention_window_s"):
+        for key in ("blame_weight", "timing_weight", "mention_window_s", "truncated_bonus"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"spatial.{key}: expected a number >= 0, found {getattr(self, key)!r}")
         for key in ("timing_scale_s", "burst_gap_s"):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"spatial.{key}: expected seconds > 0, found {getattr(self, key)!r}")
-        for key in ("terminal_share", "timestamp_cover"):
+        for key in ("terminal_share", "timestamp_cover", "strong_blame_share"):
             if not 0.0 < getattr(self, key) <= 1.0:
                 raise ConfigError(f"spatial.{key}: expected a share in (0, 1], found {getattr(self, key)!r}")
 
@@ -612,13 +618,21 @@ def rank_units(job_id: str, counts: pd.DataFrame, activity: pd.DataFrame, config
     combined = (isolation + config.blame_weight * blame_scores(named["named_by"])
                 + config.timing_weight * timing_scores(onset_lag, config.timing_scale_s))
 
-    ranked = pd.DataFrame({"silent": silent["silent"], "combined": combined,
-                           "silent_gap": silent["silent_gap_s"].fillna(0.0).where(silent["silent"], 0.0)})
+    # first: units that stopped early or lack rank files (a dead machine says nothing), and units
+    # most peers name (they timed out waiting on it). Far fewer lines alone is weaker: a node of
+    # rank 0 or of the last pipeline stage logs more than the rest by role, so it only adds.
+    only_truncated = silent["truncated"] & silent["silent"] & (silent["missing_files"] == 0) & ~(
+        silent["silent_gap_s"].fillna(0.0) >= config.silent_min_gap_s)
+    combined = combined + config.truncated_bonus * only_truncated
+    strong_blame = named["named_by"] >= max(2.0, config.strong_blame_share * (len(activity) - 1))
+    first = (silent["silent"] & ~only_truncated) | strong_blame
+    ranked = pd.DataFrame({"first": first, "combined": combined,
+                           "silent_gap": silent["silent_gap_s"].fillna(0.0).where(silent["silent"] & ~only_truncated, 0.0)})
     ranked = ranked.rename_axis("unit").reset_index().sort_values(
-        ["silent", "silent_gap", "combined", "unit"], ascending=[False, False, False, True], kind="stable")
+        ["first", "silent_gap", "combined", "unit"], ascending=[False, False, False, True], kind="stable")
     order = ranked["unit"].to_numpy()
     rank = np.arange(1, len(ranked) + 1)
-    suspect = (rank <= config.top_k) & (ranked["silent"].to_numpy() | (ranked["combined"].to_numpy() >= config.threshold))
+    suspect = (rank <= config.top_k) & (ranked["first"].to_numpy() | (ranked["combined"].to_numpy() >= config.threshold))
     unit_info = activity.loc[order]
     return pd.DataFrame({
         "job_id": job_id,

@@ -173,7 +173,9 @@ def test_peer_blame_and_first_failure_each_move_the_faulty_node_above_a_noisier_
     assert [first[n]["node"] for n in ("blame", "timing", "both")] == ["n05", "n05", "n05"]
     both = first["both"]
     assert (both["named_by"], both["onset_lag_s"]) == (2, 0.0)
-    assert both["combined_score"] == pytest.approx(both["score"] + 0.2 * 1.0 + 0.1 * 1.0, abs=1e-6)
+    defaults = SpatialConfig()
+    assert both["combined_score"] == pytest.approx(
+        both["score"] + defaults.blame_weight * 1.0 + defaults.timing_weight * 1.0, abs=1e-6)
     assert both["signals"][1:] == ["named by 2 peer(s): ip:10.0.0.6", "failed first, 7.0 s before the next unit"]
 
 
@@ -428,3 +430,28 @@ def test_generated_fleet_faulty_nodes_rank_first(spark, test_config, tmp_path):
         first = rows[(rows["job_id"] == job_id) & (rows["rank"] == 1)].iloc[0]
         assert first["node"] == label["faulty_nodes"][0], (label["fault_kind"], first.to_dict())
         assert bool(first["suspect"])
+
+
+def test_a_node_most_peers_name_outranks_one_that_only_logs_less():
+    """A dead node's peers all time out naming it; another node logs far fewer lines only
+    because of its role (no rank 0 on it) and keeps logging to the end: the named one is first."""
+    rows = []
+    for i in range(8):
+        node = f"n{i:02d}"
+        rows += [_fact(node, "init", 4, 10.0), _fact(node, "iteration", 200, 20.0),
+                 _mention(node, "bootstrap", f"ip:10.0.0.{i + 1}", None, loud=0)]
+        if node != "n03":  # every peer of n03 reports the timeout on it
+            rows += [_fact(node, "timeout", 2, 900.0), _mention(node, "timeout", "ip:10.0.0.4", 900.0)]
+    rows += [_fact("n06", "role_warning", 5, 50.0)]
+    counts = pd.DataFrame(rows, columns=UNIT_FACTS_COLUMNS[1:])
+    activity = _activity(8, n_lines={6: 200}, last_s={3: 899.0})
+    ranked = rank_units("job-y", counts, activity, SpatialConfig()).set_index("node")
+    assert ranked.loc["n06", "silent"] and ranked.loc["n06", "signals"][0] == "silent: far fewer lines than its peers"
+    assert ranked.loc["n03", "named_by"] == 7
+    assert ranked.loc["n03", "rank"] == 1 and ranked.loc["n03", "suspect"]
+    assert ranked.loc["n06", "rank"] > 1
+    # with the old rule (every silent unit first, weak blame) the role-quiet node would win
+    assert SpatialConfig().strong_blame_share == 0.5
+    old = rank_units("job-y", counts, activity, SpatialConfig(strong_blame_share=1.0, blame_weight=0.2,
+                                                              truncated_bonus=0.0)).set_index("node")
+    assert old.loc["n03", "rank"] == 1 or old.loc["n06", "rank"] < ranked.loc["n06", "rank"]
