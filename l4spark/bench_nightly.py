@@ -9,19 +9,21 @@ normal pool, diagnosis of every failed job, tables, reports, the runs row.
 
 Reported per size: input bytes, files, lines, failed jobs diagnosed, wall time of the nightly
 run, MB/s, seconds per failed job, seconds per step (read back from the ``runs`` table, and
-finer steps from the run's progress messages), peak memory of the process tree; then how time
-grows against data. Absolute times depend on the machine and on what else runs on it (the load
+finer steps from the run's progress messages), CPU seconds per phase and peak memory of the
+process tree; then how time grows against data. Absolute times depend on the machine and on what else runs on it (the load
 average before and after each run is recorded); the ratios are of one run.
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import multiprocessing
 import os
 import shutil
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -39,6 +41,77 @@ PHASE_MARKERS: dict[str, tuple[list[tuple[str, str]], str]] = {
 
 class NightlyRunFailed(RuntimeError):
     """The nightly run of one size did not finish (its output says why)."""
+
+
+class TreeCpu:
+    """CPU seconds (user + system, reaped children included) of this process's descendants
+    (the run's Python, its JVM, the Python workers), sampled every ``interval`` seconds as
+    (epoch seconds, cumulative CPU seconds). A process that exits between two samples loses at
+    most its last interval."""
+
+    def __init__(self, interval: float = 1.0) -> None:
+        self.samples: list[tuple[float, float]] = []
+        self._last: dict[int, float] = {}
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "TreeCpu":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(self._interval)
+
+    def _sample(self) -> None:
+        tick = os.sysconf("SC_CLK_TCK")
+        children: dict[int, list[tuple[int, list[str]]]] = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    fields = handle.read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            children.setdefault(int(fields[1]), []).append((int(entry), fields))
+        stack = [os.getpid()]
+        while stack:
+            for pid, fields in children.get(stack.pop(), []):
+                self._last[pid] = sum(int(x) for x in fields[11:15]) / tick  # utime stime cutime cstime
+                stack.append(pid)
+        self.samples.append((time.time(), round(sum(self._last.values()), 2)))
+
+
+def phase_cpu_seconds(phases: dict[str, float], run_started: float,
+                      samples: list[tuple[float, float]]) -> dict[str, float]:
+    """CPU seconds spent during each phase (``phase_seconds`` order, the first starting at epoch
+    ``run_started``): the cumulative CPU of ``samples`` interpolated at the phase boundaries."""
+    if len(samples) < 2:
+        return {}
+    times = [t for t, _ in samples]
+
+    def cpu_at(moment: float) -> float:
+        i = bisect.bisect_left(times, moment)
+        if i <= 0:
+            return samples[0][1]
+        if i >= len(samples):
+            return samples[-1][1]
+        (t0, c0), (t1, c1) = samples[i - 1], samples[i]
+        return c0 + (c1 - c0) * (moment - t0) / (t1 - t0) if t1 > t0 else c1
+
+    out, start = {}, run_started
+    for name, seconds in phases.items():
+        out[name] = round(cpu_at(start + seconds) - cpu_at(start), 2)
+        start += seconds
+    return out
 
 
 @dataclass(frozen=True)
@@ -148,7 +221,7 @@ def run_size(plan: FleetPlan, fleet: Path, warehouse: Path, master: str, conf_fi
     load_before = os.getloadavg()
     child = multiprocessing.get_context("spawn").Process(
         target=_nightly_process, args=(str(fleet), str(warehouse), master, conf_files, str(result_path)))
-    with PeakMemory() as memory:
+    with PeakMemory() as memory, TreeCpu() as cpu:
         started = time.perf_counter()
         child.start()
         child.join()
@@ -161,6 +234,8 @@ def run_size(plan: FleetPlan, fleet: Path, warehouse: Path, master: str, conf_fi
     input_bytes = sum(s["bytes"] for s in by_status.values())
     seconds = inner["nightly_seconds"]
     n_failed = inner["run"]["n_selected_jobs"]
+    phases = phase_seconds(inner["run"]["seconds"], inner["timeline"])
+    phase_cpu = phase_cpu_seconds(phases, inner["run_started_epoch"], cpu.samples)
     return {
         "scale": plan.scale, "fleet": str(fleet), "simulate": plan.simulate_command(fleet),
         "warehouse": str(warehouse), "run_id": inner["run"]["run_id"],
@@ -174,7 +249,8 @@ def run_size(plan: FleetPlan, fleet: Path, warehouse: Path, master: str, conf_fi
         "session_seconds": inner["session_seconds"],
         "mb_per_s": input_bytes / 1e6 / seconds,
         "seconds_per_failed_job": round(seconds / n_failed, 2) if n_failed else None,
-        "steps": inner["run"]["seconds"], "phases": phase_seconds(inner["run"]["seconds"], inner["timeline"]),
+        "steps": inner["run"]["seconds"], "phases": phases, "phase_cpu_seconds": phase_cpu,
+        "cpu_seconds": round(sum(phase_cpu.values()), 2), "process_cpu_seconds": cpu.samples[-1][1],
         "timeline": inner["timeline"], "peak_memory_bytes": memory.peak_bytes,
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
@@ -192,7 +268,7 @@ def _nightly_process(fleet: str, warehouse: str, master: str, conf_files: list[s
     spark = build_session(config.spark)
     session_seconds = time.perf_counter() - started
     timeline: list[tuple[float, str]] = []
-    run_started = time.perf_counter()
+    run_started_epoch, run_started = time.time(), time.perf_counter()
 
     def progress(message: str) -> None:
         elapsed = time.perf_counter() - run_started
@@ -206,7 +282,7 @@ def _nightly_process(fleet: str, warehouse: str, master: str, conf_files: list[s
     finally:
         spark.stop()
     result = {"nightly_seconds": nightly_seconds, "session_seconds": round(session_seconds, 2),
-              "timeline": timeline, **readback}
+              "run_started_epoch": run_started_epoch, "timeline": timeline, **readback}
     Path(result_path).write_text(json.dumps(result, indent=2, default=str))
 
 
@@ -237,22 +313,25 @@ def _read_back(spark, config, run_id: str) -> dict:
 def print_report(sizes: list[dict], ratios: list[dict]) -> None:
     print()
     print(f"{'scale':>5}{'jobs':>6}{'failed':>7}{'files':>8}{'MB':>9}{'lines':>12}{'nightly s':>11}"
-          f"{'process s':>11}{'MB/s':>7}{'s/failed':>9}{'peak GiB':>9}  load before/after")
+          f"{'process s':>11}{'cpu s':>8}{'MB/s':>7}{'s/failed':>9}{'peak GiB':>9}  load before/after")
     for s in sizes:
         per_failed = f"{s['seconds_per_failed_job']:.1f}" if s["seconds_per_failed_job"] is not None else "-"
         print(f"{s['scale']:>4}x{s['jobs']:>6}{s['failed_jobs']:>7}{s['files']:>8,}{s['input_bytes'] / 1e6:>9,.1f}"
-              f"{s['lines']:>12,}{s['nightly_seconds']:>11.1f}{s['process_seconds']:>11.1f}{s['mb_per_s']:>7.2f}"
+              f"{s['lines']:>12,}{s['nightly_seconds']:>11.1f}{s['process_seconds']:>11.1f}{s['cpu_seconds']:>8.0f}"
+              f"{s['mb_per_s']:>7.2f}"
               f"{per_failed:>9}{s['peak_memory_bytes'] / 2**30:>9.2f}  "
               f"{s['load_average_before'][0]:.1f}/{s['load_average_after'][0]:.1f}")
     print()
     names = list(dict.fromkeys(name for s in sizes for name in s["phases"]))
-    print(f"{'phase (s)':<40}" + "".join(f"{str(s['scale']) + 'x':>10}" for s in sizes)
-          + (f"{'ratio':>8}" if len(sizes) > 1 else ""))
+    print(f"{'phase: wall s (cpu s)':<40}" + "".join(f"{str(s['scale']) + 'x':>16}" for s in sizes)
+          + (f"{'wall ratio':>12}" if len(sizes) > 1 else ""))
     for name in names:
         values = [s["phases"].get(name) for s in sizes]
-        line = f"{name:<40}" + "".join(f"{v:>10.1f}" if v is not None else f"{'-':>10}" for v in values)
+        cells = [f"{v:.1f} ({s['phase_cpu_seconds'].get(name, 0):.0f})" if v is not None else "-"
+                 for v, s in zip(values, sizes)]
+        line = f"{name:<40}" + "".join(f"{c:>16}" for c in cells)
         if len(sizes) > 1 and values[0] and values[-1] is not None:
-            line += f"{values[-1] / values[0]:>8.2f}"
+            line += f"{values[-1] / values[0]:>12.2f}"
         print(line)
     if len(ratios) > 1:
         print()
@@ -266,11 +345,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m l4spark.bench_nightly", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="1,4", help="scales of the 1x fleet, comma-separated (default 1,4)")
-    parser.add_argument("--jobs", type=int, default=60, help="jobs of the 1x fleet")
-    parser.add_argument("--target-bytes", default="300M", help="approximate size of the 1x fleet (e.g. 300M, 1G)")
-    parser.add_argument("--failed-share", type=float, default=0.4, help="share of failed jobs")
+    parser.add_argument("--jobs", type=int, default=240, help="jobs of the 1x fleet")
+    parser.add_argument("--target-bytes", default="500M", help="approximate size of the 1x fleet (e.g. 300M, 1G)")
+    parser.add_argument("--failed-share", type=float, default=0.1, help="share of failed jobs (0.1: 24 of 240)")
     parser.add_argument("--nodes", default="4-16", help="nodes per job, LO-HI")
-    parser.add_argument("--ranks-per-node", type=int, default=8)
+    parser.add_argument("--ranks-per-node", type=int, default=4)
     parser.add_argument("--seed", type=int, default=31)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--conf", action="append", default=[], metavar="FILE", help="l4spark TOML for the runs")

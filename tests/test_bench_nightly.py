@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from l4spark.bench_nightly import FleetPlan, ensure_fleet, growth, phase_seconds, plan_fleets
+from l4spark.bench_nightly import FleetPlan, ensure_fleet, growth, phase_cpu_seconds, phase_seconds, plan_fleets
 
 TINY = ["--jobs", "4", "--target-bytes", "300K", "--nodes", "2", "--ranks-per-node", "2", "--failed-share", "0.5",
         "--seed", "21"]
@@ -89,5 +89,14 @@ def test_bench_runs_the_nightly_batch_and_reports_what_the_fleet_holds(tmp_path)
     assert size["mb_per_s"] == pytest.approx(size["input_bytes"] / 1e6 / size["nightly_seconds"], rel=1e-2)
     assert size["seconds_per_failed_job"] == pytest.approx(size["nightly_seconds"] / len(failed), rel=1e-2)
     assert size["process_seconds"] > size["nightly_seconds"] and size["peak_memory_bytes"] > 0
+    assert set(size["phase_cpu_seconds"]) == set(size["phases"])
+    assert 0 < size["cpu_seconds"] <= size["process_cpu_seconds"]
     assert result["growth"][0]["data_ratio"] == 1.0
     assert "nightly run" in done.stdout and "written" in done.stdout
+
+
+def test_phase_cpu_interpolates_the_cumulative_cpu_at_phase_boundaries():
+    samples = [(100.0, 10.0), (102.0, 14.0), (106.0, 18.0)]
+    cpu = phase_cpu_seconds({"a": 1.0, "b": 3.0, "c": 10.0}, 100.0, samples)
+    assert cpu == {"a": 2.0, "b": 4.0, "c": 2.0}  # 10 -> 12 -> 16 -> 18 (held after the last sample)
+    assert phase_cpu_seconds({"a": 1.0}, 100.0, samples[:1]) == {}
