@@ -191,8 +191,9 @@ def phase_seconds(steps: dict[str, float], timeline: list[tuple[float, str]]) ->
 
 def growth(sizes: list[dict]) -> list[dict]:
     """Per size, against the smallest: data ratio (input bytes), failed-job ratio, time ratio
-    (nightly seconds) and per-phase time ratios; ``time_per_data`` = time ratio / data ratio
-    (1.0 is linear)."""
+    (nightly seconds), CPU ratio (None without CPU figures: less sensitive to other load than
+    wall time) and per-phase time ratios; ``time_per_data`` = time ratio / data ratio (1.0 is
+    linear)."""
     if not sizes:
         return []
     base = min(sizes, key=lambda s: s["input_bytes"])
@@ -204,6 +205,8 @@ def growth(sizes: list[dict]) -> list[dict]:
             "scale": size["scale"], "data_ratio": round(data, 3),
             "failed_jobs_ratio": round(size["failed_jobs"] / base["failed_jobs"], 3) if base["failed_jobs"] else None,
             "time_ratio": round(time_ratio, 3), "time_per_data": round(time_ratio / data, 3),
+            "cpu_ratio": (round(size["cpu_seconds"] / base["cpu_seconds"], 3)
+                          if size.get("cpu_seconds") and base.get("cpu_seconds") else None),
             "phase_ratios": {name: round(seconds / base["phases"][name], 3)
                              for name, seconds in size["phases"].items() if base["phases"].get(name)},
         })
@@ -338,7 +341,7 @@ def print_report(sizes: list[dict], ratios: list[dict]) -> None:
         for r in ratios[1:]:
             print(f"{r['scale']}x vs {ratios[0]['scale']}x: data {r['data_ratio']:.2f}x, failed jobs "
                   f"{r['failed_jobs_ratio']}x, time {r['time_ratio']:.2f}x -> time/data {r['time_per_data']:.2f} "
-                  "(1.00 = linear)")
+                  f"(1.00 = linear); CPU {r['cpu_ratio']}x")
 
 
 def main(argv: list[str] | None = None) -> int:

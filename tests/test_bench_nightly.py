@@ -39,13 +39,16 @@ def test_phase_seconds_leaves_a_missing_marker_to_the_next_phase():
 
 
 def test_growth_against_the_smallest_size():
-    sizes = [{"scale": 4, "input_bytes": 400, "failed_jobs": 8, "nightly_seconds": 100.0, "phases": {"a": 60.0, "b": 40.0}},
-             {"scale": 1, "input_bytes": 100, "failed_jobs": 2, "nightly_seconds": 40.0, "phases": {"a": 20.0, "b": 0.0}}]
+    sizes = [{"scale": 4, "input_bytes": 400, "failed_jobs": 8, "nightly_seconds": 100.0, "cpu_seconds": 90.0,
+              "phases": {"a": 60.0, "b": 40.0}},
+             {"scale": 1, "input_bytes": 100, "failed_jobs": 2, "nightly_seconds": 40.0, "cpu_seconds": 30.0,
+              "phases": {"a": 20.0, "b": 0.0}}]
     first, second = growth(sizes)
     assert first == {"scale": 1, "data_ratio": 1.0, "failed_jobs_ratio": 1.0, "time_ratio": 1.0,
-                     "time_per_data": 1.0, "phase_ratios": {"a": 1.0}}
+                     "time_per_data": 1.0, "cpu_ratio": 1.0, "phase_ratios": {"a": 1.0}}
     assert second == {"scale": 4, "data_ratio": 4.0, "failed_jobs_ratio": 4.0, "time_ratio": 2.5,
-                      "time_per_data": 0.625, "phase_ratios": {"a": 3.0}}
+                      "time_per_data": 0.625, "cpu_ratio": 3.0, "phase_ratios": {"a": 3.0}}
+    assert growth([{**sizes[1], "cpu_seconds": None}])[0]["cpu_ratio"] is None
 
 
 def test_plans_scale_jobs_and_bytes_together():
