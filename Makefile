@@ -8,7 +8,7 @@ WAREHOUSE ?= warehouse
 SEED   ?= 7
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: setup demo evaluate test bench parse-accuracy clean
+.PHONY: setup demo evaluate test bench bench-nightly parse-accuracy clean
 
 setup: $(STAMP)
 
@@ -39,6 +39,11 @@ test: setup airflow-setup
 # Throughput: a multi-GB generated fleet; full parse vs single-process drain3 vs raw Spark scan.
 bench: setup
 	$(PY) -m l4spark.bench $(BENCH_ARGS)
+
+# The whole nightly batch (parse, normal pool, diagnosis, tables, reports) on generated fleets at
+# 1x and 4x the data, each in its own Spark application: time, MB/s, s per failed job, phases, growth.
+bench-nightly: setup
+	$(PY) -m l4spark.bench_nightly $(BENCH_NIGHTLY_ARGS)
 
 # Grouping accuracy on the 8 Loghub-2k systems: Spark pipeline vs single-process drain3.
 parse-accuracy: setup

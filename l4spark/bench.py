@@ -86,14 +86,17 @@ def _tree_rss(root: int) -> int:
     return total
 
 
-def generate_fleet(out: Path, target_bytes: int, seed: int) -> Measure:
+def generate_fleet(out: Path, target_bytes: int, seed: int, jobs: int = 24, nodes: tuple[int, int] = (16, 64),
+                   ranks_per_node: int = 8, failed_share: float = 0.45) -> Measure:
+    """``l4spark simulate --out OUT --seed SEED --jobs JOBS --nodes LO-HI --ranks-per-node R
+    --failed-share S --target-bytes B``, timed."""
     from l4spark.simulate import FleetOptions, simulate_fleet
 
     started = time.perf_counter()
-    summary = simulate_fleet(out, FleetOptions(seed=seed, jobs=24, nodes=(16, 64), ranks_per_node=8,
-                                                target_bytes=target_bytes))
+    summary = simulate_fleet(out, FleetOptions(seed=seed, jobs=jobs, nodes=nodes, ranks_per_node=ranks_per_node,
+                                                failed_share=failed_share, target_bytes=target_bytes))
     return Measure("generate fleet", time.perf_counter() - started, summary.n_lines, summary.n_bytes,
-                   f"{summary.n_files} files, {summary.n_jobs} jobs")
+                   f"{summary.n_files} files, {summary.n_jobs} jobs ({summary.n_failed} failed)")
 
 
 def raw_scan(spark, paths: list[str], total_bytes: int) -> Measure:
