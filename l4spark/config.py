@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from l4spark.errors import ConfigError
+from l4spark.regexsafety import check_regex
 from l4spark.textrules import HeaderRule, MaskRule, WrapperRule, compile_pattern
 
 
@@ -229,6 +230,7 @@ def _validate(config: Config) -> None:
     if not 0 < config.ingest.binary_control_share <= 1:
         raise ConfigError("'ingest.binary_control_share' must be in (0, 1]")
     try:
+        check_regex("^(?:" + config.layout.pattern + ")")
         layout = compile_pattern(config.layout.pattern)
     except ValueError as exc:
         raise ConfigError(f"'layout.pattern': {exc}") from exc

@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
+from l4spark.regexsafety import check_regex
+
 # Java named groups allow letters and digits only, starting with a letter.
 _GROUP_NAME = re.compile(r"\(\?P<([^>]*)>")
 _JAVA_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
@@ -114,7 +116,7 @@ class WrapperRule:
     ts: str = ""
 
     def __post_init__(self) -> None:
-        compile_pattern(self.pattern)
+        check_regex("^(?:" + self.pattern + ")")  # peeled from the start of a line
         names = _check_names(self.pattern, f"wrapper '{self.name}'")
         _check_template(self.ts, names, f"wrapper '{self.name}' ts")
 
@@ -130,7 +132,7 @@ class HeaderRule:
     message: str = "{msg}"
 
     def __post_init__(self) -> None:
-        compile_pattern(self.pattern)
+        check_regex(self.anchored())  # matched against the whole peeled line
         names = _check_names(self.pattern, f"header '{self.name}'")
         for field_name in ("ts", "level", "message"):
             _check_template(getattr(self, field_name), names, f"header '{self.name}' {field_name}")
@@ -148,7 +150,7 @@ class MaskRule:
     replacement: str
 
     def __post_init__(self) -> None:
-        compiled = compile_pattern(self.pattern)
+        compiled = check_regex(self.pattern)  # searched anywhere in a message
         if compiled.match(""):
             raise ValueError(f"mask '{self.name}' matches the empty string")
 
