@@ -34,6 +34,8 @@ class SparkConfig:
 class StorageConfig:
     warehouse: str = "./warehouse"
     format: str = "parquet"
+    lock_wait_s: float = 0.0  # a writing run waits this long for the warehouse lock (l4spark/lock.py)
+    lock_stale_s: float = 86400.0  # a lock older than this is stale even when its holder cannot be checked
 
 
 @dataclass(frozen=True)
@@ -222,6 +224,8 @@ def _rule(cls: type, item: Any, where: str) -> Any:
 def _validate(config: Config) -> None:
     if config.storage.format not in ("parquet", "delta"):
         raise ConfigError(f"'storage.format' must be 'parquet' or 'delta', found '{config.storage.format}'")
+    if config.storage.lock_wait_s < 0 or config.storage.lock_stale_s <= 0:
+        raise ConfigError("'storage.lock_wait_s' must be >= 0 and 'storage.lock_stale_s' positive")
     if config.ingest.cache not in ("disk", "memory"):
         raise ConfigError(f"'ingest.cache' must be 'disk' or 'memory', found '{config.ingest.cache}'")
     for key in ("target_task_bytes", "max_line_bytes", "read_chunk_bytes", "batch_lines"):
