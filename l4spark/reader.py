@@ -99,14 +99,19 @@ def _blocks(stream: BinaryIO, limits: ReadLimits,
     line_no = 1
     pending = b""
     skipping_from: int | None = None  # line number of an overlong line being discarded
+    drop_lf = False  # a line just ended in \r at a chunk end: a \n first in the next chunk belongs to it
     while True:
         chunk = stream.read(limits.chunk_bytes)
         eof = not chunk
+        if drop_lf and chunk.startswith(b"\n"):
+            chunk = chunk[1:]
+        drop_lf = False
         if skipping_from is not None:
             end = _line_end(chunk)
             if end < 0 and not eof:
                 yield line_no, [], True
                 continue
+            drop_lf = end == len(chunk) - 1 and chunk.endswith(b"\r")
             chunk = chunk[end + 1:] if end >= 0 else b""
             skipping_from, line_no = None, line_no + 1
         data = pending + chunk
@@ -124,7 +129,10 @@ def _blocks(stream: BinaryIO, limits: ReadLimits,
         if len(pending) > limits.max_line_bytes:
             counter.add("line_too_long", f"line longer than {limits.max_line_bytes} bytes set aside",
                         line_no=line_no, sample=pending[:SAMPLE_CHARS].decode("utf-8", "replace"))
-            skipping_from, pending = line_no, b""
+            if pending.endswith(b"\r") and not eof:  # the line has ended (\r, or \r\n across the chunks)
+                line_no, pending, drop_lf = line_no + 1, b"", True
+            else:
+                skipping_from, pending = line_no, b""
         if eof:
             return
 
