@@ -187,3 +187,38 @@ def test_every_path_under_the_logs_root_is_a_rank_file_an_issue_or_hidden(tmp_pa
         assert (rank_file.job_id, rank_file.node) == (job, node)
         assert re.fullmatch(r"rank-0*" + str(rank_file.rank) + r"\.log(\.gz)?", name) or rank_file.rank == 0
         assert os.path.isfile(rank_file.path)
+
+
+@FAST
+@given(body=st.lists(st.text(st.characters(codec="utf-8", categories=("L", "N", "P", "S", "Zs")), max_size=30),
+                     min_size=1, max_size=40),
+       cut=st.floats(0.0, 1.0), members=st.integers(1, 3))
+def test_a_cut_gzip_keeps_every_line_before_the_cut(tmp_path_factory, body, cut, members):
+    import gzip
+    import zlib
+
+    text = "".join(line + "\n" for line in body).encode("utf-8")
+    data = b"".join(gzip.compress(text) for _ in range(members))
+    cut_at = int(len(data) * cut)
+    path = tmp_path_factory.mktemp("gz") / "rank-0.log.gz"
+    path.write_bytes(data[:cut_at])
+    rank_file = RankFile("j", "n", 0, str(path), "j/n/rank-0.log.gz", cut_at)
+    kept, reasons = [], []
+    for item in read_lines(rank_file, ReadLimits(1 << 20, 64, 0.3)):
+        if isinstance(item, tuple):
+            kept += [line for line in item[1] if line is not None]
+        else:
+            reasons.append(item.reason)
+    full = (text.decode("utf-8") * members).split("\n")[:-1]
+    decompressor = zlib.decompressobj(31)
+    available = len(decompressor.decompress(data[:cut_at]).splitlines()) if cut_at else 0
+    # every whole line before the cut is kept, in order; the last one may be cut short
+    if kept:
+        assert kept[:-1] == full[:len(kept) - 1] and full[len(kept) - 1].startswith(kept[-1])
+    assert len(kept) >= min(available, len(body)) - 1
+    if cut_at == len(data):
+        assert kept == full and reasons == []
+    elif cut_at == 0:
+        assert reasons == ["empty_file"]
+    else:
+        assert reasons and set(reasons) <= {"gzip_truncated", "gzip_corrupt", "invalid_utf8"}
