@@ -101,7 +101,7 @@ def parse_jobs(spark: SparkSession, config: Config, logs_root: str | Path, jobs:
     write_job_rows(spark.createDataFrame(counts, schema=_COUNTS_SCHEMA), config.storage, "job_event_counts",
                    job_ids, set(counts["job_id"]), small=True)
     _write_templates(spark, config, store)
-    issues = scan.issues + file_issues + _unmatched_lines(counts)
+    issues = scan.issues + file_issues + _unmatched_lines(counts) + _lines_outside_job_time(spark, config, scan, job_ids)
     _summarise_issues(summary, issues)
     summary.per_job = _per_job(scan, counts, issues)
     _write_jobs(spark, config, scan, summary)
@@ -229,6 +229,49 @@ def _unmatched_lines(counts: pd.DataFrame) -> list[Issue]:
 
 
 _COUNTS_SCHEMA = "job_id string, event_id string, n_lines long, first_ts timestamp"
+CLOCK_SLACK = pd.Timedelta(days=1)
+
+
+def _lines_outside_job_time(spark: SparkSession, config: Config, scan: LayoutScan, job_ids: list[str]) -> list[Issue]:
+    """Lines stamped more than ``CLOCK_SLACK`` before the job's start or after its end (job.json):
+    a skewed clock or a stale file. They are kept with their time as written (the diagnosis
+    corrects node clock offsets); one counted issue per job says how many and where the first is."""
+    bounds = []
+    for job_id in job_ids:
+        meta = scan.jobs[job_id]
+        start, end = _utc(meta.start_time), _utc(meta.end_time)
+        if start is not None or end is not None:
+            bounds.append((job_id, start - CLOCK_SLACK if start is not None else None,
+                           end + CLOCK_SLACK if end is not None else None))
+    if not bounds or not table_exists(config.storage, "events"):
+        return []
+    limits = spark.createDataFrame(bounds, "job_id string, earliest timestamp, latest timestamp")
+    ts = F.col("ts")
+    outside = (
+        read_table(spark, config.storage, "events").where(F.col("job_id").isin([b[0] for b in bounds]))
+        .select("job_id", "file", "line_no", "ts")
+        .join(F.broadcast(limits), on="job_id", how="inner")
+        .where((ts < F.col("earliest")) | (ts > F.col("latest")))
+        .groupBy("job_id")
+        .agg(F.count(F.lit(1)).alias("n_lines"), F.min(F.struct("file", "line_no", "ts")).alias("first"),
+             F.min("earliest").alias("earliest"), F.max("latest").alias("latest"))
+        .collect()
+    )
+    return [Issue(r.job_id, r.first.file, "ts_outside_job",
+                  f"lines stamped outside the job's time ({r.earliest} .. {r.latest}, job.json times +- 1 day); "
+                  "kept with their time as written", int(r.n_lines), 0, int(r.first.line_no), str(r.first.ts))
+            for r in outside]
+
+
+def _utc(value: str | None) -> datetime | None:
+    """An ISO 8601 time as naive UTC (the session time zone), or None."""
+    if not value:
+        return None
+    try:
+        parsed = pd.Timestamp(value)
+    except ValueError:
+        return None
+    return (parsed.tz_convert("UTC").tz_localize(None) if parsed.tzinfo else parsed).to_pydatetime()
 
 
 class _Clock:

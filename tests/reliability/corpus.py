@@ -126,7 +126,7 @@ def write_bad_corpus(root: Path) -> dict[str, Expected]:
                            "node-a/rank-2.log.gz": whole,
                            "node-a/rank-3.log.gz": b"this is not gzip at all\n"})
     expected["zz-gzip"] = Expected("truncated .gz, corrupt .gz, a .gz name on plain text, and a good .gz",
-                                   {"gzip_truncated": 0, "gzip_corrupt": 0})
+                                   {"gzip_truncated": 0, "gzip_corrupt": 0}, lines=41 + 26)
 
     _job(root, "zz-empty-files", {"node-a/rank-0.log": b"", "node-a/rank-1.log.gz": b""})
     expected["zz-empty-files"] = Expected("zero-byte rank files only (plain and .gz)", {"empty_file": 0},

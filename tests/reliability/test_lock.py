@@ -128,7 +128,13 @@ def test_release_leaves_a_lock_that_is_no_longer_ours(tmp_path):
     assert read_holder(path).owner == "other"
 
 
-def test_cli_exits_2_with_the_holder_when_the_warehouse_is_locked(tmp_path, capsys):
+@pytest.mark.parametrize("command", [
+    ["nightly", "--logs-root", "LOGS"],
+    ["parse", "--logs-root", "LOGS"],
+    ["diagnose", "--all-failed"],
+    ["normal-pool"],
+])
+def test_writing_commands_exit_2_with_the_holder_before_starting_spark(tmp_path, capsys, command):
     from l4spark.cli import main
 
     storage = StorageConfig(warehouse=str(tmp_path / "wh"))
@@ -136,9 +142,12 @@ def test_cli_exits_2_with_the_holder_when_the_warehouse_is_locked(tmp_path, caps
     child = _child(storage.warehouse, 0, "A", 30)
     try:
         assert child.stdout.readline().strip() == "got"
-        code = main(["nightly", "--logs-root", str(tmp_path / "logs"), "--warehouse", storage.warehouse])
+        started = time.monotonic()
+        code = main([c.replace("LOGS", str(tmp_path / "logs")) for c in command] + ["--warehouse", storage.warehouse])
+        elapsed = time.monotonic() - started
     finally:
         child.kill()
         child.wait()
     assert code == 2
-    assert "is locked by child A" in capsys.readouterr().err
+    assert f"is locked by child A (pid {child.pid} on " in capsys.readouterr().err
+    assert elapsed < 5  # refused before a JVM starts
