@@ -47,10 +47,10 @@ def run(args: argparse.Namespace) -> int:
         diagnosis = diagnose_jobs(spark, config, job_ids, progress=progress)
         progress("writing the diagnosis tables")
         write_diagnosis(spark, config, diagnosis)
-    reports = {}
-    if not args.no_reports:
-        out = Path(args.reports or Path(config.storage.warehouse) / "_reports")
-        reports = write_job_reports(diagnosis, out)
+        reports = {}
+        if not args.no_reports:  # <warehouse>/_reports by default: still under the lock
+            out = Path(args.reports or Path(config.storage.warehouse) / "_reports")
+            reports = write_job_reports(diagnosis, out)
     shown = [j for j in diagnosis.diagnosed][: max(0, args.show)]
     for job_id in shown:
         print()

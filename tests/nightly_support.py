@@ -25,7 +25,7 @@ def nightly_config(warehouse: Path):
 
 def snapshot(spark, warehouse: Path, tables=RESULT_TABLES, jobs=None) -> dict[str, pd.DataFrame]:
     """Result tables as sorted pandas frames without the columns that name a run or a time
-    (only the rows of ``jobs`` when given)."""
+    (only the rows of ``jobs`` when given, in the tables that have a job_id)."""
     config = nightly_config(warehouse)
     out = {}
     for table in tables:
@@ -33,7 +33,7 @@ def snapshot(spark, warehouse: Path, tables=RESULT_TABLES, jobs=None) -> dict[st
             out[table] = pd.DataFrame()
             continue
         frame = read_table(spark, config.storage, table).toPandas()
-        if jobs is not None:
+        if jobs is not None and "job_id" in frame.columns:  # normal_pool is per settings group, not per job
             frame = frame[frame["job_id"].isin(list(jobs))]
         frame = frame.drop(columns=[c for c in frame.columns if c in VOLATILE])
         frame = frame.map(lambda v: tuple(v) if hasattr(v, "__len__") and not isinstance(v, str) else v)

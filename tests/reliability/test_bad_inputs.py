@@ -65,8 +65,9 @@ def test_good_jobs_are_diagnosed_exactly_as_without_the_bad_ones(spark, batch, n
     good = _good_jobs(batch)
     assert len(good) == clean_run.scanned
     assert set(clean_run.diagnosed) <= set(batch["run"].diagnosed)
-    assert_same(snapshot(spark, clean_warehouse, GOOD_JOB_TABLES, jobs=good),
-                snapshot(spark, batch["warehouse"], GOOD_JOB_TABLES, jobs=good), GOOD_JOB_TABLES)
+    clean = snapshot(spark, clean_warehouse, GOOD_JOB_TABLES, jobs=good)
+    assert sorted(clean["diagnosis_jobs"]["job_id"]) == clean_run.diagnosed and len(clean["diagnosis_events"])
+    assert_same(clean, snapshot(spark, batch["warehouse"], GOOD_JOB_TABLES, jobs=good), GOOD_JOB_TABLES)
 
 
 def test_every_bad_input_gives_its_expected_outcome(spark, batch):
