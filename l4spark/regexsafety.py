@@ -17,7 +17,8 @@ user regex is checked before it is used, and refused with the reason (``UnsafeRe
    long, ending in a character that breaks the match) and must finish all of them within
    ``TRIAL_SECONDS``. This catches what the static rule misses (polynomial blow-ups such as
    ``\\s*\\s*\\s*x``). The trial is interrupted by a timer, which Python allows only in the
-   main thread; elsewhere the static rule alone applies.
+   main thread; elsewhere (or while the caller has an alarm of its own set) the static rule
+   alone applies.
 
 Lines themselves are bounded by ``ingest.max_line_bytes`` (longer lines are set aside), which
 bounds the work of a linear or mildly super-linear regex on one line.
@@ -287,8 +288,8 @@ class _TrialTimeout(Exception):
 def _trial_seconds(compiled: re.Pattern[str], tree) -> float | None:
     """Seconds the adversarial trial took, or None when it ran over ``TRIAL_SECONDS``."""
     lines = _adversarial_lines(tree)
-    if threading.current_thread() is not threading.main_thread():
-        return 0.0
+    if threading.current_thread() is not threading.main_thread() or signal.getitimer(signal.ITIMER_REAL)[0] > 0:
+        return 0.0  # no timer to interrupt with (not the main thread, or the caller's alarm is set)
 
     def expire(_signum, _frame):
         raise _TrialTimeout

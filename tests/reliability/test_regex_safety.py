@@ -78,3 +78,20 @@ def test_step_regexes_are_refused_naming_the_key(tmp_path, table, message):
 def test_fault_signature_is_refused_with_the_reason():
     with pytest.raises(PatternError, match="p1: signature .*ambiguously"):
         FaultPattern("p1", "n", "network", "cause", "fix", (r"(\d|\w)+ failed",))
+
+
+def test_outside_the_main_thread_the_static_rule_still_refuses():
+    import threading
+
+    outcome = {}
+
+    def check():
+        try:
+            check_regex.__wrapped__(r"(a+)+b")
+        except UnsafeRegexError as exc:
+            outcome["refused"] = str(exc)
+
+    worker = threading.Thread(target=check)
+    worker.start()
+    worker.join()
+    assert "ambiguously" in outcome["refused"]
