@@ -60,6 +60,7 @@ class StructureConfig:
     max_wrapper_depth: int = 3
     fold_digits: bool = True
     max_shapes: int = 300000
+    regex_trial: bool = True  # run the timed trial on wrapper, header and mask regexes (regexsafety)
     wrappers: tuple[WrapperRule, ...] = ()
     headers: tuple[HeaderRule, ...] = ()
     levels: dict[str, str] = field(default_factory=dict)
@@ -249,3 +250,12 @@ def _validate(config: Config) -> None:
         raise ConfigError("'structure.max_shapes' must be positive")
     if config.structure.max_wrapper_depth < 0:
         raise ConfigError("'structure.max_wrapper_depth' must be >= 0")
+    if config.structure.regex_trial:
+        rules = [(f"structure.wrappers[{i}]", r) for i, r in enumerate(config.structure.wrappers)]
+        rules += [(f"structure.headers[{i}]", r) for i, r in enumerate(config.structure.headers)]
+        rules += [(f"masking[{i}]", r) for i, r in enumerate(config.masking)]
+        for key, rule in rules:
+            try:
+                check_regex(rule.as_used())
+            except ValueError as exc:
+                raise ConfigError(f"'{key}': {exc}") from exc

@@ -60,8 +60,9 @@ class UnsafeRegexError(ValueError):
 
 
 @functools.lru_cache(maxsize=4096)
-def check_regex(pattern: str) -> re.Pattern[str]:
-    """The compiled regex, or UnsafeRegexError saying why it is refused (rules: module doc)."""
+def check_regex(pattern: str, trial: bool = True) -> re.Pattern[str]:
+    """The compiled regex, or UnsafeRegexError saying why it is refused (rules: module doc);
+    ``trial=False`` skips the timed trial (rules 1 and 2 only)."""
     if not isinstance(pattern, str):
         raise UnsafeRegexError(f"a regex must be a string, found {type(pattern).__name__}")
     if len(pattern) > MAX_REGEX_CHARS:
@@ -76,8 +77,7 @@ def check_regex(pattern: str) -> re.Pattern[str]:
         raise UnsafeRegexError(f"regex {pattern!r} nests unbounded quantifiers ambiguously ({problem}): it can "
                                "backtrack catastrophically; make the repeated part start with a character "
                                "the inner repeat cannot match, or bound it")
-    seconds = _trial_seconds(compiled, tree)
-    if seconds is None:
+    if trial and _trial_seconds(compiled, tree) is None:
         raise UnsafeRegexError(f"regex {pattern!r} took more than {TRIAL_SECONDS}s on a {TRIAL_CHARS}-character "
                                "adversarial line (catastrophic backtracking)")
     return compiled
@@ -93,9 +93,9 @@ def _ambiguous_repeat(items) -> str | None:
             low, high, body = av
             if high == _UNBOUNDED:
                 starts, _ = _first(body)
-                inner = _inner_unbounded_chars(body)
-                if inner & starts:
-                    return "a repeated group holds a repeat that can also eat the start of the next iteration"
+                for inner, chars in _unbounded_repeats(body):
+                    if chars & starts and not _has_separator(body, inner, chars):
+                        return "a repeated group holds a repeat that can also eat the start of the next iteration"
                 branches = _single_branch(body)
                 if branches is not None:
                     seen: frozenset[str] = frozenset()
@@ -221,15 +221,32 @@ def _first_of(op, av) -> tuple[frozenset[str], bool]:
     return frozenset(), True  # anchors and lookarounds match no character
 
 
-def _inner_unbounded_chars(items) -> frozenset[str]:
-    """Characters that some unbounded repeat inside ``items`` can match."""
-    found: frozenset[str] = frozenset()
+def _unbounded_repeats(items) -> list[tuple[object, frozenset[str]]]:
+    """(node, characters it can match) of every unbounded repeat inside ``items``."""
+    found = []
     for op, av in items:
         if op in _REPEATS and op is not None and av[1] == _UNBOUNDED:
-            found |= _all_chars(av[2])
+            found.append((av, _all_chars(av[2])))
         for child in _children(op, av):
-            found |= _inner_unbounded_chars(child)
+            found += _unbounded_repeats(child)
     return found
+
+
+def _has_separator(items, inner, chars: frozenset[str]) -> bool:
+    """True when every match of ``items`` needs a character that the repeat ``inner`` cannot
+    match (``[\\w-]+\\.``: the dot): an iteration then ends at a fixed place and the iterations
+    of the outer repeat cannot be re-split, whatever ``inner`` takes."""
+    for op, av in items:
+        if op in (sre_constants.LITERAL, sre_constants.NOT_LITERAL, sre_constants.IN, sre_constants.ANY):
+            if _chars_of(op, av) - chars == _chars_of(op, av):
+                return True
+        elif op == sre_constants.SUBPATTERN:
+            if _has_separator(av[-1], inner, chars):
+                return True
+        elif op in _REPEATS and op is not None and av is not inner and av[0] > 0:
+            if _has_separator(av[2], inner, chars):
+                return True
+    return False
 
 
 def _all_chars(items) -> frozenset[str]:
