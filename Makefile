@@ -8,7 +8,7 @@ WAREHOUSE ?= warehouse
 SEED   ?= 7
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: setup demo evaluate test bench bench-nightly parse-accuracy clean
+.PHONY: setup demo evaluate test test-reliability bench bench-nightly parse-accuracy clean
 
 setup: $(STAMP)
 
@@ -35,6 +35,11 @@ evaluate: setup
 
 test: setup airflow-setup
 	$(PY) -m pytest -q
+
+# The reliability set (docs/reliability.md): bad-input corpus, fuzz tests, regex safety, the
+# warehouse lock, killed and concurrent nightly runs. `make test` runs it too.
+test-reliability: setup
+	$(PY) -m pytest -q -m reliability
 
 # Throughput: a multi-GB generated fleet; full parse vs single-process drain3 vs raw Spark scan.
 bench: setup

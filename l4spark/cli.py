@@ -6,7 +6,8 @@ import argparse
 import logging
 import sys
 import time
-from typing import Sequence
+from contextlib import contextmanager
+from typing import Iterator, Sequence
 
 from l4spark.errors import L4SparkError
 
@@ -62,6 +63,8 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
                         help="TOML config file overriding the defaults (repeatable; later wins)")
     parser.add_argument("--master", help="Spark master (default from conf: local[*])")
     parser.add_argument("--format", choices=("parquet", "delta"), help="table format (default parquet)")
+    parser.add_argument("--lock-wait", type=float, metavar="SECONDS",
+                        help="wait this long for another run's warehouse lock (default from conf: 0, fail at once)")
 
 
 def config_from_args(args: argparse.Namespace):
@@ -74,21 +77,34 @@ def config_from_args(args: argparse.Namespace):
         overrides["spark.master"] = args.master
     if getattr(args, "format", None):
         overrides["storage.format"] = args.format
+    if getattr(args, "lock_wait", None) is not None:
+        overrides["storage.lock_wait_s"] = args.lock_wait
     return load_config(*args.conf, overrides=overrides)
+
+
+@contextmanager
+def locked_session(config, command: str) -> Iterator:
+    """A Spark session for a command that writes the warehouse: the warehouse lock is taken
+    before Spark starts and released after it stops (l4spark/lock.py)."""
+    from l4spark.lock import warehouse_lock
+    from l4spark.session import build_session
+
+    with warehouse_lock(config.storage, f"l4spark {command}"):
+        spark = build_session(config.spark)
+        try:
+            yield spark
+        finally:
+            spark.stop()
 
 
 def run_parse(args: argparse.Namespace) -> int:
     from l4spark.parse import parse_jobs
-    from l4spark.session import build_session
 
     config = config_from_args(args)
     progress = progress_printer()
     progress(f"starting Spark ({config.spark.master})")
-    spark = build_session(config.spark)
-    try:
+    with locked_session(config, "parse") as spark:
         summary = parse_jobs(spark, config, args.logs_root, args.jobs, progress=progress)
-    finally:
-        spark.stop()
     print_parse_summary(summary, config.storage.warehouse)
     return 0
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from l4spark.errors import ConfigError
+from l4spark.regexsafety import check_regex
 from l4spark.textrules import HeaderRule, MaskRule, WrapperRule, compile_pattern
 
 
@@ -33,6 +34,8 @@ class SparkConfig:
 class StorageConfig:
     warehouse: str = "./warehouse"
     format: str = "parquet"
+    lock_wait_s: float = 0.0  # a writing run waits this long for the warehouse lock (l4spark/lock.py)
+    lock_stale_s: float = 86400.0  # a lock older than this is stale even when its holder cannot be checked
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,7 @@ class StructureConfig:
     max_wrapper_depth: int = 3
     fold_digits: bool = True
     max_shapes: int = 300000
+    regex_trial: bool = True  # run the timed trial on wrapper, header and mask regexes (regexsafety)
     wrappers: tuple[WrapperRule, ...] = ()
     headers: tuple[HeaderRule, ...] = ()
     levels: dict[str, str] = field(default_factory=dict)
@@ -221,6 +225,8 @@ def _rule(cls: type, item: Any, where: str) -> Any:
 def _validate(config: Config) -> None:
     if config.storage.format not in ("parquet", "delta"):
         raise ConfigError(f"'storage.format' must be 'parquet' or 'delta', found '{config.storage.format}'")
+    if config.storage.lock_wait_s < 0 or config.storage.lock_stale_s <= 0:
+        raise ConfigError("'storage.lock_wait_s' must be >= 0 and 'storage.lock_stale_s' positive")
     if config.ingest.cache not in ("disk", "memory"):
         raise ConfigError(f"'ingest.cache' must be 'disk' or 'memory', found '{config.ingest.cache}'")
     for key in ("target_task_bytes", "max_line_bytes", "read_chunk_bytes", "batch_lines"):
@@ -229,6 +235,7 @@ def _validate(config: Config) -> None:
     if not 0 < config.ingest.binary_control_share <= 1:
         raise ConfigError("'ingest.binary_control_share' must be in (0, 1]")
     try:
+        check_regex("^(?:" + config.layout.pattern + ")")
         layout = compile_pattern(config.layout.pattern)
     except ValueError as exc:
         raise ConfigError(f"'layout.pattern': {exc}") from exc
@@ -243,3 +250,12 @@ def _validate(config: Config) -> None:
         raise ConfigError("'structure.max_shapes' must be positive")
     if config.structure.max_wrapper_depth < 0:
         raise ConfigError("'structure.max_wrapper_depth' must be >= 0")
+    if config.structure.regex_trial:
+        rules = [(f"structure.wrappers[{i}]", r) for i, r in enumerate(config.structure.wrappers)]
+        rules += [(f"structure.headers[{i}]", r) for i, r in enumerate(config.structure.headers)]
+        rules += [(f"masking[{i}]", r) for i, r in enumerate(config.masking)]
+        for key, rule in rules:
+            try:
+                check_regex(rule.as_used())
+            except ValueError as exc:
+                raise ConfigError(f"'{key}': {exc}") from exc

@@ -232,11 +232,11 @@ def failed_event_shares(spark: SparkSession, config: Config, job_ids: Sequence[s
 
 
 def _check_java_regex(regex: str, key: str) -> None:
-    import re
+    from l4spark.regexsafety import UnsafeRegexError, check_regex
     try:
-        re.compile(regex)
-    except re.error as exc:
-        raise ConfigError(f"{key}: {regex!r} does not compile: {exc}") from exc
+        check_regex(regex)
+    except UnsafeRegexError as exc:
+        raise ConfigError(f"{key}: {exc}") from exc
 
 
 # ---- assembly (pure pandas, per job) -----------------------------------------------------------

@@ -32,16 +32,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from l4spark.cli import config_from_args, progress_printer
+    from l4spark.cli import config_from_args, locked_session, progress_printer
     from l4spark.diagnose import diagnose_jobs, job_report, write_diagnosis, write_job_reports
     from l4spark.report import render_terminal
-    from l4spark.session import build_session
 
     config = config_from_args(args)
     progress = progress_printer()
     progress(f"starting Spark ({config.spark.master})")
-    spark = build_session(config.spark)
-    try:
+    with locked_session(config, "diagnose") as spark:
         job_ids = prepare_jobs(spark, config, args.logs_root, args.jobs, progress)
         if not job_ids:
             print("no failed job to diagnose")
@@ -49,12 +47,10 @@ def run(args: argparse.Namespace) -> int:
         diagnosis = diagnose_jobs(spark, config, job_ids, progress=progress)
         progress("writing the diagnosis tables")
         write_diagnosis(spark, config, diagnosis)
-    finally:
-        spark.stop()
-    reports = {}
-    if not args.no_reports:
-        out = Path(args.reports or Path(config.storage.warehouse) / "_reports")
-        reports = write_job_reports(diagnosis, out)
+        reports = {}
+        if not args.no_reports:  # <warehouse>/_reports by default: still under the lock
+            out = Path(args.reports or Path(config.storage.warehouse) / "_reports")
+            reports = write_job_reports(diagnosis, out)
     shown = [j for j in diagnosis.diagnosed][: max(0, args.show)]
     for job_id in shown:
         print()

@@ -19,6 +19,8 @@ from typing import Any, Iterable
 
 from l4spark.errors import InputLayoutError
 
+KNOWN_STATUSES = ("succeeded", "failed")
+
 
 @dataclass(frozen=True)
 class Issue:
@@ -102,8 +104,13 @@ def scan_logs_root(logs_root: str | Path, pattern: str, job_file: str = "job.jso
         raise InputLayoutError(f"jobs not found under {str(root)!r}: {sorted(wanted - job_dirs)}")
     for job_id in sorted(job_dirs):
         scan.jobs[job_id] = read_job_meta(root / job_id / job_file, job_id)
-        if scan.jobs[job_id].error:
-            scan.issues.append(Issue(job_id, f"{job_id}/{job_file}", "job_meta", scan.jobs[job_id].error))
+        meta = scan.jobs[job_id]
+        if meta.error:
+            scan.issues.append(Issue(job_id, f"{job_id}/{job_file}", "job_meta", meta.error))
+        elif meta.status not in KNOWN_STATUSES:
+            scan.issues.append(Issue(job_id, f"{job_id}/{job_file}", "job_status",
+                                     f"status {meta.status!r} is neither 'succeeded' nor 'failed': parsed, not "
+                                     "diagnosed (pooled only if normal_pool.succeeded_statuses names it)"))
     _flag_duplicate_ranks(scan)
     scan.files.sort(key=lambda f: f.rel_path)
     return scan
@@ -112,6 +119,7 @@ def scan_logs_root(logs_root: str | Path, pattern: str, job_file: str = "job.jso
 def _scan_job_dir(root: Path, job_dir: Path, matcher: re.Pattern[str], job_file: str, scan: LayoutScan) -> None:
     job_name = job_dir.name
     found_rank_file = False
+    folders_with_ranks: set[str] = set()
     for dirpath, dirnames, filenames in os.walk(job_dir):
         hidden = [d for d in dirnames if d.startswith(("_", "."))]
         scan.skipped_hidden += len(hidden)
@@ -139,10 +147,24 @@ def _scan_job_dir(root: Path, job_dir: Path, matcher: re.Pattern[str], job_file:
                 scan.issues.append(Issue(job_name, rel, "unreadable_file", str(exc)))
                 continue
             found_rank_file = True
+            folders_with_ranks.update(_folders(rel))
             scan.files.append(RankFile(job_name, match.group("node"), int(match.group("rank")),
                                        str(full.resolve()), rel, size))
     if not found_rank_file:
         scan.issues.append(Issue(job_name, None, "no_rank_files", "job folder holds no rank file"))
+        return
+    # a node folder without any rank file: that node's logs are missing (said, not skipped silently)
+    for entry in sorted(os.scandir(job_dir), key=lambda e: e.name):
+        rel = f"{job_name}/{entry.name}"
+        if entry.is_dir(follow_symlinks=False) and not entry.name.startswith(("_", ".")) \
+                and rel not in folders_with_ranks:
+            scan.issues.append(Issue(job_name, rel + "/", "no_rank_files", "node folder holds no rank file"))
+
+
+def _folders(rel_path: str) -> list[str]:
+    """The folders a relative path lies in: "j/n/r.log" -> ["j", "j/n"]."""
+    parts = rel_path.split("/")[:-1]
+    return ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
 def _flag_duplicate_ranks(scan: LayoutScan) -> None:

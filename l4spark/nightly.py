@@ -37,6 +37,7 @@ from pyspark.sql import functions as F
 
 from l4spark import __version__
 from l4spark.config import Config
+from l4spark.killpoints import kill_point
 from l4spark.storage import read_table, table_exists, write_job_rows
 
 log = logging.getLogger(__name__)
@@ -127,13 +128,16 @@ def run_nightly(spark: SparkSession, config: Config, logs_root: str | Path, run_
     if run.parsed:
         parse_jobs(spark, config, logs_root, run.parsed, progress=progress)
     lap("parse")
+    kill_point("after_parse")
     update_normal_pool(spark, config, pool_config(config), progress=progress)
     lap("normal_pool")
+    kill_point("after_normal_pool")
     run.selected = jobs_to_diagnose(spark, config, run_date, rediagnose_older)
     progress(f"{len(run.selected)} failed jobs to diagnose")
     if run.selected:
         diagnosis = diagnose_jobs(spark, config, run.selected, run_id=run.run_id, progress=progress)
         lap("diagnose")
+        kill_point("after_diagnose")
         write_diagnosis(spark, config, diagnosis)
         run.diagnosed = diagnosis.diagnosed
         run.errors = {r.job_id: r.error for r in diagnosis.jobs.itertuples() if r.status == "error"}
@@ -141,6 +145,7 @@ def run_nightly(spark: SparkSession, config: Config, logs_root: str | Path, run_
         if reports_dir is not None:
             run.reports = write_job_reports(diagnosis, reports_dir)
             lap("reports")
+    kill_point("before_runs_row")
     record_run(spark, config, run, "succeeded")
     return run
 

@@ -33,17 +33,13 @@ def _date(text: str) -> date:
 
 
 def run(args: argparse.Namespace) -> int:
-    from l4spark.cli import config_from_args, progress_printer
+    from l4spark.cli import config_from_args, locked_session, progress_printer
     from l4spark.nightly import run_nightly, summary_lines
-    from l4spark.session import build_session
 
     config = config_from_args(args)
     progress = progress_printer()
-    spark = build_session(config.spark)
     reports = None if args.no_reports else Path(args.reports or Path(config.storage.warehouse) / "_reports")
-    try:
+    with locked_session(config, "nightly") as spark:
         result = run_nightly(spark, config, args.logs_root, args.date, args.rediagnose_older, reports, progress)
-    finally:
-        spark.stop()
     print("\n".join(summary_lines(result)))
     return 0

@@ -33,21 +33,17 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from l4spark.cli import config_from_args, progress_printer
+    from l4spark.cli import config_from_args, locked_session, progress_printer
     from l4spark.normal_pool import pool_config, update_normal_pool
-    from l4spark.session import build_session
 
     config = config_from_args(args)
     progress = progress_printer()
 
     progress(f"starting Spark ({config.spark.master})")
-    spark = build_session(config.spark)
-    try:
+    with locked_session(config, "normal-pool") as spark:
         if args.logs_root:
             parse_missing_jobs(spark, config, args.logs_root, progress)
         update = update_normal_pool(spark, config, pool_config(config), progress=progress)
-    finally:
-        spark.stop()
     print()
     print(f"normal pool -> {config.storage.warehouse}")
     print(f"  successful jobs counted  {update.counted_jobs}")

@@ -96,12 +96,12 @@ def parse_jobs(spark: SparkSession, config: Config, logs_root: str | Path, jobs:
         file_issues = _parse_per_line(spark, config, scan, store, progress, clock, summary)
     summary.new_templates = len(store) - before
 
-    counts = _event_counts(spark, config, job_ids)
+    counts = _event_counts(spark, config, scan, job_ids)
     summary.events = int(counts["event_id"].nunique())
-    write_job_rows(spark.createDataFrame(counts, schema=_COUNTS_SCHEMA), config.storage, "job_event_counts",
-                   job_ids, set(counts["job_id"]), small=True)
+    write_job_rows(spark.createDataFrame(counts[["job_id", "event_id", "n_lines", "first_ts"]], schema=_COUNTS_SCHEMA),
+                   config.storage, "job_event_counts", job_ids, set(counts["job_id"]), small=True)
     _write_templates(spark, config, store)
-    issues = scan.issues + file_issues + _unmatched_lines(counts)
+    issues = scan.issues + file_issues + _unmatched_lines(counts) + _lines_outside_job_time(counts)
     _summarise_issues(summary, issues)
     summary.per_job = _per_job(scan, counts, issues)
     _write_jobs(spark, config, scan, summary)
@@ -207,17 +207,43 @@ def _event_columns() -> list:
             F.lit(None).cast("string").alias("stage"), F.lit(None).cast("long").alias("iteration")]
 
 
-def _event_counts(spark: SparkSession, config: Config, job_ids: list[str]) -> pd.DataFrame:
-    """Lines and first time per (job, event), read back from the events just written."""
+def _event_counts(spark: SparkSession, config: Config, scan: LayoutScan, job_ids: list[str]) -> pd.DataFrame:
+    """Lines and first time per (job, event), read back from the events just written; in the
+    same pass, the lines stamped more than ``CLOCK_SLACK`` outside the job's start and end
+    (job.json): ``n_outside`` and the first of them (``outside_file``, ``outside_line``, ``outside_ts``)."""
     if not table_exists(config.storage, "events"):
-        return pd.DataFrame({"job_id": [], "event_id": [], "n_lines": [], "first_ts": []})
+        return pd.DataFrame({name: [] for name in ("job_id", "event_id", "n_lines", "first_ts", "n_outside",
+                                                   "outside_file", "outside_line", "outside_ts")})
+    limits = spark.createDataFrame(_job_time_limits(scan, job_ids) or [("", None, None)],
+                                   "job_id string, earliest timestamp, latest timestamp")
+    ts = F.col("ts")
+    outside = (ts < F.col("earliest")) | (ts > F.col("latest"))
+    first_outside = F.min(F.when(outside, F.struct("file", "line_no", "ts")))
     return (
         read_table(spark, config.storage, "events")
         .where(F.col("job_id").isin(job_ids))
+        .join(F.broadcast(limits), on="job_id", how="left")
         .groupBy("job_id", "event_id")
-        .agg(F.count(F.lit(1)).alias("n_lines"), F.min("ts").alias("first_ts"))
+        .agg(F.count(F.lit(1)).alias("n_lines"), F.min("ts").alias("first_ts"),
+             F.count(F.when(outside, 1)).alias("n_outside"), first_outside.alias("first_outside"))
+        .select("job_id", "event_id", "n_lines", "first_ts", "n_outside",
+                F.col("first_outside.file").alias("outside_file"), F.col("first_outside.line_no").alias("outside_line"),
+                F.col("first_outside.ts").alias("outside_ts"))
         .toPandas()
     )
+
+
+def _job_time_limits(scan: LayoutScan, job_ids: list[str]) -> list[tuple]:
+    """(job_id, earliest, latest) line time a job's clock may show: its job.json start and end
+    widened by ``CLOCK_SLACK`` (None where job.json has no such time)."""
+    limits = []
+    for job_id in job_ids:
+        meta = scan.jobs[job_id]
+        start, end = _utc(meta.start_time), _utc(meta.end_time)
+        if start is not None or end is not None:
+            limits.append((job_id, start - CLOCK_SLACK if start is not None else None,
+                           end + CLOCK_SLACK if end is not None else None))
+    return limits
 
 
 def _unmatched_lines(counts: pd.DataFrame) -> list[Issue]:
@@ -229,6 +255,33 @@ def _unmatched_lines(counts: pd.DataFrame) -> list[Issue]:
 
 
 _COUNTS_SCHEMA = "job_id string, event_id string, n_lines long, first_ts timestamp"
+CLOCK_SLACK = pd.Timedelta(days=1)  # a line this far outside its job's start..end counts as ts_outside_job
+
+
+def _lines_outside_job_time(counts: pd.DataFrame) -> list[Issue]:
+    """One counted issue per job with lines stamped outside its time (``_event_counts``): a
+    skewed clock or a stale file. The lines are kept with their time as written (the diagnosis
+    corrects node clock offsets)."""
+    outside = counts[counts["n_outside"] > 0].sort_values(["job_id", "outside_file", "outside_line"])
+    issues = []
+    for job_id, rows in outside.groupby("job_id", sort=True):
+        first = rows.iloc[0]
+        issues.append(Issue(job_id, first["outside_file"], "ts_outside_job",
+                            "lines stamped more than a day before the job's start or after its end (job.json); "
+                            "kept with their time as written", int(rows["n_outside"].sum()), 0,
+                            int(first["outside_line"]), str(first["outside_ts"])))
+    return issues
+
+
+def _utc(value: str | None) -> datetime | None:
+    """An ISO 8601 time as naive UTC (the session time zone), or None."""
+    if not value:
+        return None
+    try:
+        parsed = pd.Timestamp(value)
+    except ValueError:
+        return None
+    return (parsed.tz_convert("UTC").tz_localize(None) if parsed.tzinfo else parsed).to_pydatetime()
 
 
 class _Clock:

@@ -8,8 +8,8 @@ of the signature found, so a partial match is still reported, below the full one
 The seed library ships in ``l4spark/conf/fault_patterns.toml``; patterns that users add or
 confirm live in the ``fault_patterns`` table (see ``pattern_io``). User regexes are validated
 before they are stored: they must compile, must not be able to match the empty string, must
-not nest unbounded quantifiers (the classic catastrophic-backtracking shape), and are matched
-against at most ``MAX_MATCH_CHARS`` characters of a message.
+pass the catastrophic-backtracking rules of ``regexsafety``, and are matched against at most
+``MAX_MATCH_CHARS`` characters of a message.
 """
 
 from __future__ import annotations
@@ -21,12 +21,11 @@ from importlib import resources
 from typing import Iterable, Sequence
 
 from l4spark.errors import L4SparkError
+from l4spark.regexsafety import UnsafeRegexError, check_regex
 
 MAX_MATCH_CHARS = 4096
 MAX_REGEX_CHARS = 2000
 STAGES = ("init", "data_loading", "model_loading", "training", "checkpoint_saving", "finished")
-# an unbounded quantifier applied to a group that itself holds one: (a+)+, (\w*x)*, (?:.+)+
-_NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.)*(?:[+*]|\{\d+,\})(?:[^()\\]|\\.)*\)(?:[+*]|\{\d+,\})")
 
 
 class PatternError(L4SparkError):
@@ -80,14 +79,12 @@ def check_signature_regex(regex: str, where: str = "pattern") -> re.Pattern[str]
     if len(regex) > MAX_REGEX_CHARS:
         raise PatternError(f"{where}: signature regex longer than {MAX_REGEX_CHARS} characters")
     try:
+        check_regex(regex)
         compiled = re.compile(regex)
-    except re.error as exc:
-        raise PatternError(f"{where}: signature regex {regex!r} does not compile: {exc}") from exc
+    except (UnsafeRegexError, re.error) as exc:
+        raise PatternError(f"{where}: signature {exc}") from exc
     if compiled.search(""):
         raise PatternError(f"{where}: signature regex {regex!r} matches the empty string, so it matches every job")
-    if _NESTED_QUANTIFIER.search(regex):
-        raise PatternError(f"{where}: signature regex {regex!r} nests unbounded quantifiers "
-                           "(catastrophic backtracking); write it without a repeated repeated group")
     return compiled
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from contextlib import contextmanager
 from datetime import datetime, timezone
 
 
@@ -41,10 +42,10 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from l4spark.cli import locked_session
     from l4spark.config import load_config
     from l4spark.pattern_store import pattern_library, save_pattern
     from l4spark.patterns import FaultPattern
-    from l4spark.session import build_session
 
     config = load_config(*args.conf, overrides={"storage.warehouse": args.warehouse} if args.warehouse else {})
     pattern = None
@@ -52,8 +53,10 @@ def run(args: argparse.Namespace) -> int:
         pattern = FaultPattern(args.pattern_id, args.name, args.fault_class, args.root_cause, args.remedy,
                                tuple(args.signature), args.stage,
                                datetime.now(timezone.utc).isoformat(timespec="seconds"), args.source_job)
-    spark = build_session(config.spark)
-    try:
+    # list only reads; add and confirm write the fault_patterns table, under the warehouse lock
+    session = (locked_session(config, f"patterns {args.action}") if args.action in ("add", "confirm")
+               else _session(config))
+    with session as spark:
         if args.action == "confirm":
             import re
 
@@ -76,6 +79,15 @@ def run(args: argparse.Namespace) -> int:
             origin = f"from job {p.source_job_id}" if p.source_job_id else ("added" if p.created_at else "seed")
             print(f"{p.pattern_id:<26} {p.fault_class:<24} {p.name}  [{origin}]")
             print(f"{'':<26} remedy: {p.remedy}")
+    return 0
+
+
+@contextmanager
+def _session(config):
+    from l4spark.session import build_session
+
+    spark = build_session(config.spark)
+    try:
+        yield spark
     finally:
         spark.stop()
-    return 0

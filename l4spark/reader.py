@@ -17,7 +17,6 @@ Nothing is dropped silently. Each set-aside or repaired line is counted as an ``
 
 from __future__ import annotations
 
-import gzip
 import re
 import zlib
 from dataclasses import dataclass
@@ -78,7 +77,7 @@ def read_lines(rank_file: RankFile, limits: ReadLimits) -> Iterator[tuple[int, l
     except EOFError as exc:
         counter.add("gzip_truncated", f"compressed stream ends early ({exc}); lines before the cut are kept",
                     n_lines=0)
-    except (gzip.BadGzipFile, zlib.error) as exc:
+    except zlib.error as exc:
         counter.add("gzip_corrupt", f"corrupt gzip data ({exc}); lines before the damage are kept", n_lines=0)
     except OSError as exc:
         counter.add("unreadable_file", f"cannot read the file: {exc}", n_lines=0)
@@ -89,8 +88,69 @@ def read_lines(rank_file: RankFile, limits: ReadLimits) -> Iterator[tuple[int, l
 
 def _open(rank_file: RankFile) -> BinaryIO:
     if rank_file.compressed:
-        return gzip.open(rank_file.path, "rb")
+        return _GzipStream(open(rank_file.path, "rb"))
     return open(rank_file.path, "rb")
+
+
+class _GzipStream:
+    """A .gz file read like ``gzip.open``, but every byte decompressed before damage is handed
+    out first, and the error (EOFError: truncated; zlib.error: corrupt) comes with the next read.
+    (``gzip.open(...).read(n)`` raises inside the call and loses the up to ``n`` bytes it had
+    decompressed: a truncated log lost its last chunk of lines.) Concatenated members are read
+    in turn; output is produced at most ``_STEP`` bytes at a time, so memory stays bounded. At
+    damage, what the last ``_PIECE`` compressed bytes decoded to is lost (zlib gives no partial
+    output with an error)."""
+
+    _RAW = 64 * 1024
+    _PIECE = 1024
+    _STEP = 1024 * 1024
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw = raw
+        self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self._input = b""
+        self._out = bytearray()
+        self._error: Exception | None = None
+        self._seen_input = False
+
+    def __enter__(self) -> "_GzipStream":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._raw.close()
+
+    def read(self, size: int) -> bytes:
+        while len(self._out) < size and self._error is None and self._fill():
+            pass
+        if not self._out and self._error is not None:
+            raise self._error
+        data = bytes(self._out[:size])
+        del self._out[:size]
+        return data
+
+    def _fill(self) -> bool:
+        """Decompress some more; False at the end of the data (or at damage, kept in _error)."""
+        try:
+            if not self._input:
+                self._input = self._raw.read(self._RAW)
+                if not self._input:
+                    if self._seen_input and not self._inflate.eof:
+                        raise EOFError("compressed file ended before the end-of-stream marker was reached")
+                    return False
+                self._seen_input = True
+            if self._inflate.eof and not self._input.strip(b"\0"):
+                self._input = b""  # zero padding after the last member (as gzip.open allows)
+                return True
+            if self._inflate.eof:  # another member follows
+                self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            # small input pieces: at damage, zlib raises and drops what that one call decoded
+            piece, rest = self._input[:self._PIECE], self._input[self._PIECE:]
+            self._out += self._inflate.decompress(piece, self._STEP)
+            self._input = (self._inflate.unconsumed_tail or self._inflate.unused_data) + rest
+            return True
+        except (EOFError, zlib.error) as exc:
+            self._error = exc
+            return False
 
 
 def _blocks(stream: BinaryIO, limits: ReadLimits,
@@ -99,14 +159,19 @@ def _blocks(stream: BinaryIO, limits: ReadLimits,
     line_no = 1
     pending = b""
     skipping_from: int | None = None  # line number of an overlong line being discarded
+    drop_lf = False  # a line just ended in \r at a chunk end: a \n first in the next chunk belongs to it
     while True:
         chunk = stream.read(limits.chunk_bytes)
         eof = not chunk
+        if drop_lf and chunk.startswith(b"\n"):
+            chunk = chunk[1:]
+        drop_lf = False
         if skipping_from is not None:
             end = _line_end(chunk)
             if end < 0 and not eof:
                 yield line_no, [], True
                 continue
+            drop_lf = end == len(chunk) - 1 and chunk.endswith(b"\r")
             chunk = chunk[end + 1:] if end >= 0 else b""
             skipping_from, line_no = None, line_no + 1
         data = pending + chunk
@@ -124,7 +189,10 @@ def _blocks(stream: BinaryIO, limits: ReadLimits,
         if len(pending) > limits.max_line_bytes:
             counter.add("line_too_long", f"line longer than {limits.max_line_bytes} bytes set aside",
                         line_no=line_no, sample=pending[:SAMPLE_CHARS].decode("utf-8", "replace"))
-            skipping_from, pending = line_no, b""
+            if pending.endswith(b"\r") and not eof:  # the line has ended (\r, or \r\n across the chunks)
+                line_no, pending, drop_lf = line_no + 1, b"", True
+            else:
+                skipping_from, pending = line_no, b""
         if eof:
             return
 

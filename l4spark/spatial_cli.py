@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     from pyspark.sql import functions as F
 
     from l4spark.config import load_config
-    from l4spark.session import build_session
+    from l4spark.cli import locked_session
     from l4spark.spatial import failed_job_ids, rank_nodes, write_diagnosis_nodes
     from l4spark.storage import read_table
 
@@ -62,8 +62,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(*args.conf, overrides=overrides)
     spatial = spatial_settings(args, config)
     started = time.perf_counter()
-    spark = build_session(config.spark)
-    try:
+    with locked_session(config, "spatial") as spark:
         job_ids = sorted(args.jobs) if args.jobs else failed_job_ids(read_table(spark, config.storage, "jobs"))
         if not job_ids:
             print("no failed job to rank")
@@ -74,8 +73,6 @@ def run(args: argparse.Namespace) -> int:
         write_diagnosis_nodes(rows, config.storage, job_ids)
         shown = rows.where(F.col("rank") <= args.show).orderBy("job_id", "rank").toPandas()
         rows.unpersist()
-    finally:
-        spark.stop()
     print(f"ranked {len(job_ids)} jobs at {spatial.granularity} granularity in "
           f"{time.perf_counter() - started:.1f}s -> {config.storage.warehouse}/diagnosis_nodes")
     for job_id, group in shown.groupby("job_id", sort=True):

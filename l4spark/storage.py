@@ -29,6 +29,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from l4spark.config import DrainConfig, StorageConfig
 from l4spark.errors import TemplateStoreError
+from l4spark.killpoints import kill_point
 from l4spark.templates import TemplateStore
 
 STORE_DIR = "_template_store"
@@ -88,11 +89,13 @@ def write_job_rows(rows: DataFrame, storage: StorageConfig, table: str, job_ids:
         if table_exists(storage, table):
             writer = writer.option("replaceWhere", replace_where(key, job_ids))
         writer.save(path)
+        kill_point(f"after_write:{table}")
         return
     (rows.write.mode("overwrite").option("partitionOverwriteMode", "dynamic")
      .partitionBy(key).parquet(path))
     delete_job_partitions(storage, table, set(job_ids) - set(jobs_with_rows if jobs_with_rows is not None else job_ids),
                           key)
+    kill_point(f"after_write:{table}")
 
 
 def replace_where(key: str, values: Iterable[str]) -> str:
@@ -139,6 +142,7 @@ def write_table(rows: DataFrame, storage: StorageConfig, table: str) -> None:
     if storage.format == "delta":
         writer = writer.option("overwriteSchema", "true")
     writer.save(table_path(storage, table))
+    kill_point(f"after_write:{table}")
 
 
 # ---- template store -----------------------------------------------------------------------
@@ -176,6 +180,7 @@ def save_template_store(storage: StorageConfig, store: TemplateStore) -> str:
     os.replace(tmp, base / f"masked-{version}.parquet")
     _atomic_write_bytes(current, version.encode())
     _prune_versions(base, int(version))
+    kill_point("after_template_store")
     return version
 
 

@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
+from l4spark.regexsafety import check_regex
+
 # Java named groups allow letters and digits only, starting with a letter.
 _GROUP_NAME = re.compile(r"\(\?P<([^>]*)>")
 _JAVA_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
@@ -114,9 +116,13 @@ class WrapperRule:
     ts: str = ""
 
     def __post_init__(self) -> None:
-        compile_pattern(self.pattern)
+        check_regex(self.as_used(), trial=False)  # the timed trial: config (structure.regex_trial)
         names = _check_names(self.pattern, f"wrapper '{self.name}'")
         _check_template(self.ts, names, f"wrapper '{self.name}' ts")
+
+    def as_used(self) -> str:
+        """The regex as it runs: peeled from the start of a line."""
+        return "^(?:" + self.pattern + ")"
 
 
 @dataclass(frozen=True)
@@ -130,13 +136,17 @@ class HeaderRule:
     message: str = "{msg}"
 
     def __post_init__(self) -> None:
-        compile_pattern(self.pattern)
+        check_regex(self.as_used(), trial=False)  # the timed trial: config (structure.regex_trial)
         names = _check_names(self.pattern, f"header '{self.name}'")
         for field_name in ("ts", "level", "message"):
             _check_template(getattr(self, field_name), names, f"header '{self.name}' {field_name}")
 
     def anchored(self) -> str:
         return "^(?:" + self.pattern + ")$"
+
+    def as_used(self) -> str:
+        """The regex as it runs: against the whole peeled line."""
+        return self.anchored()
 
 
 @dataclass(frozen=True)
@@ -148,9 +158,13 @@ class MaskRule:
     replacement: str
 
     def __post_init__(self) -> None:
-        compiled = compile_pattern(self.pattern)
+        compiled = check_regex(self.as_used(), trial=False)  # the timed trial: config (structure.regex_trial)
         if compiled.match(""):
             raise ValueError(f"mask '{self.name}' matches the empty string")
+
+    def as_used(self) -> str:
+        """The regex as it runs: searched anywhere in a message."""
+        return self.pattern
 
 
 

@@ -28,3 +28,29 @@ def test_config(tmp_path):
     """The default config with its own warehouse under the test's tmp_path."""
     return load_config(overrides={"storage.warehouse": str(tmp_path / "warehouse"),
                                   "spark.master": "local[2]"})
+
+
+@pytest.fixture(scope="session")
+def nightly_logs(tmp_path_factory):
+    """The nightly tests' small generated fleet (tests/nightly_support.py NIGHTLY_FLEET)."""
+    from l4spark.simulate import simulate_fleet
+    from tests.nightly_support import NIGHTLY_FLEET
+
+    root = tmp_path_factory.mktemp("nightly") / "logs"
+    simulate_fleet(root, NIGHTLY_FLEET)
+    return root
+
+
+@pytest.fixture(scope="session")
+def nightly_clean(spark, nightly_logs, tmp_path_factory):
+    """One clean nightly run over ``nightly_logs``: (warehouse, run, snapshot of its tables)."""
+    import time
+
+    from l4spark.nightly import run_nightly
+    from tests.nightly_support import nightly_config, snapshot
+
+    warehouse = tmp_path_factory.mktemp("clean") / "warehouse"
+    started = time.perf_counter()
+    run = run_nightly(spark, nightly_config(warehouse), nightly_logs)
+    run.seconds["test_total"] = time.perf_counter() - started
+    return warehouse, run, snapshot(spark, warehouse)

@@ -7,62 +7,22 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-import pandas as pd
 import pytest
 
-from l4spark.config import load_config
 from l4spark.storage import read_table, table_exists
 
-RESULT_TABLES = ("jobs", "events", "templates", "normal_pool", "diagnosis_jobs", "diagnosis_events",
-                 "diagnosis_nodes", "diagnosis_iterations")
-VOLATILE = {"run_id", "processed_at", "parsed_at", "first_seen"}
+from tests.nightly_support import assert_same, nightly_config as _config, snapshot
 
 
 @pytest.fixture(scope="module")
-def logs(tmp_path_factory):
-    from l4spark.simulate import FleetOptions, simulate_fleet
-
-    root = tmp_path_factory.mktemp("nightly") / "logs"
-    simulate_fleet(root, FleetOptions(seed=21, jobs=6, nodes=(2, 2), ranks_per_node=2, iterations=30, failed_share=0.5,
-                                      fault_kinds=("oom", "nccl_timeout"), frameworks=("megatron", "deepspeed")))
-    return root
-
-
-def _config(warehouse: Path):
-    return load_config(overrides={"storage.warehouse": str(warehouse), "spark.master": "local[2]"})
-
-
-def snapshot(spark, warehouse: Path) -> dict[str, pd.DataFrame]:
-    """Every result table as a sorted pandas frame without the columns that name a run or a time."""
-    config = _config(warehouse)
-    out = {}
-    for table in RESULT_TABLES:
-        if not table_exists(config.storage, table):
-            out[table] = pd.DataFrame()
-            continue
-        frame = read_table(spark, config.storage, table).toPandas()
-        frame = frame.drop(columns=[c for c in frame.columns if c in VOLATILE])
-        frame = frame.map(lambda v: tuple(v) if hasattr(v, "__len__") and not isinstance(v, str) else v)
-        out[table] = frame.sort_values(list(frame.columns)).reset_index(drop=True)
-    return out
-
-
-def assert_same(a: dict, b: dict) -> None:
-    for table in RESULT_TABLES:
-        pd.testing.assert_frame_equal(a[table], b[table], check_dtype=False, obj=table)
+def logs(nightly_logs):
+    return nightly_logs
 
 
 @pytest.fixture(scope="module")
-def clean(spark, logs, tmp_path_factory):
-    from l4spark.nightly import run_nightly
-
-    warehouse = tmp_path_factory.mktemp("clean") / "warehouse"
-    started = time.perf_counter()
-    run = run_nightly(spark, _config(warehouse), logs)
-    run.seconds["test_total"] = time.perf_counter() - started
-    return warehouse, run, snapshot(spark, warehouse)
+def clean(nightly_clean):
+    return nightly_clean
 
 
 def test_nightly_diagnoses_every_failed_job_and_records_the_run(spark, logs, clean):
@@ -126,3 +86,4 @@ def test_killed_process_then_rerun_equals_a_clean_run(spark, logs, clean, tmp_pa
     rerun = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert_same(clean[2], snapshot(spark, warehouse))
+

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from l4spark.regexsafety import UnsafeRegexError, check_regex
+
 STAGES = ("init", "data_loading", "model_loading", "training", "checkpoint_saving", "finished")
 
 
@@ -127,6 +129,21 @@ class TemporalConfig:
             raise ValueError(f"temporal.recovery_intervals must be >= 1, got {self.recovery_intervals}")
         if self.window < 1:
             raise ValueError(f"temporal.window must be >= 1, got {self.window}")
+        for key, regex in self.regexes():
+            try:
+                check_regex(regex)
+            except UnsafeRegexError as exc:
+                raise ValueError(f"{key}: {exc}") from exc
+
+    def regexes(self) -> list[tuple[str, str]]:
+        """(config key, regex) of every rule; each is searched in messages by the JVM."""
+        out = [(f"temporal.stage_rules[{i}].pattern", r.pattern) for i, r in enumerate(self.stage_rules)]
+        out += [(f"temporal.iteration_rules[{i}].pattern", r.pattern) for i, r in enumerate(self.iteration_rules)]
+        out += [(f"temporal.elapsed_rules[{i}]", r) for i, r in enumerate(self.elapsed_rules)]
+        for i, rule in enumerate(self.counted_iteration_rules):
+            out += [(f"temporal.counted_iteration_rules[{i}].{name}", getattr(rule, name))
+                    for name in ("pattern", "interval_pattern", "start_pattern") if getattr(rule, name)]
+        return out
 
 
 def temporal_config_from_mapping(values: dict) -> TemporalConfig:
