@@ -64,6 +64,7 @@ def test_conf_refuses_unsafe_regexes_naming_the_key(tmp_path, text, message):
     ('[temporal]\nstage_rules = [{stage = "training", pattern = "(a+)+$"}]\n', r"temporal.stage_rules\[0\].pattern"),
     ('[temporal]\nelapsed_rules = ["ran for ([0-9]+"]\n', r"temporal.elapsed_rules\[0\].*does not compile"),
     ('[diagnosis]\nframe_patterns = ["(\\\\w+\\\\s?)+x"]\n', r"diagnosis.frame_patterns.*ambiguously"),
+    ('[diagnosis]\nconsequence_patterns = ["(a+)+$"]\n', r"diagnosis.consequence_patterns.*ambiguously"),
 ])
 def test_step_regexes_are_refused_naming_the_key(tmp_path, table, message):
     from l4spark.diagnose import diagnosis_config
