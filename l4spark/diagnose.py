@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import re
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -299,7 +300,6 @@ def score_events(evidence: pd.DataFrame, timing: pd.DataFrame, spatial: pd.DataF
 def _matches_any(texts: pd.Series, patterns: Sequence[str]) -> pd.Series:
     if not patterns or texts.empty:
         return pd.Series(False, index=texts.index)
-    import re
     regex = re.compile("|".join(f"(?:{p})" for p in patterns))
     return texts.fillna("").astype(str).map(lambda text: regex.search(text) is not None).astype(bool)
 

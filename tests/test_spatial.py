@@ -450,8 +450,7 @@ def test_a_node_most_peers_name_outranks_one_that_only_logs_less():
     assert ranked.loc["n03", "named_by"] == 7
     assert ranked.loc["n03", "rank"] == 1 and ranked.loc["n03", "suspect"]
     assert ranked.loc["n06", "rank"] > 1
-    # with the old rule (every silent unit first, weak blame) the role-quiet node would win
-    assert SpatialConfig().strong_blame_share == 0.5
-    old = rank_units("job-y", counts, activity, SpatialConfig(strong_blame_share=1.0, blame_weight=0.2,
-                                                              truncated_bonus=0.0)).set_index("node")
-    assert old.loc["n03", "rank"] == 1 or old.loc["n06", "rank"] < ranked.loc["n06", "rank"]
+    # the same quiet node that also stopped early without an error line is a dead machine: first
+    stopped = _activity(8, n_lines={6: 200}, last_s={3: 899.0, 6: 400.0}, n_error={6: 0})
+    ranked = rank_units("job-y", counts, stopped, SpatialConfig()).set_index("node")
+    assert ranked.loc["n06", "rank"] == 1 and ranked.loc["n03", "rank"] == 2
