@@ -103,6 +103,10 @@ class DiagnosisConfig:
         r"^\s*Killing subprocess [0-9]+",  # deepspeed launcher
         r"^\s*\S+ FAILED\s*$",  # torchrun's failure summary header ("train.py FAILED")
         r"^\s*traceback\s*:\s*To enable traceback see",  # ...and its hint line
+        # ...and the framing of its error summary (the host / rank / exitcode lines inside it stay)
+        r"^\s*(Failures|Root Cause \(first observed failure\)):\s*$|^\s*<NO_OTHER_FAILURES>\s*$",
+        r"^\s*error_file\s*:|^\s*time\s*:\s*[0-9]{4}-[0-9]{2}-[0-9]{2}_[0-9]{2}:[0-9]{2}:[0-9]{2}\s*$",
+        r"^\s*(torch\.distributed\.elastic\.multiprocessing\.errors\.)?ChildFailedError:\s*$",
         r"CUDA kernel errors might be asynchronously reported|CUDA_LAUNCH_BLOCKING=|TORCH_USE_CUDA_DSA",
         r"To avoid data inconsistency, we are taking the entire process down",  # NCCL watchdog's closing words
         r"Some NCCL operations have failed or timed out\. Due to the asynchronous nature",
@@ -165,18 +169,32 @@ def prepare_lines(staged: DataFrame, offsets: DataFrame, conf: DiagnosisConfig, 
     marker = (stage_marker(tconf).isNotNull() | iteration_marker(tconf).isNotNull()) if tconf is not None else F.lit(False)
     last_marker = F.max(F.when(marker, F.col("line_no"))).over(whole_file)
     ts_below = F.first("ts", ignorenulls=True).over(in_file.rowsBetween(Window.currentRow, Window.unboundedFollowing))
-    frame = F.lit(False)
-    for regex in conf.frame_patterns:
-        frame = frame | F.coalesce(F.col("message").rlike(regex), F.lit(False))
-    after_frame = F.coalesce(F.lag("message").over(in_file).rlike(conf.source_after), F.lit(False))
-    return (staged
+    return (with_line_flags(staged, conf)
             .withColumn("ts_filled", F.last("ts", ignorenulls=True).over(
                 in_file.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
-            .withColumn("frame", frame | after_frame)
             .withColumn("tail", ts_below.isNull() & (F.col("line_no") > F.coalesce(last_marker, F.lit(-1))))
             .join(F.broadcast(offsets), on=["job_id", "node"], how="left")
             .withColumn("t", F.col("ts_filled").cast("double") - F.coalesce("offset_s", F.lit(0.0)))
             .drop("offset_s", "ts_filled"))
+
+
+def with_line_flags(lines: DataFrame, conf: DiagnosisConfig) -> DataFrame:
+    """Events lines plus ``frame`` (a stack-frame line: ``frame_patterns``, or the source line
+    printed under a Python frame, ``source_after``) and ``boilerplate`` (a frame, a line without
+    a letter such as ``====`` or a blank, or a teardown/advice line of ``consequence_patterns``):
+    what the cross-job filter removes whatever the history (``normal_pool.BOILERPLATE``). Needs
+    job_id, file, line_no, message; a null message is neither."""
+    in_file = Window.partitionBy("job_id", "file").orderBy("line_no")
+    frame = F.lit(False)
+    for regex in conf.frame_patterns:
+        frame = frame | F.coalesce(F.col("message").rlike(regex), F.lit(False))
+    after_frame = F.coalesce(F.lag("message").over(in_file).rlike(conf.source_after), F.lit(False))
+    consequence = F.lit(False)
+    for regex in conf.consequence_patterns:
+        consequence = consequence | F.coalesce(F.col("message").rlike(regex), F.lit(False))
+    no_letter = F.coalesce(~F.col("message").rlike(r"\p{L}"), F.lit(False))
+    return (lines.withColumn("frame", frame | after_frame)
+            .withColumn("boilerplate", F.col("frame") | no_letter | consequence))
 
 
 def job_timing(lines: DataFrame, tconf) -> DataFrame:

@@ -66,6 +66,7 @@ RARE_IN_POOL = "rare_in_pool"
 RATE_ABOVE_NORMAL = "rate_above_normal"
 NEW_VARIANT = "new_variant"
 NORMAL = "normal"
+BOILERPLATE = "boilerplate"  # removed: stack frames, teardown and advice lines (the caller's per-line flag)
 KEEP_REASONS = (NOT_IN_POOL, RARE_IN_POOL, RATE_ABOVE_NORMAL, NEW_VARIANT, NO_HISTORY, NO_EVENT_ID)
 
 POOL_SCHEMA = (
@@ -96,6 +97,12 @@ class NormalPoolConfig:
         group wrote, when the event's forms are stable in healthy jobs: its leave-one-out
         ``variant_novelty`` is at most ``variant_max_novelty`` (a test that would fire on the
         group's own healthy jobs says nothing about a failed one).
+    remove_boilerplate: remove the lines of a masked message when at least ``boilerplate_share``
+        of them carry the caller's per-line ``boilerplate`` flag (diagnosis sets it on stack
+        frames, the source lines under Python frames, lines without a letter, and the
+        teardown/advice lines of ``diagnosis.consequence_patterns``): failure-path text that no
+        successful job writes, so the pool cannot remove it. Independent of history: a job
+        without history loses these too (reported apart from the pool's removals).
     """
 
     levels: tuple[GroupingLevel, ...] = DEFAULT_LEVELS
@@ -107,6 +114,8 @@ class NormalPoolConfig:
     rate_min_lines: int = 20
     variant_keep: bool = True
     variant_max_novelty: float = 0.2
+    remove_boilerplate: bool = True
+    boilerplate_share: float = 0.5
 
     def __post_init__(self) -> None:
         if not self.levels:
@@ -122,6 +131,8 @@ class NormalPoolConfig:
             raise ConfigError(f"normal_pool.rate_factor must be > 1, found {self.rate_factor}")
         if not 0.0 <= self.variant_max_novelty <= 1.0:
             raise ConfigError(f"normal_pool.variant_max_novelty must be in [0, 1], found {self.variant_max_novelty}")
+        if not 0.0 < self.boilerplate_share <= 1.0:
+            raise ConfigError(f"normal_pool.boilerplate_share must be in (0, 1], found {self.boilerplate_share}")
         if not self.succeeded_statuses:
             raise ConfigError("normal_pool.succeeded_statuses: at least one status is needed")
 
@@ -304,19 +315,22 @@ def with_message_form(lines: DataFrame, masking: Sequence[MaskRule], fold_digits
 
 
 def masked_rates(lines: DataFrame) -> DataFrame:
-    """Per (job, event, masked message): lines, and the job's node count.
+    """Per (job, event, masked message): lines, the job's node count and the boilerplate share.
 
-    Input: events lines with job_id, node, event_id, masked. Output: job_id, event_id, masked,
-    n_lines, job_nodes. Null event ids and null messages form groups of their own; a null node
-    counts as one node.
+    Input: events lines with job_id, node, event_id, masked, and optionally a boolean
+    ``boilerplate`` per line. Output: job_id, event_id, masked, n_lines, job_nodes,
+    boilerplate_share (share of the lines flagged; 0.0 without the column). Null event ids and
+    null messages form groups of their own; a null node counts as one node.
     """
     node = F.coalesce(F.col("node"), F.lit("\x00no-node"))
     per_job = lines.groupBy("job_id").agg(F.countDistinct(node).cast("long").alias("job_nodes"))
+    flag = (F.coalesce(F.col("boilerplate"), F.lit(False)) if "boilerplate" in lines.columns
+            else F.lit(False)).cast("double")
     return (
         lines.groupBy("job_id", "event_id", "masked")
-        .agg(F.count(F.lit(1)).alias("n_lines"))
+        .agg(F.count(F.lit(1)).alias("n_lines"), F.avg(flag).alias("boilerplate_share"))
         .join(per_job, on="job_id", how="inner")
-        .select("job_id", "event_id", "masked", "n_lines", "job_nodes")
+        .select("job_id", "event_id", "masked", "n_lines", "job_nodes", "boilerplate_share")
     )
 
 
@@ -394,10 +408,13 @@ def event_decisions(lines: DataFrame, jobs: DataFrame, pool: NormalPool,
     Input: lines with job_id, node, event_id, masked; jobs (job_id, settings); the pool. Output:
     job_id, event_id, masked, n_lines (of this masked message), event_lines, lines_per_node (of the
     event), history, settings_key, group_jobs, pool_n_jobs, pool_support, pool_max_lines_per_node,
-    pool_variant_novelty, variant_n_jobs, kept, reason, detail. reason, first that applies: ``no_history`` (no group with
-    enough successful jobs: everything kept), ``no_event_id`` (never removed), ``not_in_pool``,
-    ``rare_in_pool`` (support below ``min_support``), ``rate_above_normal``, ``new_variant``, else
-    ``normal`` (removed; the pool entry that caused it is settings_key / event_id / pool_*).
+    pool_variant_novelty, variant_n_jobs, boilerplate_share, kept, reason, detail. reason, first
+    that applies: ``no_event_id`` (never removed), ``boilerplate`` (removed: at least
+    ``boilerplate_share`` of the lines carry the input's ``boilerplate`` flag, when
+    ``remove_boilerplate``; any history), ``no_history`` (no group with enough successful jobs:
+    everything else kept), ``not_in_pool``, ``rare_in_pool`` (support below ``min_support``),
+    ``rate_above_normal``, ``new_variant``, else ``normal`` (removed; the pool entry that caused
+    it is settings_key / event_id / pool_*).
     """
     history = job_history(jobs, pool, config)
     entries = pool.entries.select("settings_key", "event_id", F.col("n_jobs").alias("pool_n_jobs"),
@@ -419,9 +436,11 @@ def event_decisions(lines: DataFrame, jobs: DataFrame, pool: NormalPool,
     rate_high = (F.lit(config.rate_keep)
                  & (F.col("lines_per_node") > F.lit(config.rate_factor) * F.col("pool_max_lines_per_node"))
                  & (F.col("event_lines") >= F.lit(config.rate_min_lines)))
+    boilerplate = F.lit(config.remove_boilerplate) & (F.col("boilerplate_share") >= F.lit(config.boilerplate_share))
     reason = (
-        F.when(F.col("settings_key").isNull(), F.lit(NO_HISTORY))
-        .when(F.col("event_id").isNull(), F.lit(NO_EVENT_ID))
+        F.when(F.col("event_id").isNull(), F.lit(NO_EVENT_ID))
+        .when(boilerplate, F.lit(BOILERPLATE))
+        .when(F.col("settings_key").isNull(), F.lit(NO_HISTORY))
         .when(F.col("pool_support").isNull(), F.lit(NOT_IN_POOL))
         .when(F.col("pool_support") < F.lit(config.min_support), F.lit(RARE_IN_POOL))
         .when(rate_high, F.lit(RATE_ABOVE_NORMAL))
@@ -431,7 +450,9 @@ def event_decisions(lines: DataFrame, jobs: DataFrame, pool: NormalPool,
     )
     group = F.format_string("%d successful jobs of %s", "group_jobs", "settings_key")
     detail = (
-        F.when(F.col("reason") == NO_HISTORY, F.lit("no settings group with enough successful jobs"))
+        F.when(F.col("reason") == BOILERPLATE,
+               F.format_string("%.0f%% of the lines are stack frames, teardown or advice text", F.col("boilerplate_share") * 100))
+        .when(F.col("reason") == NO_HISTORY, F.lit("no settings group with enough successful jobs"))
         .when(F.col("reason") == NO_EVENT_ID, F.lit("lines without an event id are never removed"))
         .when(F.col("reason") == NOT_IN_POOL, F.concat(F.lit("absent from the "), group))
         .when(F.col("reason") == RARE_IN_POOL,
@@ -451,7 +472,7 @@ def event_decisions(lines: DataFrame, jobs: DataFrame, pool: NormalPool,
         .select("job_id", "event_id", "masked", "n_lines", "event_lines", "lines_per_node",
                 F.coalesce("history", F.lit("none")).alias("history"), "settings_key", "group_jobs",
                 "pool_n_jobs", "pool_support", "pool_max_lines_per_node", "pool_variant_novelty", "variant_n_jobs",
-                (F.col("reason") != NORMAL).alias("kept"), "reason", "detail")
+                "boilerplate_share", (~F.col("reason").isin(NORMAL, BOILERPLATE)).alias("kept"), "reason", "detail")
     )
 
 
@@ -466,24 +487,27 @@ class NormalFilterResult:
         """Per (job, event): kept when any of its masked messages is kept, with that reason.
 
         Output: job_id, event_id, n_lines, history, settings_key, group_jobs, pool_n_jobs,
-        pool_support, kept, reason (the kept messages' reason, or ``normal``).
+        pool_support, kept, reason (the kept messages' reason; removed: ``boilerplate`` when a
+        message of it was removed as such, else ``normal``).
         """
         kept = F.col("kept")
         return (
             self.decisions.groupBy("job_id", "event_id", "history", "settings_key", "group_jobs", "pool_n_jobs",
                                    "pool_support")
             .agg(F.sum("n_lines").alias("n_lines"), F.max(kept).alias("kept"),
-                 F.max(F.when(kept, F.col("reason"))).alias("kept_reason"))
+                 F.max(F.when(kept, F.col("reason"))).alias("kept_reason"),
+                 F.min(F.when(~kept, F.col("reason"))).alias("removed_reason"))  # "boilerplate" < "normal"
             .select("job_id", "event_id", "n_lines", "history", "settings_key", "group_jobs", "pool_n_jobs",
-                    "pool_support", "kept", F.coalesce("kept_reason", F.lit(NORMAL)).alias("reason"))
+                    "pool_support", "kept", F.coalesce("kept_reason", "removed_reason").alias("reason"))
         )
 
     def report(self) -> DataFrame:
         """Per job: history, group, distinct events and lines before and after, kept events by reason.
 
         Output: job_id, history, settings_key, group_jobs, n_events_before, n_events_after,
-        n_events_removed, n_lines_before, n_lines_after, kept_<reason> for each keep reason.
-        (An event counts once, under the reason of its kept lines.)
+        n_events_removed, n_events_boilerplate (of the removed: as boilerplate, not by the pool),
+        n_lines_before, n_lines_after, kept_<reason> for each keep reason. (An event counts once,
+        under the reason of its kept lines.)
         """
         lines_after = (self.decisions.groupBy("job_id")
                        .agg(F.sum(F.when(F.col("kept"), F.col("n_lines")).otherwise(0)).alias("n_lines_after")))
@@ -494,21 +518,23 @@ class NormalFilterResult:
             .agg(F.count(F.lit(1)).alias("n_events_before"),
                  F.sum(kept.cast("long")).alias("n_events_after"),
                  F.sum((~kept).cast("long")).alias("n_events_removed"),
+                 F.sum((~kept & (F.col("reason") == BOILERPLATE)).cast("long")).alias("n_events_boilerplate"),
                  F.sum("n_lines").alias("n_lines_before"),
                  *[F.sum((F.col("reason") == r).cast("long")).alias(f"kept_{r}") for r in KEEP_REASONS])
             .join(lines_after, on="job_id", how="inner")
             .select("job_id", "history", "settings_key", "group_jobs", "n_events_before", "n_events_after",
-                    "n_events_removed", "n_lines_before", "n_lines_after", *[f"kept_{r}" for r in KEEP_REASONS])
+                    "n_events_removed", "n_events_boilerplate", "n_lines_before", "n_lines_after",
+                    *[f"kept_{r}" for r in KEEP_REASONS])
             .orderBy("job_id")
         )
 
     def removals(self) -> DataFrame:
         """The pool entries that caused removals, per removed (job, event, masked message):
         job_id, event_id, masked, n_lines, settings_key, pool_n_jobs, group_jobs, pool_support,
-        variant_n_jobs."""
+        variant_n_jobs, reason (``normal``: the pool entry; ``boilerplate``: no pool entry involved)."""
         return (self.decisions.where(~F.col("kept"))
                 .select("job_id", "event_id", "masked", "n_lines", "settings_key", "pool_n_jobs", "group_jobs",
-                        "pool_support", "variant_n_jobs")
+                        "pool_support", "variant_n_jobs", "reason")
                 .orderBy("job_id", F.desc("n_lines"), "event_id", "masked"))
 
 
@@ -520,6 +546,8 @@ def filter_normal_events(events: DataFrame, jobs: DataFrame, pool: NormalPool,
     Input: ``events`` (the events table's columns, any set of jobs; needs job_id, node, event_id,
     message, or a ``masked`` column computed as the parser does), ``jobs`` (job_id, settings)
     covering those jobs (a job missing from it has no history), ``pool`` (``read_normal_pool``),
+    optionally a boolean ``boilerplate`` column per line (``diagnose.with_line_flags``; its
+    messages are removed whatever the history, see ``NormalPoolConfig.remove_boilerplate``),
     and the parser's masks (``config.masking``, ``config.structure.fold_digits``) when events has
     no ``masked`` column. Output: ``candidates`` = the input lines that are kept, the input columns
     plus keep_reason and keep_detail, in input order (the small decision table is broadcast and

@@ -7,9 +7,11 @@ applies ``filter_normal_events`` to every labelled (failed) job and prints, per 
 
 - recall: share of the job's labelled indicating events (event ids whose lines carry a labelled
   message, ``labels.indicating_events``) that the filter keeps; the bar is 1.0;
-- removed share: share of the job's distinct *non-indicating* events that the filter removes;
-  the bar is >= 0.8 for jobs with history;
-- jobs without history: events removed (must be 0).
+- removed share: share of the job's distinct *non-indicating* events that the filter removes
+  (by the pool, or as failure-path boilerplate: stack frames, teardown and advice lines, the
+  per-line flag of ``diagnose.with_line_flags``, as in ``l4spark diagnose``); the bar is >= 0.8
+  for jobs with history; the pool's share alone is printed beside it;
+- jobs without history: events the pool removed (must be 0), and the boilerplate removed.
 
 Only this evaluation reads ``_labels``.
 """
@@ -46,6 +48,8 @@ class JobFigures:
     non_indicating_removed: int
     labelled_without_lines: int
     non_indicating_unseen: int  # non-indicating events no successful job of the group wrote
+    non_indicating_boilerplate: int = 0  # of the removed: as boilerplate (no pool entry involved)
+    events_boilerplate: int = 0  # every event removed as boilerplate (indicating ones included)
     missed: list[dict] = field(default_factory=list)
 
     @property
@@ -67,6 +71,7 @@ def evaluate(decisions: pd.DataFrame, indicating: pd.DataFrame, labels: dict) ->
         kept = set(job.loc[job["kept"], "event_id"].dropna())
         every = set(job["event_id"].dropna())
         others = every - wanted
+        boilerplate = set(job.loc[job["reason"] == "boilerplate", "event_id"].dropna()) - kept
         missed = job[job["event_id"].isin(wanted - kept)]
         figures.append(JobFigures(
             job_id=job_id, fault_kind=label.fault_kind,
@@ -76,6 +81,7 @@ def evaluate(decisions: pd.DataFrame, indicating: pd.DataFrame, labels: dict) ->
             indicating_kept=len(wanted & kept), non_indicating=len(others),
             non_indicating_removed=len(others - kept),
             non_indicating_unseen=len(others & set(job.loc[job["reason"] == "not_in_pool", "event_id"])),
+            non_indicating_boilerplate=len(others & boilerplate), events_boilerplate=len(boilerplate),
             labelled_without_lines=sum(1 for m in label.messages if m.message not in found_messages),
             missed=[{"event_id": r.event_id, "n_lines": int(r.n_lines), "detail": r.detail} for r in missed.itertuples()],
         ))
@@ -104,11 +110,14 @@ def print_figures(figures: list[JobFigures]) -> bool:
         others = sum(f.non_indicating for f in group)
         removed = sum(f.non_indicating_removed for f in group)
         print(f"history {name}: {len(group)} jobs")
+        boilerplate = sum(f.non_indicating_boilerplate for f in group)
         if name == "none":
-            removed_any = sum(f.events_before - f.events_after for f in group)
+            removed_any = sum(f.events_before - f.events_after - f.events_boilerplate for f in group)
             passed = removed_any == 0
-            print(f"  events removed        {removed_any} (nothing may be removed without history)  "
+            print(f"  events removed by the pool  {removed_any} (nothing may be removed without history)  "
                   f"[{'PASS' if passed else 'FAIL'}]")
+            print(f"  removed as boilerplate      {sum(f.events_boilerplate for f in group)} events "
+                  f"(stack frames, teardown and advice lines: no history needed)")
         else:
             low_recall = [f.job_id for f in group if f.recall is not None and f.recall < RECALL_BAR]
             low_share = [f.job_id for f in group if f.removed_share is not None and f.removed_share < REMOVED_BAR]
@@ -118,6 +127,9 @@ def print_figures(figures: list[JobFigures]) -> bool:
             print(f"  removed share         {removed}/{others} non-indicating events removed = "
                   f"{removed / others if others else 0:.3f}; per job min {min(shares, default=0):.3f}, "
                   f"mean {sum(shares) / len(shares) if shares else 0:.3f}; jobs below {REMOVED_BAR}: {len(low_share)}")
+            print(f"  of which              by the pool {removed - boilerplate} "
+                  f"({(removed - boilerplate) / others if others else 0:.3f}), as boilerplate {boilerplate} "
+                  f"({boilerplate / others if others else 0:.3f})")
             unseen = sum(f.non_indicating_unseen for f in group)
             removable = others - unseen
             print(f"  of which unseen       {unseen} non-indicating events no successful job of the group wrote "
@@ -149,12 +161,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     parser.add_argument("--no-rate-keep", action="store_true", help="switch off the rate-based keep")
     parser.add_argument("--no-variant-keep", action="store_true", help="switch off the new-masked-message keep")
+    parser.add_argument("--no-boilerplate", action="store_true",
+                        help="switch off the removal of stack frames, teardown and advice lines (the pool alone)")
     parser.add_argument("--json", help="also write the per-job figures to this JSON file")
     args = parser.parse_args(argv)
 
     from pyspark.sql import functions as F
 
     from l4spark.config import load_config
+    from l4spark.diagnose import diagnosis_config, with_line_flags
     from l4spark.evaluation.labels import indicating_events, load_labels
     from l4spark.normal_pool import filter_normal_events, pool_config, read_normal_pool, update_normal_pool
     from l4spark.normal_pool_cli import parse_missing_jobs
@@ -166,7 +181,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = load_config(overrides={"storage.warehouse": warehouse, "spark.master": args.master})
     configured = pool_config(config)
     settings = dataclasses.replace(configured, rate_keep=configured.rate_keep and not args.no_rate_keep,
-                                   variant_keep=configured.variant_keep and not args.no_variant_keep)
+                                   variant_keep=configured.variant_keep and not args.no_variant_keep,
+                                   remove_boilerplate=configured.remove_boilerplate and not args.no_boilerplate)
     labels = load_labels(fleet)
     started = time.perf_counter()
 
@@ -180,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         failed = list(labels)
         events = read_table(spark, config.storage, "events").where(F.col("job_id").isin(failed))
         jobs = read_table(spark, config.storage, "jobs").where(F.col("job_id").isin(failed))
-        result = filter_normal_events(events, jobs, read_normal_pool(spark, config.storage), settings,
+        result = filter_normal_events(with_line_flags(events, diagnosis_config(config)), jobs, read_normal_pool(spark, config.storage), settings,
                                       masking=config.masking, fold_digits=config.structure.fold_digits)
         decisions = result.decisions.toPandas()
         indicating = indicating_events(spark, events, labels)
@@ -191,6 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print(f"cross-job filter on {fleet} (warehouse {warehouse}; rate keep {'on' if settings.rate_keep else 'off'}, "
           f"variant keep {'on' if settings.variant_keep else 'off'}, "
+          f"boilerplate removal {'on' if settings.remove_boilerplate else 'off'}, "
           f"min support {settings.min_support}, min group jobs {settings.min_group_jobs})")
     ok = print_figures(figures)
     if args.json:
