@@ -45,6 +45,7 @@ from l4spark.normal_pool import (
 )
 from l4spark.pattern_store import pattern_library
 from l4spark.patterns import FaultPattern, PatternMatch, match_patterns
+from l4spark.session import materialize
 from l4spark.spatial import rank_nodes, spatial_config, spatial_events
 from l4spark.storage import read_table, table_exists, write_job_rows
 from l4spark.temporal import (
@@ -451,7 +452,7 @@ def _diagnose_batch(spark: SparkSession, config: Config, job_ids: list[str], reg
     progress(f"diagnosing {len(job_ids)} jobs")
     events = read_table(spark, storage, "events").where(F.col("job_id").isin(job_ids))
     jobs = read_table(spark, storage, "jobs").where(F.col("job_id").isin(job_ids)).select("job_id", "settings")
-    offsets = node_clock_offsets(events, tconf).localCheckpoint()
+    offsets = materialize(node_clock_offsets(events, tconf))
     staged = with_stage_and_iteration(events, tconf)
     lines = prepare_lines(staged, offsets, conf, tconf).persist()
     try:
@@ -470,19 +471,18 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
                                     fold_digits=config.structure.fold_digits)
     history = filtered.decisions.select("job_id", "history").distinct().toPandas()
     candidates = filtered.candidates
-    candidate_events = candidates.select("job_id", "event_id").where(F.col("event_id").isNotNull()).distinct() \
-        .localCheckpoint()
+    candidate_events = materialize(candidates.select("job_id", "event_id").where(F.col("event_id").isNotNull()).distinct())
     evidence = event_evidence(candidates.where(F.col("event_id").isNotNull())).toPandas()
     evidence = evidence.merge(history, on="job_id", how="left")
     timing = job_timing(lines, tconf).toPandas()
     progress(f"cross-job filter: {len(evidence)} candidate events in {evidence['job_id'].nunique()} jobs")
     # 2. spatial
-    node_rows = rank_nodes(events, spatial_config(config), candidate_events).localCheckpoint()
+    node_rows = materialize(rank_nodes(events, spatial_config(config), candidate_events))
     spatial = spatial_events(node_rows).select("job_id", "event_id", "score").toPandas()
     nodes = node_rows.toPandas()
     # 3. temporal
     iterations_df, progress_df = analyse_iterations(lines.select(*events.columns), candidate_events, tconf)
-    iterations_df = iterations_df.localCheckpoint()
+    iterations_df = materialize(iterations_df)
     temporal = temporal_events(lines, iterations_df).select("job_id", "event_id", "score").toPandas()
     points = job_failure_points(lines.select(*events.columns), progress_df).toPandas()
     iterations = iterations_df.toPandas()

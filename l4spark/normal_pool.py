@@ -47,6 +47,7 @@ from pyspark.sql.window import Window
 from l4spark.config import Config, StorageConfig, check_keys
 from l4spark.errors import ConfigError
 from l4spark.fingerprint import DEFAULT_LEVELS, GroupingLevel, canonical_settings, parse_settings, settings_key
+from l4spark.session import materialize
 from l4spark.storage import read_table, table_exists, table_path, write_job_rows, write_json, write_table
 from l4spark.structure import with_masked
 from l4spark.textrules import MaskRule
@@ -559,7 +560,7 @@ def filter_normal_events(events: DataFrame, jobs: DataFrame, pool: NormalPool,
         raise ConfigError("filter_normal_events needs the parser's masking rules (config.masking) "
                           "or events with a `masked` column")
     lines = with_message_form(events, masking or (), fold_digits)
-    decisions = event_decisions(lines, jobs, pool, config).localCheckpoint()
+    decisions = materialize(event_decisions(lines, jobs, pool, config))
     kept = F.broadcast(
         decisions.where(F.col("kept"))
         .select(F.col("job_id").alias("_kept_job"), F.col("event_id").alias("_kept_event"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from l4spark.config import SparkConfig
 
@@ -71,3 +71,21 @@ def _connect_session(conf: SparkConfig, url: str) -> SparkSession:
         if key != "spark.remote":
             builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def materialize(frame: DataFrame) -> DataFrame:
+    """``frame`` computed once and its lineage cut (``localCheckpoint``), for the small tables a
+    step reuses (filter decisions, node rankings, iteration rows).
+
+    Over Spark Connect, the PySpark client copies the plan into its checkpoint command with
+    Python protobuf, which refuses a plan nested more than 100 levels deep (``DecodeError:
+    Exceeded upb_DecodeOptions_MaxDepth``) before the server sees it; the diagnosis' per-line
+    steps build such plans. Such a frame is collected and sent back as a local relation instead,
+    which is why this is only for small tables. Classic Spark never takes that path.
+    """
+    from google.protobuf.message import DecodeError
+
+    try:
+        return frame.localCheckpoint()
+    except DecodeError:
+        return frame.sparkSession.createDataFrame(frame.toPandas(), schema=frame.schema)

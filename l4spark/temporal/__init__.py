@@ -7,6 +7,7 @@ from pyspark.sql import DataFrame
 
 from l4spark.config import Config, StorageConfig
 from l4spark.errors import ConfigError
+from l4spark.session import materialize
 from l4spark.storage import write_job_rows
 from l4spark.temporal.config import STAGES, IterationRule, StageRule, TemporalConfig, temporal_config_from_mapping
 from l4spark.temporal.jobs import (
@@ -36,6 +37,6 @@ def write_diagnosis_iterations(iterations: DataFrame, storage: StorageConfig, jo
     anomalous, event_ids, threshold, and reason when ``iterations`` has it); jobs without
     iterations lose their old rows. ``threshold`` is the job's anomaly line (the report draws it)."""
     extra = [c for c in ("threshold", "reason") if c in iterations.columns]
-    rows = iterations.select("iteration", "score", "anomalous", "event_ids", *extra, "job_id").localCheckpoint()
+    rows = materialize(iterations.select("iteration", "score", "anomalous", "event_ids", *extra, "job_id"))
     with_rows = [r.job_id for r in rows.select("job_id").distinct().collect()]
     write_job_rows(rows, storage, "diagnosis_iterations", job_ids, with_rows, small=True)

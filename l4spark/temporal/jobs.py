@@ -18,6 +18,7 @@ import pandas as pd
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from l4spark.session import materialize
 from l4spark.temporal.config import TemporalConfig
 from l4spark.temporal.dtw import LASTING, RECOVERED, aftermath, analyse_progress, score_iterations
 from l4spark.temporal.lines import counted_marker, iteration_marker, node_clock_offsets, stage_marker
@@ -126,7 +127,7 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
     def per_job(frame: pd.DataFrame) -> pd.DataFrame:
         return _analyse_job(frame, conf)
 
-    result = rows.groupBy("job_id").applyInPandas(per_job, schema=_RESULT_SCHEMA).localCheckpoint()
+    result = materialize(rows.groupBy("job_id").applyInPandas(per_job, schema=_RESULT_SCHEMA))
     iterations = (result.where(F.col("kind") == "iteration")
                   .select("job_id", "iteration", "score", "anomalous", "event_ids", "threshold", "reason"))
     progress = (result.where(F.col("kind") == "job")
