@@ -471,7 +471,9 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
                                     fold_digits=config.structure.fold_digits)
     history = filtered.decisions.select("job_id", "history").distinct().toPandas()
     candidates = filtered.candidates
-    candidate_events = materialize(candidates.select("job_id", "event_id").where(F.col("event_id").isNotNull()).distinct())
+    # the spatial and temporal steps see what the pool keeps, boilerplate included (timing and
+    # localisation evidence); scoring sees the candidates
+    candidate_events = materialize(filtered.pool_kept_events())
     evidence = event_evidence(candidates.where(F.col("event_id").isNotNull())).toPandas()
     evidence = evidence.merge(history, on="job_id", how="left")
     timing = job_timing(lines, tconf).toPandas()

@@ -409,7 +409,8 @@ def event_decisions(lines: DataFrame, jobs: DataFrame, pool: NormalPool,
     Input: lines with job_id, node, event_id, masked; jobs (job_id, settings); the pool. Output:
     job_id, event_id, masked, n_lines (of this masked message), event_lines, lines_per_node (of the
     event), history, settings_key, group_jobs, pool_n_jobs, pool_support, pool_max_lines_per_node,
-    pool_variant_novelty, variant_n_jobs, boilerplate_share, kept, reason, detail. reason, first
+    pool_variant_novelty, variant_n_jobs, boilerplate_share, kept, reason, detail, pool_kept (what
+    the pool alone decides, boilerplate or not). reason, first
     that applies: ``no_event_id`` (never removed), ``boilerplate`` (removed: at least
     ``boilerplate_share`` of the lines carry the input's ``boilerplate`` flag, when
     ``remove_boilerplate``; any history), ``no_history`` (no group with enough successful jobs:
@@ -438,9 +439,10 @@ def event_decisions(lines: DataFrame, jobs: DataFrame, pool: NormalPool,
                  & (F.col("lines_per_node") > F.lit(config.rate_factor) * F.col("pool_max_lines_per_node"))
                  & (F.col("event_lines") >= F.lit(config.rate_min_lines)))
     boilerplate = F.lit(config.remove_boilerplate) & (F.col("boilerplate_share") >= F.lit(config.boilerplate_share))
-    reason = (
+    # what the pool alone decides (boilerplate or not): the spatial and temporal steps take the
+    # events it keeps, boilerplate included (a traceback's first line says which rank failed first)
+    pool_reason = (
         F.when(F.col("event_id").isNull(), F.lit(NO_EVENT_ID))
-        .when(boilerplate, F.lit(BOILERPLATE))
         .when(F.col("settings_key").isNull(), F.lit(NO_HISTORY))
         .when(F.col("pool_support").isNull(), F.lit(NOT_IN_POOL))
         .when(F.col("pool_support") < F.lit(config.min_support), F.lit(RARE_IN_POOL))
@@ -449,6 +451,7 @@ def event_decisions(lines: DataFrame, jobs: DataFrame, pool: NormalPool,
               & (F.col("pool_variant_novelty") <= F.lit(config.variant_max_novelty)), F.lit(NEW_VARIANT))
         .otherwise(F.lit(NORMAL))
     )
+    reason = F.when(F.col("event_id").isNotNull() & boilerplate, F.lit(BOILERPLATE)).otherwise(F.col("pool_reason"))
     group = F.format_string("%d successful jobs of %s", "group_jobs", "settings_key")
     detail = (
         F.when(F.col("reason") == BOILERPLATE,
@@ -468,12 +471,14 @@ def event_decisions(lines: DataFrame, jobs: DataFrame, pool: NormalPool,
         .otherwise(F.format_string("in %d of the %s (support %.2f)", "pool_n_jobs", group, "pool_support"))
     )
     return (
-        stats.withColumn("reason", reason)
+        stats.withColumn("pool_reason", pool_reason)
+        .withColumn("reason", reason)
         .withColumn("detail", detail)
         .select("job_id", "event_id", "masked", "n_lines", "event_lines", "lines_per_node",
                 F.coalesce("history", F.lit("none")).alias("history"), "settings_key", "group_jobs",
                 "pool_n_jobs", "pool_support", "pool_max_lines_per_node", "pool_variant_novelty", "variant_n_jobs",
-                "boilerplate_share", (~F.col("reason").isin(NORMAL, BOILERPLATE)).alias("kept"), "reason", "detail")
+                "boilerplate_share", (~F.col("reason").isin(NORMAL, BOILERPLATE)).alias("kept"), "reason", "detail",
+                (F.col("pool_reason") != NORMAL).alias("pool_kept"))
     )
 
 
@@ -483,6 +488,13 @@ class NormalFilterResult:
 
     candidates: DataFrame
     decisions: DataFrame
+
+    def pool_kept_events(self) -> DataFrame:
+        """(job_id, event_id) of the events the pool keeps, boilerplate included: the evidence the
+        spatial and temporal steps use (the failure-path lines are timing and localisation
+        evidence, a traceback's first line says which rank failed first, though not candidates)."""
+        return (self.decisions.where(F.col("pool_kept") & F.col("event_id").isNotNull())
+                .select("job_id", "event_id").distinct())
 
     def event_outcomes(self) -> DataFrame:
         """Per (job, event): kept when any of its masked messages is kept, with that reason.

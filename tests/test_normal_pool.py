@@ -188,6 +188,9 @@ def test_failure_path_boilerplate_is_removed_whatever_the_history(spark, history
     assert [(report[j]["n_events_removed"], report[j]["n_events_boilerplate"]) for j in ("f1", "f2")] == [(9, 8), (8, 8)]
     reasons = {(r.event_id, r.reason) for r in result.removals().where(F.col("job_id") == "f2").collect()}
     assert reasons == {(e, "boilerplate") for e, _ in crash if e not in ("E23", "E28")}
+    # the spatial and temporal steps still see the boilerplate the pool keeps (timing evidence)
+    pool_kept = {(r.job_id, r.event_id) for r in result.pool_kept_events().collect()}
+    assert pool_kept == {("f1", e) for e, _ in crash} | {("f2", e) for e, _ in [RINGS, *crash]}
     # switched off, or without the per-line flag: only the pool removes
     off = NormalPoolConfig(levels=LEVELS, remove_boilerplate=False)
     assert filter_normal_events(flagged, jobs, pool, off, masking=default_config.masking).candidates.count() == 21
