@@ -27,7 +27,7 @@ demo: setup
 	$(VENV)/bin/l4spark diagnose --logs-root $(FLEET) --warehouse $(WAREHOUSE) --all-failed --reports out/reports
 
 # Diagnosis accuracy on a fresh labelled fleet (>= 100 failed jobs of all 19 kinds): the paper's tables.
-EVAL_SEED ?= 3031
+EVAL_SEED ?= 4409
 evaluate: setup
 	test -d out/eval-fleet-$(EVAL_SEED) || $(VENV)/bin/l4spark simulate --out out/eval-fleet-$(EVAL_SEED) \
 	    --seed $(EVAL_SEED) --jobs 220 --failed-share 0.5 --ranks-per-node 4
