@@ -255,6 +255,23 @@ def test_strided_progress_refines_the_stopped_iteration(spark):
     assert failure == {"strided": (False, 43), "hung": (True, 44)}
 
 
+def test_failure_time_comes_from_every_rank_not_only_the_sampled_ones(spark):
+    from l4spark.temporal.config import TemporalConfig
+
+    # rank 0 prints progress every 5 iterations (10 s each); ranks 1-3 print no progress, and only
+    # rank 3, which the sequences' sample (max_ranks 2: ranks 0 and 2) leaves out, logs the crash
+    # 14 s after iteration 40 ended: iteration 42, not the interval's middle (43)
+    rows = _training_job("j", 40, stride=5)
+    for rank in (1, 2, 3):
+        rows += [("j", "b", rank, f"j/b/r{rank}", k + 1, _ts(5 + 100 * k), "INFO", "E_b", "step timer", None, None)
+                 for k in range(4)]
+    rows.append(("j", "b", 3, "j/b/r3", 9, _ts(414), "ERROR", "E_ecc", "CUDA error: ECC error", None, None))
+    conf = TemporalConfig(max_ranks=2)
+    staged = with_stage_and_iteration(spark.createDataFrame(rows, SCHEMA), conf)
+    _, progress = analyse_iterations(staged, staged.select("job_id", "event_id").distinct(), conf)
+    assert [(r.last_iteration, r.failure_iteration) for r in progress.collect()] == [(40, 42)]
+
+
 def test_counted_progress_lines_are_numbered(spark):
     """HF Trainer without tqdm: log dicts every logging_steps from the step training resumed at."""
     lines = [(1, 0, "logging_steps=10,"), (2, 1, "***** Running training *****"),

@@ -111,18 +111,29 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
     elapsed = [F.when(F.col("message").rlike(rule), F.regexp_extract("message", rule, 1).cast("double") / 1000.0)
                for rule in conf.elapsed_rules]
     offsets = F.broadcast(node_clock_offsets(staged, conf))
+    t_job = F.col("ts").cast("double") - F.coalesce("offset_s", F.lit(0.0))
+    # when it broke, over every rank (the ranks sampled below may miss the one that failed): the
+    # first line of an indicating event whose first line in the job comes after the last progress line
+    timed = training.join(offsets, on=["job_id", "node"], how="left")
+    last_mark = (timed.where(numbered.isNotNull() | counted_marker(conf)).groupBy("job_id")
+                 .agg(F.max(F.col("ts").cast("double")).alias("last_mark_t")))
+    broke = (timed.join(gate, on=["job_id", "event_id"], how="inner").groupBy("job_id", "event_id")
+             .agg(F.min(t_job).alias("first_t"))
+             .join(last_mark, on="job_id", how="inner").where(F.col("first_t") > F.col("last_mark_t"))
+             .groupBy("job_id").agg(F.min("first_t").alias("broke_any_t")))
     rows = (training.join(F.broadcast(ranks), on=["job_id", "rank"], how="inner")
             .join(gate, on=["job_id", "event_id"], how="left")
             .join(end_stages, on="job_id", how="left")
             .join(offsets, on=["job_id", "node"], how="left")
+            .join(F.broadcast(broke), on="job_id", how="left")
             .select("job_id", "rank", "line_no", "iteration", "event_id",
                     F.when(reported.isNotNull(), shape).otherwise(F.col("event_id")).alias("token"),
                     F.col("ts").cast("double").alias("t"),
-                    (F.col("ts").cast("double") - F.coalesce("offset_s", F.lit(0.0))).alias("t_job"),
+                    t_job.alias("t_job"),
                     reported.alias("reported"),
                     (F.coalesce(*elapsed) if elapsed else F.lit(None).cast("double")).alias("elapsed_s"),
                     stage_marker(conf, with_iterations=False).isNotNull().alias("stage_mark"),
-                    F.coalesce("gated", F.lit(False)).alias("gated"), "end_stage"))
+                    F.coalesce("gated", F.lit(False)).alias("gated"), "end_stage", "broke_any_t"))
 
     def per_job(frame: pd.DataFrame) -> pd.DataFrame:
         return _analyse_job(frame, conf)
@@ -141,7 +152,8 @@ def _analyse_job(frame: pd.DataFrame, conf: TemporalConfig) -> pd.DataFrame:
 
     ``frame``: rank, line_no, iteration, event_id, token (the sequence symbol), t (own clock),
     t_job (the reference node's clock), reported, elapsed_s (how long a timed-out operation had
-    run, from ``elapsed_rules``), stage_mark, gated, end_stage.
+    run, from ``elapsed_rules``), stage_mark, gated, end_stage, and optionally broke_any_t (the
+    first indicating line after the last progress line over *all* ranks of the job).
     """
     job_id = frame["job_id"].iloc[0]
     marks_list = [(int(i), float(t) if pd.notna(t) else None)
@@ -172,8 +184,9 @@ def _analyse_job(frame: pd.DataFrame, conf: TemporalConfig) -> pd.DataFrame:
     breaking = lines.loc[(lines["iteration"] == stopped) & lines["token"].isin(new_events)
                          & (lines["t_job"] > (last_mark_t if last_mark_t is not None else float("inf"))), "t_job"]
     began = (breaking - lines.loc[breaking.index, "elapsed_s"]).dropna()
-    progress = analyse_progress(marks_list, None if last_t is None else float(last_t),
-                                float(breaking.min()) if len(breaking) else None, conf,
+    any_rank = frame["broke_any_t"].dropna() if "broke_any_t" in frame.columns else pd.Series(dtype=float)
+    broke_t = min([float(t) for t in (breaking.min(), any_rank.min()) if pd.notna(t)], default=None)
+    progress = analyse_progress(marks_list, None if last_t is None else float(last_t), broke_t, conf,
                                 float(began.min()) if len(began) else None)
 
     after = {s.iteration: aftermath(s.iteration, s.novel, sequences, marks_list, conf)
