@@ -349,7 +349,8 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="1,4", help="scales of the 1x fleet, comma-separated (default 1,4)")
     parser.add_argument("--jobs", type=int, default=240, help="jobs of the 1x fleet")
-    parser.add_argument("--target-bytes", default="500M", help="approximate size of the 1x fleet (e.g. 300M, 1G)")
+    parser.add_argument("--target-bytes", default="560M",
+                        help="approximate size of the 1x fleet (e.g. 300M, 1G; the default makes the 4x fleet 2.05 GB)")
     parser.add_argument("--failed-share", type=float, default=0.1, help="share of failed jobs (0.1: 24 of 240)")
     parser.add_argument("--nodes", default="4-16", help="nodes per job, LO-HI")
     parser.add_argument("--ranks-per-node", type=int, default=4)
