@@ -25,7 +25,7 @@ from typing import Callable, Iterable
 
 import pandas as pd
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from l4spark import __version__
@@ -150,7 +150,8 @@ def _parse_by_shape(spark: SparkSession, config: Config, scan: LayoutScan, store
     progress(f"templated: {table['masked'].nunique():,} masked messages, {len(store)} events in the store")
 
     lines = read_rank_files(spark, scan.files, config.ingest, raw=True, shape=True).where(issue.isNull())
-    events = with_shape_fields(lines, shapes_frame(spark, table.drop(columns=["masked"]))).select(*_event_columns())
+    shape_rows = shapes_frame(spark, table.drop(columns=["masked"]))
+    events = with_shape_fields(lines, shape_rows, _year_reference(scan)).select(*_event_columns())
     write_job_rows(events, config.storage, "events", summary.jobs, set(per_job["job_id"]))
     summary.seconds["write events"] = clock.lap()
     return file_issues
@@ -161,7 +162,7 @@ def _parse_per_line(spark: SparkSession, config: Config, scan: LayoutScan, store
     """Structure and mask every line in the JVM; one read, kept in a cache for the three steps."""
     parsed = (
         read_rank_files(spark, scan.files, config.ingest)
-        .transform(lambda df: with_structure(df, config.structure))
+        .transform(lambda df: with_structure(df, config.structure, _year_reference(scan)))
         .transform(lambda df: with_masked(df, config.masking, config.structure.fold_digits))
         # keep only what later steps read: the cache is the run's biggest write
         .select("job_id", "node", "rank", "file", "line_no", "ts", "level", "message", "masked",
@@ -199,6 +200,18 @@ def _parse_per_line(spark: SparkSession, config: Config, scan: LayoutScan, store
     finally:
         parsed.unpersist()
     return file_issues
+
+
+def _year_reference(scan: LayoutScan) -> Column | None:
+    """Per line, the time that gives a year-less header time its year: its job's start (else
+    end) in job.json. A job without either falls back to the run's time (structure.to_timestamp)."""
+    times = {job_id: _utc(meta.start_time) or _utc(meta.end_time) for job_id, meta in scan.jobs.items()}
+    pairs = [(job_id, t.isoformat(sep=" ")) for job_id, t in sorted(times.items()) if t is not None]
+    if not pairs:
+        return None
+    # a literal map: the optimizer folds it to one constant, looked up only for year-less times
+    mapping = F.create_map(*[F.lit(x) for pair in pairs for x in pair])
+    return F.try_element_at(mapping, F.col("job_id")).cast("timestamp")
 
 
 def _event_columns() -> list:

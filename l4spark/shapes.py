@@ -23,6 +23,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from l4spark.config import StructureConfig
+from l4spark.structure import to_timestamp
 from l4spark.textrules import LineStructurer, Masker, MaskRule, fold_digits, is_digit_agnostic, template_parts
 
 # A field is rebuilt from a fixed number of slots, each a literal then a substring of the line:
@@ -92,13 +93,14 @@ def _rebuild(field: str) -> Column:
                       for i in range(SLOTS[field])])
 
 
-def with_shape_fields(lines: DataFrame, shapes: DataFrame) -> DataFrame:
+def with_shape_fields(lines: DataFrame, shapes: DataFrame, reference: Column | None = None) -> DataFrame:
     """Add ``event_id``, ``level``, ``ts``, ``message`` to lines (``raw``, ``shape``) from their
-    shape's row (broadcast). A line whose shape is absent gets nulls (the caller counts them)."""
+    shape's row (broadcast). A line whose shape is absent gets nulls (the caller counts them).
+    A year-less time takes its year from ``reference`` (``structure.to_timestamp``)."""
     slot_columns = [name for name in SHAPE_FIELDS.names if name[:3] in ("ts_", "msg")]
     return (
         lines.join(F.broadcast(shapes), on="shape", how="left")
-        .withColumn("ts", F.when(F.col("has_ts"), _rebuild("ts")).try_cast("timestamp"))
+        .withColumn("ts", to_timestamp(F.when(F.col("has_ts"), _rebuild("ts")), reference))
         .withColumn("message", _rebuild("msg"))
         .drop("has_ts", *slot_columns)
     )

@@ -18,6 +18,7 @@ from l4spark.config import StructureConfig
 from l4spark.textrules import (
     FIELD_SEP,
     HEADER_MARK,
+    YEARLESS,
     MaskRule,
     fuse_masks,
     header_replacement_java,
@@ -28,12 +29,20 @@ from l4spark.textrules import (
 )
 
 
-def with_structure(lines: DataFrame, conf: StructureConfig) -> DataFrame:
+# What an absent optional group leaves at the end of a ts text (textrules.clean_ts).
+_TS_TAIL = r"[. -]+$"
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+# A year-less time more than this far from the job's reference time is in the year before or after.
+_HALF_YEAR_DAYS = 183
+
+
+def with_structure(lines: DataFrame, conf: StructureConfig, reference: Column | None = None) -> DataFrame:
     """Add ``ts`` (timestamp, UTC), ``level`` (normalised, e.g. WARN) and ``message``.
 
     Input column: ``raw`` (string). A line that no header rule matches keeps its peeled text
     as ``message`` with a null level; ``ts`` is the header's time, else the wrapper's, else
-    null (continuation lines such as tracebacks have none). A null ``raw`` gives nulls.
+    null (continuation lines such as tracebacks have none). A null ``raw`` gives nulls. A
+    header time without a year takes it from ``reference`` (see ``to_timestamp``).
     """
     raw = F.col("raw")
     wrapper_ts = _first_nonempty(
@@ -50,20 +59,56 @@ def with_structure(lines: DataFrame, conf: StructureConfig) -> DataFrame:
     # Staged columns, so that each regex chain is evaluated once per line.
     parts = F.col("_parts")
     matched = F.col("_headed").startswith(HEADER_MARK)
-    header_ts = F.regexp_replace(parts.getItem(0).substr(F.lit(2), F.lit(1 << 20)), r"[. ]+$", "")
+    header_ts = F.regexp_replace(parts.getItem(0).substr(F.lit(2), F.lit(1 << 20)), _TS_TAIL, "")
     level_text = F.upper(F.trim(parts.getItem(1)))
-    ts_text = F.coalesce(F.when(matched & (header_ts != ""), header_ts), F.col("_wrapper_ts"))
+    has_header_ts = matched & (header_ts != "")
+    # as textrules.preferred_ts: a year-less header time yields to the wrapper's
+    ts_text = F.coalesce(F.when(has_header_ts & ~header_ts.startswith(YEARLESS), header_ts), F.col("_wrapper_ts"),
+                         F.when(has_header_ts, header_ts))
     return (
         lines
         .withColumn("_wrapper_ts", wrapper_ts)
         .withColumn("_peeled", peeled)
         .withColumn("_headed", headed)
         .withColumn("_parts", F.split(F.col("_headed"), FIELD_SEP, 3))
-        .withColumn("ts", ts_text.try_cast("timestamp"))
+        .withColumn("ts", to_timestamp(ts_text, reference))
         .withColumn("level", F.when(matched & (level_text != ""), _normalize_level(level_text, conf.levels)))
         .withColumn("message", F.when(matched, parts.getItem(2)).otherwise(F.col("_peeled")))
         .drop("_wrapper_ts", "_peeled", "_headed", "_parts")
     )
+
+
+def to_timestamp(ts_text: Column, reference: Column | None = None) -> Column:
+    """A ts text as a timestamp (UTC session time zone), null when it is not a time.
+
+    Besides what Spark casts, two forms that log headers write: a month name
+    (``2026-Nov-21 09:12:13``, dmesg -T) and no year (``--11-26 18:02:25.2``, ``--Nov-21 ...``:
+    glog, c10, syslog). A year-less time takes the year of ``reference`` (a timestamp column:
+    the job's start), moved to the year before or after when that puts it within half a year
+    of the reference (a job started on 31 December logs ``--01-01``). No reference: the
+    current time, as syslog readers do. Only texts the plain cast refuses take the slow path.
+    """
+    reference = F.current_timestamp() if reference is None else F.coalesce(reference, F.current_timestamp())
+    head = F.regexp_extract(ts_text, r"^(--|[0-9]{4}-)[A-Za-z]{3}-", 1)
+    month = F.try_element_at(F.create_map(*[F.lit(x) for i, name in enumerate(_MONTHS)
+                                            for x in (name, f"{i + 1:02d}")]),
+                             F.initcap(ts_text.substr(F.length(head) + 1, F.lit(3))))
+    numeric = F.when(head != "", F.concat(head, month, ts_text.substr(F.length(head) + 4, F.lit(1 << 20)))) \
+        .otherwise(ts_text)
+    year = F.year(reference)
+
+    def in_year(offset: int) -> Column:
+        return F.concat((year + offset).cast("string"), numeric.substr(F.lit(2), F.lit(1 << 20))).try_cast("timestamp")
+
+    same_year = in_year(0)
+    half_year = F.expr(f"INTERVAL {_HALF_YEAR_DAYS} DAYS")
+    yearless = (
+        F.when(same_year > reference + half_year, in_year(-1))
+        .when(same_year < reference - half_year, in_year(1))
+        .otherwise(same_year)
+    )
+    slow = F.when(numeric.startswith(YEARLESS), yearless).otherwise(numeric.try_cast("timestamp"))
+    return F.coalesce(ts_text.try_cast("timestamp"), F.when(ts_text.isNotNull(), slow))
 
 
 def with_masked(lines: DataFrame, masks: Sequence[MaskRule], fold_digits: bool = True) -> DataFrame:
@@ -82,7 +127,7 @@ def with_masked(lines: DataFrame, masks: Sequence[MaskRule], fold_digits: bool =
 def _marked_value(replaced: Column) -> Column:
     """The text after HEADER_MARK when the regex matched (the line was replaced), else null."""
     return F.when(replaced.startswith(HEADER_MARK), F.regexp_replace(replaced.substr(F.lit(2), F.lit(1 << 20)),
-                                                                     r"[. ]+$", ""))
+                                                                     _TS_TAIL, ""))
 
 
 def _first_nonempty(values: list[Column]) -> Column:

@@ -11,6 +11,10 @@ Structuring a line (both engines):
    the first wrapper that carries a timestamp gives ``wrapper_ts``;
 2. header: rules are tried in order; the first that matches the whole peeled text builds
    ``ts``, ``level`` and ``message`` from its field templates; no match keeps the text whole.
+3. ts: the header's time, else the wrapper's. A header time without a year (glog, c10, syslog
+   write none) is written ``--MM-DD hh:mm:ss`` (ISO 8601's year-less form; ``--Nov-21`` with a
+   month name is accepted too) and yields to a wrapper time; the year comes later, from the
+   job (``structure.to_timestamp``).
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ _TEMPLATE_FIELD = re.compile(r"\{([^{}]*)\}")
 # Markers of a matched header inside the JVM result string (see header_replacement_java).
 HEADER_MARK = "\x02"
 FIELD_SEP = "\x01"
+# A ts text starting so has no year (see the module doc).
+YEARLESS = "--"
 
 
 _DIGITS = str.maketrans("123456789", "000000000")
@@ -242,7 +248,7 @@ class LineStructurer:
         for regex, rule in self._headers:
             match = regex.match(text)
             if match:
-                ts = clean_ts(_expand(rule.ts, match)) or wrapper_ts
+                ts = preferred_ts(clean_ts(_expand(rule.ts, match)), wrapper_ts)
                 level = normalize_level(_expand(rule.level, match), self._levels)
                 return Structured(ts or None, level, _expand(rule.message, match))
         return Structured(wrapper_ts or None, None, text)
@@ -264,6 +270,8 @@ class LineStructurer:
             if match:
                 ts_parts = _parts(rule.ts, match, offset)
                 ts = _trim_parts(ts_parts, len(clean_ts(expand_parts(ts_parts, line))))
+                if wrapper_ts and expand_parts(ts, line).startswith(YEARLESS):
+                    ts = wrapper_ts
                 level = normalize_level(_expand(rule.level, match), self._levels)
                 return StructuredParts(ts or wrapper_ts, level, tuple(_parts(rule.message, match, offset)))
         return StructuredParts(wrapper_ts, None, ((None, offset, len(line)),) if text else ())
@@ -315,8 +323,16 @@ def expand_parts(parts: Iterable[Part], line: str) -> str:
 
 
 def clean_ts(ts: str) -> str:
-    """Drop what an absent optional group leaves behind ("12:00:00." -> "12:00:00")."""
-    return ts.rstrip(". ")
+    """Drop what an absent optional group leaves behind ("12:00:00." -> "12:00:00", and a
+    year-less template with no groups, "--- .", -> "")."""
+    return ts.rstrip(". -")
+
+
+def preferred_ts(header_ts: str, wrapper_ts: str | None) -> str | None:
+    """The header's time, unless it has no year and the wrapper has a time."""
+    if header_ts and not (wrapper_ts and header_ts.startswith(YEARLESS)):
+        return header_ts
+    return wrapper_ts or None
 
 
 def normalize_level(level: str, levels: dict[str, str]) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
@@ -56,14 +57,16 @@ def test_parse_writes_the_contract_tables(spark, test_config, tmp_path):
     logs = tmp_path / "logs"
     write_job(logs, "job-a", ["gpu-001", "gpu-002"],
               extra={("gpu-002", 3): ["gpu-002:4242:4300 [3] NCCL WARN NET/IB : Got completion from peer "
-                                       "10.3.1.17<52011> with error 12, opcode 0, len 0, vendor err 129 (Recv)"]})
+                                       "10.3.1.17<52011> with error 12, opcode 0, len 0, vendor err 129 (Recv)"],
+                     # torch elastic's glog header has no year: the job's start (job.json) gives it
+                     ("gpu-002", 2): ["E1120 01:30:00.250000 4242 api.py:897] Sending process 77 closing signal"]})
     write_job(logs, "job-b", ["gpu-003"], status="succeeded", gz=True)
     summary = parse_jobs(spark, test_config, logs, progress=lambda m: None)
     warehouse = tmp_path / "warehouse"
 
     events = spark.read.parquet(str(warehouse / "events"))
     assert [(f.name, f.dataType.simpleString()) for f in events.schema.fields] == EVENTS_COLUMNS
-    assert summary.lines == events.count() == 4 * 21 + 1 + 2 * 21
+    assert summary.lines == events.count() == 4 * 21 + 2 + 2 * 21
     assert summary.files == 6 and summary.jobs == ["job-a", "job-b"]
     assert events.where("event_id is null").count() == 0
 
@@ -75,6 +78,9 @@ def test_parse_writes_the_contract_tables(spark, test_config, tmp_path):
     assert last["message"].startswith("NCCL WARN NET/IB : Got completion from peer 10.3.1.17<52011>")
 
     templates = read(warehouse, "templates").set_index("event_id")
+    glog = frame[frame["message"].str.startswith("Sending process")].iloc[0]
+    assert (glog["ts"], glog["level"]) == (pd.Timestamp("2026-11-20 01:30:00.25"), "ERROR")
+
     assert templates.loc[last["event_id"], "template"] == (
         "NCCL WARN NET/IB : Got completion from peer <*> with error <*>, opcode <*>, len <*>, "
         "vendor err <*> (Recv)")
@@ -84,7 +90,7 @@ def test_parse_writes_the_contract_tables(spark, test_config, tmp_path):
 
     jobs = read(warehouse, "jobs").set_index("job_id")
     assert jobs.loc["job-a", "status"] == "failed" and jobs.loc["job-b", "status"] == "succeeded"
-    assert jobs.loc["job-a", "n_lines"] == 4 * 21 + 1
+    assert jobs.loc["job-a", "n_lines"] == 4 * 21 + 2
     assert json.loads(jobs.loc["job-b", "settings"]) == {"framework": "megatron", "model": "m"}
 
 

@@ -61,3 +61,34 @@ def test_timestamps_parse_in_every_format(spark, default_config):
         datetime(2026, 11, 20, 1, 0, 1, 500000),
         datetime(2026, 11, 20, 1, 0, 9, 555000),
     ]
+
+
+def test_yearless_header_times_take_the_year_of_the_reference(spark, default_config):
+    """glog/c10/syslog headers carry no year: it comes from the job's start, with the year
+    rolled over when that puts the line within half a year of it; a wrapper time wins."""
+    from pyspark.sql import functions as F
+
+    cases = [  # raw, job start, expected ts
+        ("E1126 18:02:25.206309 1397 api.py:897] Sending process 4242 closing signal SIGTERM",
+         "2026-11-26 17:00:00", datetime(2026, 11, 26, 18, 2, 25, 206309)),
+        ("[rank3]:[W0101 00:00:04.871212720 ProcessGroupNCCL.cpp:4115] barrier",
+         "2026-12-31 23:50:00", datetime(2027, 1, 1, 0, 0, 4, 871212)),
+        ("I1231 23:59:58.5 77 train.cpp:1] clock behind the start", "2027-01-01 00:00:10",
+         datetime(2026, 12, 31, 23, 59, 58, 500000)),
+        ("Nov  1 09:12:13 gpu-017 kernel: [ 1234.567890] NVRM: Xid 79", "2026-10-31 22:00:00",
+         datetime(2026, 11, 1, 9, 12, 13)),
+        ("[Sat Nov 21 09:12:13 2026] mlx5_core: Cable unplugged", "2020-01-01 00:00:00",
+         datetime(2026, 11, 21, 9, 12, 13)),
+        ("2026-11-20T01:00:01Z stdout F [default0]:E1120 01:00:09.000000 1 a.cpp:1] wrapped", "2026-11-20 00:00:00",
+         datetime(2026, 11, 20, 1, 0, 1)),
+        ("[default5]:[W compiler_depend.ts:164] Warning: no time at all", "2026-11-20 00:00:00", None),
+    ]
+    frame = spark.createDataFrame([(i, raw, start) for i, (raw, start, _) in enumerate(cases)],
+                                  "i int, raw string, start string")
+    reference = F.col("start").cast("timestamp")
+    rows = frame.transform(lambda df: with_structure(df, default_config.structure, reference)).orderBy("i").collect()
+    assert [r.ts for r in rows] == [expected for _, _, expected in cases]
+    # without a reference, the current year (or the one before/after within half a year)
+    glog = spark.createDataFrame([("E0615 12:00:00.000000 1 a.cpp:1] x",)], "raw string")
+    ts = glog.transform(lambda df: with_structure(df, default_config.structure)).first().ts
+    assert ts is not None and abs((ts - datetime.now()).days) <= 366
