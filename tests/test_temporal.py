@@ -110,7 +110,25 @@ def test_slowdown_onset_walks_back_through_the_ramp():
         t += 1.0 if i < 41 else (1.2 if i == 41 else 1.35 if i == 42 else 3.0)
         marks.append((i, t))
     assert analyse_progress(marks, last_t=t, first_error_t=None).slowdown_from == 41
+    # a stricter band stops the walk back at 42; the fit searches from 41 but keeps 42 (a step
+    # from 42 explains 1.35x, 3x, 3x ... better than any step and ramp from 41's 1.2x)
     assert analyse_progress(marks, last_t=t, first_error_t=None, conf=TemporalConfig(slowdown_band=1.3)).slowdown_from == 42
+
+
+def test_slowdown_onset_inside_an_interval_is_fitted_to_the_ramp():
+    """A throttled node: iteration time ramps up from iteration 67 (1.15x, +2% per iteration),
+    logged every 10 iterations; the first interval holding the ramp (61-70) stays under the
+    band, and the interval 101-110 also saved a checkpoint (a spike to leave out)."""
+    def per_iteration(i: int) -> float:
+        return 10.0 if i < 67 else 10.0 * min(3.0, 1.15 + 0.02 * (i - 67))
+
+    marks, t = [], 0.0
+    for i in range(1, 201):
+        t += per_iteration(i) + (150.0 if i == 105 else 0.0)
+        if i % 10 == 0:
+            marks.append((i, t))
+    progress = analyse_progress(marks, last_t=t, first_error_t=None)
+    assert progress.slowdown_from == 67 and progress.failure_iteration == 67
 
 
 def test_slowdown_onset():
@@ -244,6 +262,15 @@ def test_strided_progress_refines_the_stopped_iteration(spark):
     rows.append(("hung", "a", 0, "hung/a/r0", 999, _ts(1034), None, "E_wd",
                  "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, "
                  "Timeout(ms)=600000) ran for 600000 milliseconds before timing out.", None, None))
+    # the same hang logged by PyTorch < 2.2: the watchdog line has no time; the launcher's timed
+    # teardown 2 s later bounds it (no later than 1036 s: began at 436 s at the latest)
+    rows += _training_job("hung_untimed", 40, stride=5)
+    rows += [("hung_untimed", "a", 0, "hung_untimed/a/r0", 999, None, None, "E_wd",
+              "[E ProcessGroupNCCL.cpp:523] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL("
+              "SeqNum=9, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600000 milliseconds before timing out.",
+              None, None),
+             ("hung_untimed", "a", 0, "hung_untimed/a/r0", 1000, _ts(1036), "WARN", "E_td",
+              "Sending process 4242 closing signal SIGTERM", None, None)]
     staged = with_stage_and_iteration(spark.createDataFrame(rows, SCHEMA))
     iterations, progress = analyse_iterations(staged, staged.select("job_id", "event_id").distinct())
     got = {r.iteration: r for r in iterations.where("job_id = 'strided'").collect()}
@@ -252,7 +279,7 @@ def test_strided_progress_refines_the_stopped_iteration(spark):
     assert [i for i, r in got.items() if r.anomalous] == [43]
     failure = {r.job_id: (r.stalled, r.failure_iteration) for r in progress.collect()}
     # the hung job stalled; without the watchdog's elapsed time it would be the middle, 43
-    assert failure == {"strided": (False, 43), "hung": (True, 44)}
+    assert failure == {"strided": (False, 43), "hung": (True, 44), "hung_untimed": (True, 44)}
 
 
 def test_failure_time_comes_from_every_rank_not_only_the_sampled_ones(spark):

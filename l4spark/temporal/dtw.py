@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from dtaidistance import dtw_ndim
+from scipy.optimize import nnls
 
 from l4spark.temporal.config import TemporalConfig
 
@@ -189,8 +190,34 @@ def _slowdown_onset(marks: list[tuple[int, float]], per_iter: list[float], strid
             slow = float(np.median(later))
             while k > 0 and per_iter[k - 1] > conf.slowdown_band * base:
                 k -= 1
-            # interval k spans marks[k] -> marks[k + 1]; the share of it already slow:
-            start, end = marks[k][0], marks[k + 1][0]
-            share = min(1.0, max(0.0, (per_iter[k] - base) / (slow - base))) if slow > base else 1.0
-            return int(end - max(1, round(share * (end - start))) + 1)
+            return _onset_fit(marks, base, k) if slow > base else int(marks[k][0] + 1)
     return None
+
+
+SPIKE = 1.3
+
+
+def _onset_fit(marks: list[tuple[int, float]], base: float, k: int, before: int = 2, after: int = 4) -> int:
+    """The first slow iteration, for a slowdown whose first interval above the band is ``k``
+    (spanning marks[k] -> marks[k + 1]): a change point fitted to the interval durations around
+    it. Model: an iteration takes ``base`` before the onset ``o`` and ``base + h + s * (i - o)``
+    from it (a step, a ramp, or both; h, s >= 0, least squares), fitted over ``before``
+    intervals before k and ``after`` from it; ``o`` is searched from the interval before k (a
+    ramp's first interval may stay under the band) to the end of interval k, and the best fit
+    wins (the earliest on a tie); an interval over ``SPIKE`` x the pace of both neighbours is
+    left out (a checkpoint save or an evaluation lengthens one interval). A ramp's first interval is only a little slow, so placing the
+    onset by that interval's share of the later slowness put it late."""
+    first, last = max(0, k - before), min(len(marks) - 2, k + after)
+    pace = [(marks[j + 1][1] - marks[j][1]) / (marks[j + 1][0] - marks[j][0]) for j in range(len(marks) - 1)]
+    rows = [(np.arange(marks[j][0] + 1, marks[j + 1][0] + 1), marks[j + 1][1] - marks[j][1])
+            for j in range(first, last + 1)
+            # an interval much slower than both neighbours held a checkpoint save or an evaluation
+            if not (0 < j < len(pace) - 1 and pace[j] > SPIKE * max(pace[j - 1], pace[j + 1]))]
+    excess = np.array([duration - base * len(its) for its, duration in rows])
+    best_o, best_error = marks[k][0] + 1, math.inf
+    for o in range(marks[max(k - 1, 0)][0] + 1, marks[k + 1][0] + 1):
+        design = np.array([[float((its >= o).sum()), float(np.clip(its - o, 0, None).sum())] for its, _ in rows])
+        _, residual = nnls(design, excess)
+        if residual < best_error - 1e-9:
+            best_o, best_error = o, residual
+    return int(best_o)

@@ -120,7 +120,8 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
     broke = (timed.join(gate, on=["job_id", "event_id"], how="inner").groupBy("job_id", "event_id")
              .agg(F.min(t_job).alias("first_t"))
              .join(last_mark, on="job_id", how="inner").where(F.col("first_t") > F.col("last_mark_t"))
-             .groupBy("job_id").agg(F.min("first_t").alias("broke_any_t")))
+             .groupBy("job_id").agg(F.min("first_t").alias("broke_any_t"))
+             .join(_gave_up(staged, timed, gate, elapsed, last_mark), on="job_id", how="full"))
     rows = (training.join(F.broadcast(ranks), on=["job_id", "rank"], how="inner")
             .join(gate, on=["job_id", "event_id"], how="left")
             .join(end_stages, on="job_id", how="left")
@@ -133,7 +134,7 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
                     reported.alias("reported"),
                     (F.coalesce(*elapsed) if elapsed else F.lit(None).cast("double")).alias("elapsed_s"),
                     stage_marker(conf, with_iterations=False).isNotNull().alias("stage_mark"),
-                    F.coalesce("gated", F.lit(False)).alias("gated"), "end_stage", "broke_any_t"))
+                    F.coalesce("gated", F.lit(False)).alias("gated"), "end_stage", "broke_any_t", "began_any_t"))
 
     def per_job(frame: pd.DataFrame) -> pd.DataFrame:
         return _analyse_job(frame, conf)
@@ -147,13 +148,38 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
     return iterations, progress
 
 
+def _gave_up(staged: DataFrame, timed: DataFrame, gate: DataFrame, elapsed: list, last_mark: DataFrame) -> DataFrame:
+    """Per job, ``began_any_t``: the earliest time, over every rank, at which an operation that
+    timed out after the last progress line began (the line's time minus the ``elapsed_rules``
+    duration it states), on the reference clock. A line without a timestamp (PyTorch before 2.2
+    writes ``[E ProcessGroupNCCL.cpp:523] ... ran for 1800005 milliseconds``) takes the time of
+    the next timed line of its file, an upper bound: the launcher's teardown follows it at once."""
+    if not elapsed:
+        return last_mark.select("job_id", F.lit(None).cast("double").alias("began_any_t")).limit(0)
+    lines = (timed.join(gate, on=["job_id", "event_id"], how="inner")
+             .withColumn("elapsed_s", F.coalesce(*elapsed)).where(F.col("elapsed_s").isNotNull())
+             .select("job_id", "file", "line_no", "ts", "offset_s", "elapsed_s"))
+    untimed = lines.where(F.col("ts").isNull()).select("job_id", "file", F.col("line_no").alias("gave_up_line"))
+    next_ts = (staged.where(F.col("ts").isNotNull()).select("job_id", "file", "line_no", "ts")
+               .join(F.broadcast(untimed), on=["job_id", "file"], how="inner")
+               .where(F.col("line_no") > F.col("gave_up_line"))
+               .groupBy("job_id", "file", "gave_up_line").agg(F.min_by("ts", "line_no").alias("next_ts"))
+               .withColumnRenamed("gave_up_line", "line_no"))
+    t_line = F.coalesce("ts", "next_ts").cast("double") - F.coalesce("offset_s", F.lit(0.0))
+    return (lines.join(next_ts, on=["job_id", "file", "line_no"], how="left")
+            .join(last_mark, on="job_id", how="inner")
+            .where(t_line > F.col("last_mark_t"))
+            .groupBy("job_id").agg(F.min(t_line - F.col("elapsed_s")).alias("began_any_t")))
+
+
 def _analyse_job(frame: pd.DataFrame, conf: TemporalConfig) -> pd.DataFrame:
     """One job's iteration rows and progress row (``_RESULT_SCHEMA``) from its training lines.
 
     ``frame``: rank, line_no, iteration, event_id, token (the sequence symbol), t (own clock),
     t_job (the reference node's clock), reported, elapsed_s (how long a timed-out operation had
     run, from ``elapsed_rules``), stage_mark, gated, end_stage, and optionally broke_any_t (the
-    first indicating line after the last progress line over *all* ranks of the job).
+    first indicating line after the last progress line over *all* ranks of the job) and
+    began_any_t (when a timed-out operation began, over all ranks: ``_gave_up``).
     """
     job_id = frame["job_id"].iloc[0]
     marks_list = [(int(i), float(t) if pd.notna(t) else None)
@@ -185,9 +211,10 @@ def _analyse_job(frame: pd.DataFrame, conf: TemporalConfig) -> pd.DataFrame:
                          & (lines["t_job"] > (last_mark_t if last_mark_t is not None else float("inf"))), "t_job"]
     began = (breaking - lines.loc[breaking.index, "elapsed_s"]).dropna()
     any_rank = frame["broke_any_t"].dropna() if "broke_any_t" in frame.columns else pd.Series(dtype=float)
+    began_any = frame["began_any_t"].dropna() if "began_any_t" in frame.columns else pd.Series(dtype=float)
     broke_t = min([float(t) for t in (breaking.min(), any_rank.min()) if pd.notna(t)], default=None)
-    progress = analyse_progress(marks_list, None if last_t is None else float(last_t), broke_t, conf,
-                                float(began.min()) if len(began) else None)
+    began_t = min([float(t) for t in (began.min(), began_any.min()) if pd.notna(t)], default=None)
+    progress = analyse_progress(marks_list, None if last_t is None else float(last_t), broke_t, conf, began_t)
 
     after = {s.iteration: aftermath(s.iteration, s.novel, sequences, marks_list, conf)
              for s in scores if s.anomalous or (s.novel and s.below_mean)}
