@@ -408,7 +408,6 @@ class Megatron(Framework):
         flops = 6.0 * self.ctx.n_params * gbs * spec.seq_len / lay.world / 1e12
         nan_from = tl.nan_from if tl.nan_from is not None else 1 << 62
         timers = self._TIMERS if spec.settings.get("log_timers") else ()
-        n_nan = 0
         start = ((first + L - 1) // L) * L
         next_ev = self.flush(r, rng, t_end[k0])
         for it in range(start, last + 1, L):
@@ -419,7 +418,8 @@ class Megatron(Framework):
             ts = t + skew
             ms = iter_s[k] * 1000.0
             if it >= nan_from:
-                n_nan += L
+                # Megatron counts skipped and NaN iterations per log interval (reset after each line)
+                n_nan = min(L, it - nan_from + 1)
                 line = self._ITER_NAN % (sec(ts), it, total, it * gbs, ms, flops / iter_s[k], lr[k], gbs, n_nan, n_nan)
                 r.mark(t, line[line.index("] ") + 2:], self._ITER_NAN_T, None)
             else:

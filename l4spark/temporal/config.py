@@ -100,6 +100,13 @@ DEFAULT_ELAPSED_RULES: tuple[str, ...] = (
     r"ran for (\d+) milliseconds before timing out",
 )
 
+# A progress line that counts its log interval's bad iterations (group 1): a lasting change
+# (a loss turned NaN) that the closing line of its first interval counts N times began at that
+# line's iteration - N + 1 (Megatron-LM resets these counters after every log line).
+DEFAULT_BAD_COUNT_RULES: tuple[str, ...] = (
+    r"number of nan iterations:\s*(\d+)",
+)
+
 
 @dataclass(frozen=True)
 class TemporalConfig:
@@ -107,6 +114,7 @@ class TemporalConfig:
     iteration_rules: tuple[IterationRule, ...] = DEFAULT_ITERATION_RULES
     counted_iteration_rules: tuple[CountedIterationRule, ...] = DEFAULT_COUNTED_ITERATION_RULES
     elapsed_rules: tuple[str, ...] = DEFAULT_ELAPSED_RULES
+    bad_count_rules: tuple[str, ...] = DEFAULT_BAD_COUNT_RULES
     window: int = 10  # previous iterations each iteration is compared with
     sigma: float = 3.0  # anomalous: score < mean - sigma * std
     min_reference: int = 2  # reference iterations an iteration needs before the three-sigma rule judges it
@@ -140,6 +148,7 @@ class TemporalConfig:
         out = [(f"temporal.stage_rules[{i}].pattern", r.pattern) for i, r in enumerate(self.stage_rules)]
         out += [(f"temporal.iteration_rules[{i}].pattern", r.pattern) for i, r in enumerate(self.iteration_rules)]
         out += [(f"temporal.elapsed_rules[{i}]", r) for i, r in enumerate(self.elapsed_rules)]
+        out += [(f"temporal.bad_count_rules[{i}]", r) for i, r in enumerate(self.bad_count_rules)]
         for i, rule in enumerate(self.counted_iteration_rules):
             out += [(f"temporal.counted_iteration_rules[{i}].{name}", getattr(rule, name))
                     for name in ("pattern", "interval_pattern", "start_pattern") if getattr(rule, name)]
@@ -150,7 +159,7 @@ def temporal_config_from_mapping(values: dict) -> TemporalConfig:
     """A TemporalConfig from a TOML table: scalars by name; ``stage_rules`` as a list of
     ``{stage, pattern}``, ``iteration_rules`` as a list of ``{pattern}`` and
     ``counted_iteration_rules`` as a list of ``{pattern, interval_pattern, start_pattern}``,
-    ``elapsed_rules`` as a list of regexes (each replaces the default list whole). An unknown key is a ConfigError, a bad value a ValueError, naming it."""
+    ``elapsed_rules`` and ``bad_count_rules`` as lists of regexes (each replaces the default list whole). An unknown key is a ConfigError, a bad value a ValueError, naming it."""
     import dataclasses
 
     from l4spark.config import check_keys
@@ -160,8 +169,9 @@ def temporal_config_from_mapping(values: dict) -> TemporalConfig:
         kwargs["stage_rules"] = tuple(StageRule(str(r["stage"]), str(r["pattern"])) for r in kwargs["stage_rules"])
     if "iteration_rules" in kwargs:
         kwargs["iteration_rules"] = tuple(IterationRule(str(r["pattern"])) for r in kwargs["iteration_rules"])
-    if "elapsed_rules" in kwargs:
-        kwargs["elapsed_rules"] = tuple(str(r) for r in kwargs["elapsed_rules"])
+    for name in ("elapsed_rules", "bad_count_rules"):
+        if name in kwargs:
+            kwargs[name] = tuple(str(r) for r in kwargs[name])
     if "counted_iteration_rules" in kwargs:
         kwargs["counted_iteration_rules"] = tuple(
             CountedIterationRule(str(r["pattern"]), str(r["interval_pattern"]), str(r.get("start_pattern", "")))

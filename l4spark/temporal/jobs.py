@@ -133,6 +133,7 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
                     t_job.alias("t_job"),
                     reported.alias("reported"),
                     (F.coalesce(*elapsed) if elapsed else F.lit(None).cast("double")).alias("elapsed_s"),
+                    F.when(reported.isNotNull(), _bad_count(conf)).alias("bad_count"),
                     stage_marker(conf, with_iterations=False).isNotNull().alias("stage_mark"),
                     F.coalesce("gated", F.lit(False)).alias("gated"), "end_stage", "broke_any_t", "began_any_t"))
 
@@ -146,6 +147,13 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
                 .select("job_id", "last_iteration", "stalled", "slowdown_from", "changed_from", "failure_iteration",
                         F.col("iteration").alias("first_anomalous")))
     return iterations, progress
+
+
+def _bad_count(conf: TemporalConfig):
+    """The bad iterations a progress line counts in its interval (``bad_count_rules``), or null."""
+    counts = [F.when(F.col("message").rlike(rule), F.regexp_extract("message", rule, 1).cast("long"))
+              for rule in conf.bad_count_rules]
+    return F.coalesce(*counts) if counts else F.lit(None).cast("long")
 
 
 def _gave_up(staged: DataFrame, timed: DataFrame, gate: DataFrame, elapsed: list, last_mark: DataFrame) -> DataFrame:
@@ -225,9 +233,10 @@ def _analyse_job(frame: pd.DataFrame, conf: TemporalConfig) -> pd.DataFrame:
     if changed_from is not None:
         reasons.setdefault(changed_from, "changed")
     failure_iteration = progress.failure_iteration
-    if changed_from is not None and progress.slowdown_from is None:
-        failure_iteration = changed_from
     labels: dict[int, int] = {}
+    if changed_from is not None and progress.slowdown_from is None:
+        labels[changed_from] = _counted_onset(frame, changed_from)
+        failure_iteration = labels[changed_from]
     if progress.slowdown_from is not None:
         # the job did not break in one iteration: it slowed down from here until it was stopped
         onset = max((i for i in sequences if i <= progress.slowdown_from), default=None)
@@ -257,6 +266,22 @@ def _analyse_job(frame: pd.DataFrame, conf: TemporalConfig) -> pd.DataFrame:
     out = pd.DataFrame([[row.get(c) for c in columns] for row in rows], columns=columns, dtype=object)
     log.debug("temporal %s: %s", job_id, json.dumps({"anomalous": anomalous, "failure": failure_iteration}))
     return out
+
+
+def _counted_onset(frame: pd.DataFrame, first: int) -> int:
+    """Where the lasting change of the interval starting at ``first`` began: the interval's
+    closing progress line counts N bad iterations (``bad_count_rules``, 0 < N < its length):
+    closing iteration - N + 1; else ``first`` (the log says no more)."""
+    if "bad_count" not in frame.columns:
+        return first
+    closing = frame.loc[frame["reported"].notna() & (frame["reported"] >= first), ["reported", "bad_count"]]
+    if closing.empty:
+        return first
+    row = closing.sort_values("reported").iloc[0]
+    end, count = int(row["reported"]), row["bad_count"]
+    if pd.notna(count) and 0 < int(count) < end - first + 1:
+        return end - int(count) + 1
+    return first
 
 
 def _by_interval(frame: pd.DataFrame) -> pd.DataFrame:
