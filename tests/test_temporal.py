@@ -414,3 +414,23 @@ def test_lasting_change_is_placed_by_the_counted_bad_iterations(spark):
     flagged = {r.iteration: r.reason for r in iterations.collect() if r.anomalous}
     assert flagged.get(43) == "changed" and min(flagged) == 43
     assert [(r.changed_from, r.failure_iteration) for r in progress.collect()] == [(41, 43)]
+
+
+def test_untimed_progress_bars_are_paced_by_their_own_clock():
+    """HF Trainer's tqdm bars carry no timestamp but their elapsed time: a throttled node's
+    slowdown from step 67 shows on that clock."""
+    import re
+
+    from l4spark.temporal.config import DEFAULT_PROGRESS_CLOCK_RULES
+
+    rule = re.compile(DEFAULT_PROGRESS_CLOCK_RULES[0])
+    assert rule.search(" 99%|█████████ | 30792/30794 [38:46:03<13:21, 400.65s/it]").groups() == ("38", "46", "03")
+    assert rule.search("  3%|▎         | 100/3000 [01:40<48:20,  1.00s/it]").groups() == (None, "01", "40")
+    elapsed, paced = 0.0, []
+    for i in range(1, 121):
+        elapsed += 10.0 if i < 67 else 25.0
+        paced.append((i, elapsed))
+    untimed = [(i, None) for i in range(1, 121)]
+    assert analyse_progress(untimed, last_t=None, first_error_t=None).slowdown_from is None
+    progress = analyse_progress(untimed, last_t=None, first_error_t=None, paced=paced)
+    assert (progress.slowdown_from, progress.failure_iteration, progress.stalled) == (67, 67, False)

@@ -107,6 +107,13 @@ DEFAULT_BAD_COUNT_RULES: tuple[str, ...] = (
     r"number of nan iterations:\s*(\d+)",
 )
 
+# The elapsed time a progress line without a timestamp carries, as (hours, optional), minutes,
+# seconds in groups 1-3: tqdm's "[38:46:03<13:21, 400.65s/it]". It paces a job whose progress
+# lines are untimed (HF Trainer's bars), so that slowdowns show.
+DEFAULT_PROGRESS_CLOCK_RULES: tuple[str, ...] = (
+    r"^\s*\d+%\|[^|]*\|\s*\d+/\d+ \[(?:(\d+):)?(\d+):(\d+)<",
+)
+
 
 @dataclass(frozen=True)
 class TemporalConfig:
@@ -115,6 +122,7 @@ class TemporalConfig:
     counted_iteration_rules: tuple[CountedIterationRule, ...] = DEFAULT_COUNTED_ITERATION_RULES
     elapsed_rules: tuple[str, ...] = DEFAULT_ELAPSED_RULES
     bad_count_rules: tuple[str, ...] = DEFAULT_BAD_COUNT_RULES
+    progress_clock_rules: tuple[str, ...] = DEFAULT_PROGRESS_CLOCK_RULES
     window: int = 10  # previous iterations each iteration is compared with
     sigma: float = 3.0  # anomalous: score < mean - sigma * std
     min_reference: int = 2  # reference iterations an iteration needs before the three-sigma rule judges it
@@ -149,6 +157,7 @@ class TemporalConfig:
         out += [(f"temporal.iteration_rules[{i}].pattern", r.pattern) for i, r in enumerate(self.iteration_rules)]
         out += [(f"temporal.elapsed_rules[{i}]", r) for i, r in enumerate(self.elapsed_rules)]
         out += [(f"temporal.bad_count_rules[{i}]", r) for i, r in enumerate(self.bad_count_rules)]
+        out += [(f"temporal.progress_clock_rules[{i}]", r) for i, r in enumerate(self.progress_clock_rules)]
         for i, rule in enumerate(self.counted_iteration_rules):
             out += [(f"temporal.counted_iteration_rules[{i}].{name}", getattr(rule, name))
                     for name in ("pattern", "interval_pattern", "start_pattern") if getattr(rule, name)]
@@ -159,7 +168,8 @@ def temporal_config_from_mapping(values: dict) -> TemporalConfig:
     """A TemporalConfig from a TOML table: scalars by name; ``stage_rules`` as a list of
     ``{stage, pattern}``, ``iteration_rules`` as a list of ``{pattern}`` and
     ``counted_iteration_rules`` as a list of ``{pattern, interval_pattern, start_pattern}``,
-    ``elapsed_rules`` and ``bad_count_rules`` as lists of regexes (each replaces the default list whole). An unknown key is a ConfigError, a bad value a ValueError, naming it."""
+    ``elapsed_rules``, ``bad_count_rules`` and ``progress_clock_rules`` as lists of regexes (each
+    replaces the default list whole). An unknown key is a ConfigError, a bad value a ValueError, naming it."""
     import dataclasses
 
     from l4spark.config import check_keys
@@ -169,7 +179,7 @@ def temporal_config_from_mapping(values: dict) -> TemporalConfig:
         kwargs["stage_rules"] = tuple(StageRule(str(r["stage"]), str(r["pattern"])) for r in kwargs["stage_rules"])
     if "iteration_rules" in kwargs:
         kwargs["iteration_rules"] = tuple(IterationRule(str(r["pattern"])) for r in kwargs["iteration_rules"])
-    for name in ("elapsed_rules", "bad_count_rules"):
+    for name in ("elapsed_rules", "bad_count_rules", "progress_clock_rules"):
         if name in kwargs:
             kwargs[name] = tuple(str(r) for r in kwargs[name])
     if "counted_iteration_rules" in kwargs:

@@ -136,7 +136,8 @@ class Progress:
 
 
 def analyse_progress(marks: list[tuple[int, float | None]], last_t: float | None, first_error_t: float | None,
-                     conf: TemporalConfig = TemporalConfig(), began_t: float | None = None) -> Progress:
+                     conf: TemporalConfig = TemporalConfig(), began_t: float | None = None,
+                     paced: list[tuple[int, float]] | None = None) -> Progress:
     """Hangs and slowdowns from the progress lines of a job.
 
     ``marks``: (iteration, time) of iteration lines (times of one clock; None or NaN for a line
@@ -147,7 +148,10 @@ def analyse_progress(marks: list[tuple[int, float | None]], last_t: float | None
     (at most to the next progress line; without a time, to the middle of the log interval); a
     slowdown moves it back to where iterations got slow. ``began_t``: when a line says the
     failure began (a watchdog that gave up after N ms); it places the failure even in a stalled
-    job, whose first error comes only when a timeout fires.
+    job, whose first error comes only when a timeout fires. ``paced``: (iteration, seconds on
+    the progress line's own clock: a tqdm bar's elapsed time) for progress lines without a
+    timestamp; when fewer than three progress lines are timed, it gives the pace and slowdowns
+    (not the failure time: that clock is not the job's).
     """
     iterations = sorted({i for i, _ in marks})
     if not iterations:
@@ -157,12 +161,15 @@ def analyse_progress(marks: list[tuple[int, float | None]], last_t: float | None
     stride = int(np.median(steps)) if steps else 1
     # times: progress lines without a timestamp (tqdm bars) still count iterations, not seconds
     marks = sorted({i: t for i, t in marks if t is not None and not math.isnan(t)}.items())
-    per_iter = [(b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(marks, marks[1:])]
+    pace = marks
+    if len(marks) < 3 and paced:
+        pace = sorted({i: t for i, t in paced if t is not None and not math.isnan(t)}.items())
+    per_iter = [(b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(pace, pace[1:])]
     seconds = float(np.median(per_iter)) if per_iter else None
     last_mark_t = marks[-1][1] if marks and marks[-1][0] == last_it else None
     stalled = bool(seconds and last_t is not None and last_mark_t is not None
                    and last_t - last_mark_t > conf.hang_factor * stride * seconds)
-    slowdown = _slowdown_onset(marks, per_iter, stride, conf)
+    slowdown = _slowdown_onset(pace, per_iter, stride, conf)
     failure = last_it + 1
     broke_t = began_t if began_t is not None else (None if stalled else first_error_t)
     if seconds and broke_t is not None and last_mark_t is not None and broke_t > last_mark_t:

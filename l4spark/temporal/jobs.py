@@ -134,6 +134,7 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
                     reported.alias("reported"),
                     (F.coalesce(*elapsed) if elapsed else F.lit(None).cast("double")).alias("elapsed_s"),
                     F.when(reported.isNotNull(), _bad_count(conf)).alias("bad_count"),
+                    F.when(reported.isNotNull() & F.col("ts").isNull(), _progress_clock(conf)).alias("clock_s"),
                     stage_marker(conf, with_iterations=False).isNotNull().alias("stage_mark"),
                     F.coalesce("gated", F.lit(False)).alias("gated"), "end_stage", "broke_any_t", "began_any_t"))
 
@@ -154,6 +155,17 @@ def _bad_count(conf: TemporalConfig):
     counts = [F.when(F.col("message").rlike(rule), F.regexp_extract("message", rule, 1).cast("long"))
               for rule in conf.bad_count_rules]
     return F.coalesce(*counts) if counts else F.lit(None).cast("long")
+
+
+def _progress_clock(conf: TemporalConfig):
+    """Seconds on a progress line's own clock (``progress_clock_rules``: tqdm's elapsed), or null."""
+    def part(rule: str, group: int):
+        return F.regexp_extract("message", rule, group).try_cast("long")
+
+    clocks = [F.when(F.col("message").rlike(rule),
+                     F.coalesce(part(rule, 1), F.lit(0)) * 3600 + part(rule, 2) * 60 + part(rule, 3))
+              for rule in conf.progress_clock_rules]
+    return (F.coalesce(*clocks) if clocks else F.lit(None)).cast("double")
 
 
 def _gave_up(staged: DataFrame, timed: DataFrame, gate: DataFrame, elapsed: list, last_mark: DataFrame) -> DataFrame:
@@ -222,7 +234,10 @@ def _analyse_job(frame: pd.DataFrame, conf: TemporalConfig) -> pd.DataFrame:
     began_any = frame["began_any_t"].dropna() if "began_any_t" in frame.columns else pd.Series(dtype=float)
     broke_t = min([float(t) for t in (breaking.min(), any_rank.min()) if pd.notna(t)], default=None)
     began_t = min([float(t) for t in (began.min(), began_any.min()) if pd.notna(t)], default=None)
-    progress = analyse_progress(marks_list, None if last_t is None else float(last_t), broke_t, conf, began_t)
+    paced = ([(int(i), float(c)) for i, c in frame.loc[frame["reported"].notna() & frame["clock_s"].notna(),
+                                                       ["reported", "clock_s"]].itertuples(index=False)]
+             if "clock_s" in frame.columns else [])
+    progress = analyse_progress(marks_list, None if last_t is None else float(last_t), broke_t, conf, began_t, paced)
 
     after = {s.iteration: aftermath(s.iteration, s.novel, sequences, marks_list, conf)
              for s in scores if s.anomalous or (s.novel and s.below_mean)}
