@@ -152,7 +152,7 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
 
 def _bad_count(conf: TemporalConfig):
     """The bad iterations a progress line counts in its interval (``bad_count_rules``), or null."""
-    counts = [F.when(F.col("message").rlike(rule), F.regexp_extract("message", rule, 1).cast("long"))
+    counts = [F.when(F.col("message").rlike(rule), F.regexp_extract("message", rule, 1).try_cast("long"))
               for rule in conf.bad_count_rules]
     return F.coalesce(*counts) if counts else F.lit(None).cast("long")
 
