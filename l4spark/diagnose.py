@@ -56,6 +56,7 @@ from l4spark.temporal import (
     temporal_events,
     with_stage_and_iteration,
 )
+from l4spark.temporal.lines import STAGED_COLUMNS
 
 log = logging.getLogger(__name__)
 
@@ -456,12 +457,14 @@ def _diagnose_batch(spark: SparkSession, config: Config, job_ids: list[str], reg
     staged = with_stage_and_iteration(events, tconf)
     lines = prepare_lines(staged, offsets, conf, tconf).persist()
     try:
-        return _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs, lines, progress)
+        return _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs, lines, offsets,
+                               progress)
     finally:
         lines.unpersist()
 
 
-def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs, lines, progress) -> dict:
+def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs, lines, offsets,
+                    progress) -> dict:
     storage = config.storage
     # 1. cross-job filter
     pool = read_normal_pool(spark, storage)
@@ -483,7 +486,8 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     spatial = spatial_events(node_rows).select("job_id", "event_id", "score").toPandas()
     nodes = node_rows.toPandas()
     # 3. temporal
-    iterations_df, progress_df = analyse_iterations(lines.select(*events.columns), candidate_events, tconf)
+    iterations_df, progress_df = analyse_iterations(lines.select(*STAGED_COLUMNS), candidate_events, tconf,
+                                                    offsets=offsets)
     iterations_df = materialize(iterations_df)
     temporal = temporal_events(lines, iterations_df).select("job_id", "event_id", "score").toPandas()
     points = job_failure_points(lines.select(*events.columns), progress_df).toPandas()

@@ -197,25 +197,26 @@ def _slowdown_onset(marks: list[tuple[int, float]], per_iter: list[float], strid
             slow = float(np.median(later))
             while k > 0 and per_iter[k - 1] > conf.slowdown_band * base:
                 k -= 1
-            return _onset_fit(marks, base, k) if slow > base else int(marks[k][0] + 1)
+            return _onset_fit(marks, per_iter, base, k) if slow > base else int(marks[k][0] + 1)
     return None
 
 
 SPIKE = 1.3
 
 
-def _onset_fit(marks: list[tuple[int, float]], base: float, k: int, before: int = 2, after: int = 4) -> int:
+def _onset_fit(marks: list[tuple[int, float]], pace: list[float], base: float, k: int,
+               before: int = 2, after: int = 4) -> int:
     """The first slow iteration, for a slowdown whose first interval above the band is ``k``
-    (spanning marks[k] -> marks[k + 1]): a change point fitted to the interval durations around
+    (spanning marks[k] -> marks[k + 1], at ``pace[k]`` seconds per iteration): a change point fitted to the interval durations around
     it. Model: an iteration takes ``base`` before the onset ``o`` and ``base + h + s * (i - o)``
     from it (a step, a ramp, or both; h, s >= 0, least squares), fitted over ``before``
     intervals before k and ``after`` from it; ``o`` is searched from the interval before k (a
     ramp's first interval may stay under the band) to the end of interval k, and the best fit
     wins (the earliest on a tie); an interval over ``SPIKE`` x the pace of both neighbours is
-    left out (a checkpoint save or an evaluation lengthens one interval). A ramp's first interval is only a little slow, so placing the
-    onset by that interval's share of the later slowness put it late."""
+    left out (a checkpoint save or an evaluation lengthens one interval). A ramp's first interval
+    is only a little slow, so placing the onset by that interval's share of the later slowness
+    put it late."""
     first, last = max(0, k - before), min(len(marks) - 2, k + after)
-    pace = [(marks[j + 1][1] - marks[j][1]) / (marks[j + 1][0] - marks[j][0]) for j in range(len(marks) - 1)]
     rows = [(np.arange(marks[j][0] + 1, marks[j + 1][0] + 1), marks[j + 1][1] - marks[j][1])
             for j in range(first, last + 1)
             # an interval much slower than both neighbours held a checkpoint save or an evaluation

@@ -66,12 +66,15 @@ def failure_stages(staged: DataFrame, conf: TemporalConfig = TemporalConfig()) -
 
 
 def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
-                       conf: TemporalConfig = TemporalConfig()) -> tuple[DataFrame, DataFrame]:
+                       conf: TemporalConfig = TemporalConfig(),
+                       offsets: DataFrame | None = None) -> tuple[DataFrame, DataFrame]:
     """DTW scores per iteration and progress per job.
 
-    Input: staged events (output of ``with_stage_and_iteration``); ``indicating``: (job_id,
+    Input: staged events (output of ``with_stage_and_iteration``; without its ``ts_next``
+    column, one more sort of the lines computes it); ``indicating``: (job_id,
     event_id) of candidate / failure-indicating events (the cross-job filter's candidates), or
-    None for ``indicating_stand_in``. Output: (iterations, progress).
+    None for ``indicating_stand_in``; ``offsets``: ``node_clock_offsets`` of the events when the
+    caller has them (computed here otherwise). Output: (iterations, progress).
 
     iterations: job_id, iteration, score, anomalous, event_ids (the ``diagnosis_iterations``
     contract), threshold (the job's anomaly line: mean - sigma * std of its judged scores, at
@@ -88,6 +91,10 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
     refined by time), first_anomalous. Jobs without training iterations have no iteration rows
     and null progress fields.
     """
+    if "ts_next" not in staged.columns:  # events staged elsewhere: the next timed line of the file
+        staged = staged.withColumn("ts_next", F.first("ts", ignorenulls=True).over(
+            Window.partitionBy("job_id", "file").orderBy("line_no").rowsBetween(Window.currentRow,
+                                                                                 Window.unboundedFollowing)))
     gate = (indicating if indicating is not None else indicating_stand_in(staged, conf)).select(
         "job_id", "event_id", F.lit(True).alias("gated")).distinct()
     end_stages = F.broadcast(failure_stages(staged, conf).withColumnRenamed("failure_stage", "end_stage"))
@@ -110,18 +117,28 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
         F.regexp_replace("message", _NUMBER, " "), r"[^A-Za-z]+", " ")))
     elapsed = [F.when(F.col("message").rlike(rule), F.regexp_extract("message", rule, 1).cast("double") / 1000.0)
                for rule in conf.elapsed_rules]
-    offsets = F.broadcast(node_clock_offsets(staged, conf))
+    offsets = F.broadcast(offsets if offsets is not None else node_clock_offsets(staged, conf))
     t_job = F.col("ts").cast("double") - F.coalesce("offset_s", F.lit(0.0))
     # when it broke, over every rank (the ranks sampled below may miss the one that failed): the
-    # first line of an indicating event whose first line in the job comes after the last progress line
+    # first line of an indicating event whose first line in the job comes after the last progress
+    # line; and when an operation that timed out after it began (the line's time minus the
+    # duration it states; an untimed line, as PyTorch < 2.2 writes ``[E ProcessGroupNCCL.cpp:523]
+    # ... ran for 1800005 milliseconds``, has the next timed line of its file, an upper bound: the
+    # launcher's teardown follows it at once). One aggregation over the gated lines gives both.
     timed = training.join(offsets, on=["job_id", "node"], how="left")
     last_mark = (timed.where(numbered.isNotNull() | counted_marker(conf)).groupBy("job_id")
                  .agg(F.max(F.col("ts").cast("double")).alias("last_mark_t")))
+    elapsed_s = F.coalesce(*elapsed) if elapsed else F.lit(None).cast("double")
+    gave_up = F.struct((F.col("ts_next").cast("double") - F.coalesce("offset_s", F.lit(0.0))).alias("t"),
+                       elapsed_s.alias("elapsed_s"))
+    after = F.filter("gave_up", lambda g: g["t"] > F.col("last_mark_t"))
     broke = (timed.join(gate, on=["job_id", "event_id"], how="inner").groupBy("job_id", "event_id")
-             .agg(F.min(t_job).alias("first_t"))
-             .join(last_mark, on="job_id", how="inner").where(F.col("first_t") > F.col("last_mark_t"))
-             .groupBy("job_id").agg(F.min("first_t").alias("broke_any_t"))
-             .join(_gave_up(staged, timed, gate, elapsed, last_mark), on="job_id", how="full"))
+             .agg(F.min(t_job).alias("first_t"),
+                  F.collect_list(F.when(elapsed_s.isNotNull(), gave_up)).alias("gave_up"))
+             .join(last_mark, on="job_id", how="inner")
+             .groupBy("job_id")
+             .agg(F.min(F.when(F.col("first_t") > F.col("last_mark_t"), F.col("first_t"))).alias("broke_any_t"),
+                  F.min(F.array_min(F.transform(after, lambda g: g["t"] - g["elapsed_s"]))).alias("began_any_t")))
     rows = (training.join(F.broadcast(ranks), on=["job_id", "rank"], how="inner")
             .join(gate, on=["job_id", "event_id"], how="left")
             .join(end_stages, on="job_id", how="left")
@@ -132,7 +149,7 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
                     F.col("ts").cast("double").alias("t"),
                     t_job.alias("t_job"),
                     reported.alias("reported"),
-                    (F.coalesce(*elapsed) if elapsed else F.lit(None).cast("double")).alias("elapsed_s"),
+                    elapsed_s.alias("elapsed_s"),
                     F.when(reported.isNotNull(), _bad_count(conf)).alias("bad_count"),
                     F.when(reported.isNotNull() & F.col("ts").isNull(), _progress_clock(conf)).alias("clock_s"),
                     stage_marker(conf, with_iterations=False).isNotNull().alias("stage_mark"),
@@ -168,30 +185,6 @@ def _progress_clock(conf: TemporalConfig):
     return (F.coalesce(*clocks) if clocks else F.lit(None)).cast("double")
 
 
-def _gave_up(staged: DataFrame, timed: DataFrame, gate: DataFrame, elapsed: list, last_mark: DataFrame) -> DataFrame:
-    """Per job, ``began_any_t``: the earliest time, over every rank, at which an operation that
-    timed out after the last progress line began (the line's time minus the ``elapsed_rules``
-    duration it states), on the reference clock. A line without a timestamp (PyTorch before 2.2
-    writes ``[E ProcessGroupNCCL.cpp:523] ... ran for 1800005 milliseconds``) takes the time of
-    the next timed line of its file, an upper bound: the launcher's teardown follows it at once."""
-    if not elapsed:
-        return last_mark.select("job_id", F.lit(None).cast("double").alias("began_any_t")).limit(0)
-    lines = (timed.join(gate, on=["job_id", "event_id"], how="inner")
-             .withColumn("elapsed_s", F.coalesce(*elapsed)).where(F.col("elapsed_s").isNotNull())
-             .select("job_id", "file", "line_no", "ts", "offset_s", "elapsed_s"))
-    untimed = lines.where(F.col("ts").isNull()).select("job_id", "file", F.col("line_no").alias("gave_up_line"))
-    next_ts = (staged.where(F.col("ts").isNotNull()).select("job_id", "file", "line_no", "ts")
-               .join(F.broadcast(untimed), on=["job_id", "file"], how="inner")
-               .where(F.col("line_no") > F.col("gave_up_line"))
-               .groupBy("job_id", "file", "gave_up_line").agg(F.min_by("ts", "line_no").alias("next_ts"))
-               .withColumnRenamed("gave_up_line", "line_no"))
-    t_line = F.coalesce("ts", "next_ts").cast("double") - F.coalesce("offset_s", F.lit(0.0))
-    return (lines.join(next_ts, on=["job_id", "file", "line_no"], how="left")
-            .join(last_mark, on="job_id", how="inner")
-            .where(t_line > F.col("last_mark_t"))
-            .groupBy("job_id").agg(F.min(t_line - F.col("elapsed_s")).alias("began_any_t")))
-
-
 def _analyse_job(frame: pd.DataFrame, conf: TemporalConfig) -> pd.DataFrame:
     """One job's iteration rows and progress row (``_RESULT_SCHEMA``) from its training lines.
 
@@ -199,7 +192,7 @@ def _analyse_job(frame: pd.DataFrame, conf: TemporalConfig) -> pd.DataFrame:
     t_job (the reference node's clock), reported, elapsed_s (how long a timed-out operation had
     run, from ``elapsed_rules``), stage_mark, gated, end_stage, and optionally broke_any_t (the
     first indicating line after the last progress line over *all* ranks of the job) and
-    began_any_t (when a timed-out operation began, over all ranks: ``_gave_up``).
+    began_any_t (when a timed-out operation began, over all ranks).
     """
     job_id = frame["job_id"].iloc[0]
     marks_list = [(int(i), float(t) if pd.notna(t) else None)

@@ -21,6 +21,8 @@ from l4spark.temporal.config import TemporalConfig
 
 EVENT_COLUMNS = ["job_id", "node", "rank", "file", "line_no", "ts", "level", "event_id", "message",
                  "stage", "iteration"]
+# with_stage_and_iteration's output: the events columns plus ``ts_next``
+STAGED_COLUMNS = [*EVENT_COLUMNS, "ts_next"]
 
 
 def stage_marker(conf: TemporalConfig, with_iterations: bool = True) -> Column:
@@ -97,7 +99,8 @@ def with_stage_and_iteration(events: DataFrame, conf: TemporalConfig = TemporalC
 
     Input: the ``events`` contract (job_id, node, rank, file, line_no, ts, level, event_id,
     message, stage, iteration; stage/iteration may be null). Output: the same columns, in that
-    order, with
+    order, and ``ts_next`` (the line's timestamp, or for an untimed line the next one below it
+    in its file: an upper bound of when it was printed; null below the file's last timed line), with
     * ``stage``: in files that print iteration lines, the stage started by the last stage
       marker at or before the line; in other files (most ranks print few markers or none), the
       job's stage at the line's clock-corrected time, taken from the markers of all its files,
@@ -116,7 +119,7 @@ def with_stage_and_iteration(events: DataFrame, conf: TemporalConfig = TemporalC
     upto = in_file.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     whole = in_file.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     marked = (
-        _with_counted_marks(events.drop("stage", "iteration"), conf, in_file)
+        _with_counted_marks(events.drop("stage", "iteration", "ts_next"), conf, in_file)
         .withColumn("stage_mark", F.coalesce(stage_marker(conf, with_iterations=False),
                                              F.when(F.col("iter_mark").isNotNull(), F.lit("training"))))
         .withColumn("own_stage", F.last("stage_mark", ignorenulls=True).over(upto))
@@ -148,7 +151,7 @@ def with_stage_and_iteration(events: DataFrame, conf: TemporalConfig = TemporalC
     anchored_out = anchored.select(
         *EVENT_COLUMNS[:9], F.col("own_stage").alias("stage"),
         _iteration_in(F.col("own_stage"), F.coalesce(F.col("own_iter"), F.col("next_iter") - 1),
-                      F.col("iter_mark")).alias("iteration"))
+                      F.col("iter_mark")).alias("iteration"), "ts_next")
 
     unanchored = marked.where(~F.col("file_has_iters"))
     timeline = (
@@ -159,7 +162,7 @@ def with_stage_and_iteration(events: DataFrame, conf: TemporalConfig = TemporalC
                 F.lit(0).alias("is_line"))
     )
     lines_to_align = unanchored.where(F.col("t").isNotNull()).select(
-        *EVENT_COLUMNS[:9], "own_stage", "own_stage_t", "t", F.lit(1).alias("is_line"))
+        *EVENT_COLUMNS[:9], "ts_next", "own_stage", "own_stage_t", "t", F.lit(1).alias("is_line"))
     by_time = (Window.partitionBy("job_id").orderBy("t", "is_line", "file", "line_no")
                .rowsBetween(Window.unboundedPreceding, Window.currentRow))
     aligned = (
@@ -174,11 +177,12 @@ def with_stage_and_iteration(events: DataFrame, conf: TemporalConfig = TemporalC
         .withColumn("stage", F.when(F.col("own_stage").isNull() | (F.col("job_stage_t") > F.col("own_stage_t")),
                                     F.col("job_stage")).otherwise(F.col("own_stage")))
         .select(*EVENT_COLUMNS[:9], "stage",
-                _iteration_in(F.col("stage"), F.col("job_iter"), F.lit(None)).alias("iteration"))
+                _iteration_in(F.col("stage"), F.col("job_iter"), F.lit(None)).alias("iteration"), "ts_next")
     )
     unaligned = unanchored.where(F.col("t").isNull()).select(
-        *EVENT_COLUMNS[:9], F.col("own_stage").alias("stage"), F.lit(None).cast("long").alias("iteration"))
-    return anchored_out.unionByName(aligned).unionByName(unaligned).select(*EVENT_COLUMNS)
+        *EVENT_COLUMNS[:9], F.col("own_stage").alias("stage"), F.lit(None).cast("long").alias("iteration"),
+        "ts_next")
+    return anchored_out.unionByName(aligned).unionByName(unaligned).select(*STAGED_COLUMNS)
 
 
 def _iteration_in(stage: Column, last_completed: Column, reported: Column) -> Column:
