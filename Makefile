@@ -34,7 +34,7 @@ evaluate: setup
 	$(VENV)/bin/l4spark evaluate --fleet out/eval-fleet-$(EVAL_SEED) --json out/eval-$(EVAL_SEED).json
 
 test: setup airflow-setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=20
 
 # The reliability set (docs/reliability.md): bad-input corpus, fuzz tests, regex safety, the
 # warehouse lock, killed and concurrent nightly runs. `make test` runs it too.
