@@ -10,7 +10,7 @@ of a failed stage.
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from typing import Iterator, Mapping, Sequence
 
 from collections import Counter
 
@@ -37,6 +37,7 @@ INGEST_SCHEMA = T.StructType([
     T.StructField("detail", T.StringType(), True),
     T.StructField("n_lines", T.LongType(), True),
     T.StructField("n_bytes", T.LongType(), True),
+    T.StructField("shape_id", T.IntegerType(), True),
 ])
 _ARROW_SCHEMA = pa.schema([
     pa.field("job_id", pa.string(), False),
@@ -50,6 +51,7 @@ _ARROW_SCHEMA = pa.schema([
     pa.field("detail", pa.string()),
     pa.field("n_lines", pa.int64()),
     pa.field("n_bytes", pa.int64()),
+    pa.field("shape_id", pa.int32()),
 ])
 
 
@@ -80,14 +82,18 @@ def plan_read_tasks(files: Sequence[RankFile], conf: IngestConfig, min_tasks: in
 
 
 def read_rank_files(spark: SparkSession, files: Sequence[RankFile], conf: IngestConfig,
-                    raw: bool = True, shape: bool = False, counts_only: bool = False) -> DataFrame:
+                    raw: bool = True, shape: bool = False, counts_only: bool = False,
+                    shape_ids: Mapping[str, int] | None = None) -> DataFrame:
     """Lines of ``files`` with INGEST_SCHEMA columns; quarantine rows have ``issue`` set.
 
     ``raw``: ship each line's text; ``shape``: ship its digit-folded shape (``fold_digits``,
     done here in C on whole blocks, far cheaper than a JVM pass per line). A column not asked
     for is null (quarantine samples always come in ``raw``). ``counts_only``: instead of lines,
     one row per (job, shape) of each task: ``n_lines`` lines, first at (``file``, ``line_no``);
-    the task counts in C, so only distinct shapes cross to the JVM.
+    the task counts in C, so only distinct shapes cross to the JVM. ``shape_ids``: ship each
+    line's ``shape_id``, its shape's number in this mapping (null for a shape it lacks), instead
+    of the shape's text: a dictionary lookup in the task is cheaper than carrying a second copy
+    of every line to the JVM and joining on it there.
     """
     tasks = plan_read_tasks(files, conf, min_tasks=2 * _parallelism(spark))
     limits = ReadLimits(conf.max_line_bytes, conf.read_chunk_bytes, conf.binary_control_share)
@@ -99,7 +105,8 @@ def read_rank_files(spark: SparkSession, files: Sequence[RankFile], conf: Ingest
                 if counts_only:
                     yield from shape_count_batches(tasks[task_id], limits)
                 else:
-                    yield from arrow_batches(tasks[task_id], limits, batch_lines, raw=raw, shape=shape)
+                    yield from arrow_batches(tasks[task_id], limits, batch_lines, raw=raw, shape=shape,
+                                             shape_ids=shape_ids)
 
     return spark.range(0, len(tasks), 1, max(len(tasks), 1)).mapInArrow(read_tasks, INGEST_SCHEMA)
 
@@ -120,8 +127,8 @@ def _cpu_count() -> int:
     return os.cpu_count() or 1
 
 
-def arrow_batches(files: Sequence[RankFile], limits: ReadLimits, batch_lines: int,
-                  raw: bool = True, shape: bool = False) -> Iterator[pa.RecordBatch]:
+def arrow_batches(files: Sequence[RankFile], limits: ReadLimits, batch_lines: int, raw: bool = True,
+                  shape: bool = False, shape_ids: Mapping[str, int] | None = None) -> Iterator[pa.RecordBatch]:
     """Read ``files`` in order into Arrow batches of about ``batch_lines`` rows."""
     columns: dict[str, list] = {name: [] for name in _ARROW_SCHEMA.names}
     for rank_file in files:
@@ -138,7 +145,9 @@ def arrow_batches(files: Sequence[RankFile], limits: ReadLimits, batch_lines: in
             columns["line_no"] += line_nos
             columns["raw"] += lines if raw else [None] * count
             # lines hold no line ends, so one translate over the joined block folds them all
-            columns["shape"] += fold_digits("\n".join(lines)).split("\n") if shape else [None] * count
+            shapes = fold_digits("\n".join(lines)).split("\n") if shape or shape_ids is not None else None
+            columns["shape"] += shapes if shape else [None] * count
+            columns["shape_id"] += map(shape_ids.get, shapes) if shape_ids is not None else [None] * count
             for name in ("issue", "detail", "n_lines", "n_bytes"):
                 columns[name] += [None] * count
             if len(columns["line_no"]) >= batch_lines:
@@ -170,7 +179,7 @@ def shape_count_batches(files: Sequence[RankFile], limits: ReadLimits) -> Iterat
             file, line_no = firsts[shape_text]
             for name, value in (("job_id", job_id), ("node", None), ("rank", None), ("file", file),
                                 ("line_no", line_no), ("raw", None), ("shape", shape_text), ("issue", None),
-                                ("detail", None), ("n_lines", n), ("n_bytes", None)):
+                                ("detail", None), ("n_lines", n), ("n_bytes", None), ("shape_id", None)):
                 columns[name].append(value)
     if columns["job_id"]:
         yield _to_batch(columns)
@@ -188,7 +197,7 @@ def _append_issue(columns: dict[str, list], rank_file: RankFile, issue: Issue) -
     values = {
         "job_id": rank_file.job_id, "node": rank_file.node, "rank": rank_file.rank, "file": rank_file.rel_path,
         "line_no": issue.line_no, "raw": issue.sample, "shape": None, "issue": issue.reason, "detail": issue.detail,
-        "n_lines": issue.n_lines, "n_bytes": issue.n_bytes,
+        "n_lines": issue.n_lines, "n_bytes": issue.n_bytes, "shape_id": None,
     }
     for name, value in values.items():
         columns[name].append(value)

@@ -40,7 +40,7 @@ from l4spark.storage import (
     write_job_rows,
     write_table,
 )
-from l4spark.shapes import shapes_frame, shapes_usable, structure_shapes, with_shape_fields
+from l4spark.shapes import shape_numbers, shapes_frame, shapes_usable, structure_shapes, with_shape_fields
 from l4spark.structure import with_masked, with_structure
 from l4spark.templates import TemplateStore
 
@@ -149,7 +149,8 @@ def _parse_by_shape(spark: SparkSession, config: Config, scan: LayoutScan, store
     summary.seconds["template"] = clock.lap()
     progress(f"templated: {table['masked'].nunique():,} masked messages, {len(store)} events in the store")
 
-    lines = read_rank_files(spark, scan.files, config.ingest, raw=True, shape=True).where(issue.isNull())
+    lines = (read_rank_files(spark, scan.files, config.ingest, raw=True, shape_ids=shape_numbers(table))
+             .where(issue.isNull()))
     shape_rows = shapes_frame(spark, table.drop(columns=["masked"]))
     events = with_shape_fields(lines, shape_rows, _year_reference(scan)).select(*_event_columns())
     write_job_rows(events, config.storage, "events", summary.jobs, set(per_job["job_id"]))

@@ -9,13 +9,14 @@ positions, so the shape's structuring, expressed as parts (literal text or a cha
 the line), rebuilds the line's own ts and message exactly. Masking works on the shape's
 message: the masked text is ``mask(fold_digits(message))`` in every path.
 
-Per line: the reading task folds digits in C over whole blocks (``ingest``), and the JVM does a
-broadcast hash join on the shape and substrings.
+Per line: the reading task folds digits in C over whole blocks and looks the shape's number up
+in a dictionary (``ingest``); the JVM does a broadcast hash join on that number and substrings.
 """
 
 from __future__ import annotations
 
-from typing import Iterable
+import re
+from typing import Iterable, Sequence
 
 import pandas as pd
 import pyarrow as pa
@@ -23,8 +24,18 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from l4spark.config import StructureConfig
-from l4spark.structure import to_timestamp
-from l4spark.textrules import LineStructurer, Masker, MaskRule, fold_digits, is_digit_agnostic, template_parts
+from l4spark.structure import BASE_YEAR, MONTHS, in_reference_year
+from l4spark.textrules import (
+    YEARLESS,
+    LineStructurer,
+    Masker,
+    MaskRule,
+    Part,
+    expand_parts,
+    fold_digits,
+    is_digit_agnostic,
+    template_parts,
+)
 
 # A field is rebuilt from a fixed number of slots, each a literal then a substring of the line:
 # fixed arity keeps the per-line expression a plain concat of substrings, which Spark compiles
@@ -38,9 +49,12 @@ def _slot_fields(field: str) -> list[tuple[str, pa.DataType]]:
                          (f"{field}_len{i}", pa.int32()))]
 
 
-# The broadcast side of the per-line join: one row per shape.
-SHAPE_FIELDS = pa.schema([("shape", pa.string()), ("event_id", pa.string()), ("level", pa.string()),
-                          ("has_ts", pa.bool_()), *_slot_fields("ts"), *_slot_fields("msg")])
+# The broadcast side of the per-line join: one row per shape, keyed by its number (the reading
+# task looks each line's shape up and ships the number, not the text).
+SHAPE_FIELDS = pa.schema([("shape_id", pa.int32()), ("event_id", pa.string()), ("level", pa.string()),
+                          ("has_ts", pa.bool_()), ("ts_yearless", pa.bool_()), *_slot_fields("ts"),
+                          *_slot_fields("msg")])
+_MONTH_HEAD = re.compile(r"^(--|[0-9]{4}-)([A-Za-z]{3})-")
 
 
 def shapes_usable(conf: StructureConfig) -> str | None:
@@ -75,9 +89,67 @@ def structure_shapes(shapes: Iterable[str], conf: StructureConfig, masks: Iterab
     return pd.DataFrame(rows, columns=["shape", "masked", "level", "ts_parts", "msg_parts"])
 
 
-def _slots(field: str, parts: list[tuple[str | None, int, int]]) -> dict:
+def castable_ts_parts(shape: str, parts: Sequence[Part]) -> tuple[list[Part], bool]:
+    """A shape's ts parts rewritten so that Spark's plain cast reads every line of the shape,
+    and whether the time is year-less: a month name becomes its number (``2026-Nov-21`` ->
+    ``2026-11-21``), a year-less time (``--11-26 ...``) is put in ``structure.BASE_YEAR``
+    (moved to its job's year per line by ``structure.in_reference_year``). What is replaced
+    holds no digit in the shape, so it is the same text in every line of the shape. Done once
+    per shape here, so the per-line expression is a cast (``structure.to_timestamp`` does the
+    same per line, for the per-line path)."""
+    text = expand_parts(parts, shape)
+    head = _MONTH_HEAD.match(text)
+    if head and head.group(2).title() in MONTHS:
+        month = f"{MONTHS.index(head.group(2).title()) + 1:02d}"
+        parts = _replaced(parts, shape, head.start(2), head.end(2), month)
+    yearless = expand_parts(parts, shape).startswith(YEARLESS)
+    if yearless:
+        parts = _replaced(parts, shape, 0, 1, str(BASE_YEAR))
+    return _merged(parts), yearless
+
+
+def _replaced(parts: Sequence[Part], shape: str, start: int, end: int, literal: str) -> list[Part]:
+    """``parts`` with the characters [start, end) of their expansion replaced by ``literal``."""
+    def piece(part: Part, i: int, j: int) -> Part:
+        text, a, _ = part
+        return (text[i:j], 0, 0) if text is not None else (None, a + i, a + j)
+
+    out: list[Part] = []
+    position, placed = 0, False
+    for part in parts:
+        size = len(part[0]) if part[0] is not None else part[2] - part[1]
+        if position + size <= start or position >= end:
+            out.append(part)
+        else:
+            if position < start:
+                out.append(piece(part, 0, start - position))
+            if not placed:
+                out.append((literal, 0, 0))
+                placed = True
+            if position + size > end:
+                out.append(piece(part, end - position, size))
+        position += size
+    return out
+
+
+def _merged(parts: Sequence[Part]) -> list[Part]:
+    """Adjacent literals joined, empty literals dropped."""
+    out: list[Part] = []
+    for part in parts:
+        if part[0] == "":
+            continue
+        if part[0] is not None and out and out[-1][0] is not None:
+            out[-1] = (out[-1][0] + part[0], 0, 0)
+        else:
+            out.append(part)
+    return out
+
+
+def _slots(field: str, parts: Sequence[Part]) -> dict:
     """Parts as slot columns: a literal slot has an empty substring, a span slot an empty
     literal (Spark's substring is 1-based); unused slots are empty."""
+    if len(parts) > SLOTS[field]:
+        raise ValueError(f"a shape's {field} has {len(parts)} parts; the shape path holds {SLOTS[field]}")
     row = {}
     for i in range(SLOTS[field]):
         literal, start, end = parts[i] if i < len(parts) else ("", 0, 0)
@@ -94,20 +166,33 @@ def _rebuild(field: str) -> Column:
 
 
 def with_shape_fields(lines: DataFrame, shapes: DataFrame, reference: Column | None = None) -> DataFrame:
-    """Add ``event_id``, ``level``, ``ts``, ``message`` to lines (``raw``, ``shape``) from their
-    shape's row (broadcast). A line whose shape is absent gets nulls (the caller counts them).
+    """Add ``event_id``, ``level``, ``ts``, ``message`` to lines (``raw``, ``shape_id``) from
+    their shape's row (broadcast). A line whose shape is unknown (null ``shape_id``) gets nulls
+    (the caller counts them).
     A year-less time takes its year from ``reference`` (``structure.to_timestamp``)."""
     slot_columns = [name for name in SHAPE_FIELDS.names if name[:3] in ("ts_", "msg")]
+    # two projections: Spark keeps them apart rather than repeat the rebuild in the second
+    ts = F.col("ts")
     return (
-        lines.join(F.broadcast(shapes), on="shape", how="left")
-        .withColumn("ts", to_timestamp(F.when(F.col("has_ts"), _rebuild("ts")), reference))
+        lines.join(F.broadcast(shapes), on="shape_id", how="left")
+        .withColumn("ts", F.when(F.col("has_ts"), _rebuild("ts")).try_cast("timestamp"))
+        .withColumn("ts", F.when(F.col("ts_yearless"), in_reference_year(ts, reference)).otherwise(ts))
         .withColumn("message", _rebuild("msg"))
         .drop("has_ts", *slot_columns)
     )
 
 
 def shapes_frame(spark: SparkSession, table: pd.DataFrame) -> DataFrame:
-    """The shape rows (with their ``event_id``) as a Spark DataFrame, through Arrow."""
-    rows = [{"shape": r.shape, "event_id": r.event_id, "level": r.level, "has_ts": bool(r.ts_parts),
-             **_slots("ts", r.ts_parts), **_slots("msg", r.msg_parts)} for r in table.itertuples()]
+    """The shape rows (with their ``event_id``) as a Spark DataFrame, through Arrow; a shape's
+    ``shape_id`` is its position in ``table`` (``shape_numbers``)."""
+    rows = []
+    for i, r in enumerate(table.itertuples()):
+        ts_parts, yearless = castable_ts_parts(r.shape, r.ts_parts)
+        rows.append({"shape_id": i, "event_id": r.event_id, "level": r.level, "has_ts": bool(ts_parts),
+                     "ts_yearless": yearless, **_slots("ts", ts_parts), **_slots("msg", r.msg_parts)})
     return spark.createDataFrame(pa.Table.from_pylist(rows, schema=SHAPE_FIELDS))
+
+
+def shape_numbers(table: pd.DataFrame) -> dict[str, int]:
+    """Each shape of ``table`` (``structure_shapes``' output) and its ``shape_id``."""
+    return {shape: i for i, shape in enumerate(table["shape"])}

@@ -31,7 +31,7 @@ from l4spark.textrules import (
 
 # What an absent optional group leaves at the end of a ts text (textrules.clean_ts).
 _TS_TAIL = r"[. -]+$"
-_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 # A year-less time more than this far from the job's reference time is in the year before or after.
 _HALF_YEAR_DAYS = 183
 
@@ -42,7 +42,7 @@ def with_structure(lines: DataFrame, conf: StructureConfig, reference: Column | 
     Input column: ``raw`` (string). A line that no header rule matches keeps its peeled text
     as ``message`` with a null level; ``ts`` is the header's time, else the wrapper's, else
     null (continuation lines such as tracebacks have none). A null ``raw`` gives nulls. A
-    header time without a year takes it from ``reference`` (see ``to_timestamp``).
+    header time without a year takes it from ``reference`` (see ``with_timestamp``).
     """
     raw = F.col("raw")
     wrapper_ts = _first_nonempty(
@@ -71,44 +71,71 @@ def with_structure(lines: DataFrame, conf: StructureConfig, reference: Column | 
         .withColumn("_peeled", peeled)
         .withColumn("_headed", headed)
         .withColumn("_parts", F.split(F.col("_headed"), FIELD_SEP, 3))
-        .withColumn("ts", to_timestamp(ts_text, reference))
+        .transform(lambda frame: with_timestamp(frame, ts_text, reference))
         .withColumn("level", F.when(matched & (level_text != ""), _normalize_level(level_text, conf.levels)))
         .withColumn("message", F.when(matched, parts.getItem(2)).otherwise(F.col("_peeled")))
         .drop("_wrapper_ts", "_peeled", "_headed", "_parts")
     )
 
 
-def to_timestamp(ts_text: Column, reference: Column | None = None) -> Column:
-    """A ts text as a timestamp (UTC session time zone), null when it is not a time.
+def with_timestamp(lines: DataFrame, ts_text: Column, reference: Column | None = None,
+                   name: str = "ts") -> DataFrame:
+    """Add ``name``: ``ts_text`` as a timestamp (UTC session time zone), null when it is not a time.
 
     Besides what Spark casts, two forms that log headers write: a month name
     (``2026-Nov-21 09:12:13``, dmesg -T) and no year (``--11-26 18:02:25.2``, ``--Nov-21 ...``:
-    glog, c10, syslog). A year-less time takes the year of ``reference`` (a timestamp column:
-    the job's start), moved to the year before or after when that puts it within half a year
-    of the reference (a job started on 31 December logs ``--01-01``). No reference: the
-    current time, as syslog readers do. Only texts the plain cast refuses take the slow path.
+    glog, c10, syslog). A year-less time takes the year of ``reference`` (``in_reference_year``).
+    Only texts the plain cast refuses take the slow path (a regex and a month lookup). Staged
+    columns: each expression is evaluated once per line, and the stage's generated code stays
+    small enough for the JVM to compile (``in_reference_year``).
+    """
+    staged = {part: f"_{name}_{part}" for part in ("text", "fast", "numeric", "slow")}
+    text, fast, numeric, slow = (F.col(column) for column in staged.values())
+    head = F.regexp_extract(text, r"^(--|[0-9]{4}-)[A-Za-z]{3}-", 1)
+    month = F.try_element_at(F.create_map(*[F.lit(x) for i, month_name in enumerate(MONTHS)
+                                            for x in (month_name, f"{i + 1:02d}")]),
+                             F.initcap(text.substr(F.length(head) + 1, F.lit(3))))
+    yearless = numeric.startswith(YEARLESS)
+    return (
+        lines
+        .withColumn(staged["text"], ts_text)
+        .withColumn(staged["fast"], text.try_cast("timestamp"))
+        .withColumn(staged["numeric"], F.when(fast.isNull() & text.isNotNull(), F.when(
+            head != "", F.concat(head, month, text.substr(F.length(head) + 4, F.lit(1 << 20)))).otherwise(text)))
+        .withColumn(staged["slow"], F.when(yearless, F.concat(F.lit(str(BASE_YEAR)), numeric.substr(
+            F.lit(2), F.lit(1 << 20)))).otherwise(numeric).try_cast("timestamp"))
+        .withColumn(name, F.coalesce(fast, F.when(yearless, in_reference_year(slow, reference)).otherwise(slow)))
+        .drop(*staged.values())
+    )
+
+
+# A year-less time is cast in this leap year (so that 29 February parses), then moved.
+BASE_YEAR = 2000
+
+
+def in_reference_year(ts: Column, reference: Column | None = None) -> Column:
+    """``ts``, a year-less time cast in ``BASE_YEAR``, moved to the year of ``reference`` (a
+    timestamp column: the job's start), or to the year before or after when that puts it within
+    half a year of the reference (a job started on 31 December logs ``--01-01``). No reference:
+    the current time, as syslog readers do. 29 February in a year that has none: null.
+
+    Timestamp arithmetic only, so that the per-line expression stays small: Spark compiles a
+    stage into one Java method, and the JVM does not JIT a method past 8000 bytes of bytecode
+    (a three-way cast of the rebuilt text made the shape path's write 20 s slower on the
+    bench fleet, `docs/parsing.md`).
     """
     reference = F.current_timestamp() if reference is None else F.coalesce(reference, F.current_timestamp())
-    head = F.regexp_extract(ts_text, r"^(--|[0-9]{4}-)[A-Za-z]{3}-", 1)
-    month = F.try_element_at(F.create_map(*[F.lit(x) for i, name in enumerate(_MONTHS)
-                                            for x in (name, f"{i + 1:02d}")]),
-                             F.initcap(ts_text.substr(F.length(head) + 1, F.lit(3))))
-    numeric = F.when(head != "", F.concat(head, month, ts_text.substr(F.length(head) + 4, F.lit(1 << 20)))) \
-        .otherwise(ts_text)
-    year = F.year(reference)
 
-    def in_year(offset: int) -> Column:
-        return F.concat((year + offset).cast("string"), numeric.substr(F.lit(2), F.lit(1 << 20))).try_cast("timestamp")
+    def moved(years: int) -> Column:
+        return ts + F.make_ym_interval(F.year(reference) - BASE_YEAR + years, F.lit(0))
 
-    same_year = in_year(0)
     half_year = F.expr(f"INTERVAL {_HALF_YEAR_DAYS} DAYS")
-    yearless = (
-        F.when(same_year > reference + half_year, in_year(-1))
-        .when(same_year < reference - half_year, in_year(1))
-        .otherwise(same_year)
-    )
-    slow = F.when(numeric.startswith(YEARLESS), yearless).otherwise(numeric.try_cast("timestamp"))
-    return F.coalesce(ts_text.try_cast("timestamp"), F.when(ts_text.isNotNull(), slow))
+    same_year = moved(0)
+    result = (F.when(same_year > reference + half_year, moved(-1))
+              .when(same_year < reference - half_year, moved(1))
+              .otherwise(same_year))
+    # adding years to 29 February gives 28 February in a common year: that day is no time
+    return F.when(F.dayofmonth(result) == F.dayofmonth(ts), result)
 
 
 def with_masked(lines: DataFrame, masks: Sequence[MaskRule], fold_digits: bool = True) -> DataFrame:

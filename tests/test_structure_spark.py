@@ -82,6 +82,8 @@ def test_yearless_header_times_take_the_year_of_the_reference(spark, default_con
         ("2026-11-20T01:00:01Z stdout F [default0]:E1120 01:00:09.000000 1 a.cpp:1] wrapped", "2026-11-20 00:00:00",
          datetime(2026, 11, 20, 1, 0, 1)),
         ("[default5]:[W compiler_depend.ts:164] Warning: no time at all", "2026-11-20 00:00:00", None),
+        ("E0229 12:00:00.000000 1 a.cpp:1] leap day", "2028-02-01 00:00:00", datetime(2028, 2, 29, 12, 0)),
+        ("E0229 12:00:00.000000 1 a.cpp:1] no leap day in 2027", "2027-01-10 00:00:00", None),
     ]
     frame = spark.createDataFrame([(i, raw, start) for i, (raw, start, _) in enumerate(cases)],
                                   "i int, raw string, start string")
@@ -92,3 +94,38 @@ def test_yearless_header_times_take_the_year_of_the_reference(spark, default_con
     glog = spark.createDataFrame([("E0615 12:00:00.000000 1 a.cpp:1] x",)], "raw string")
     ts = glog.transform(lambda df: with_structure(df, default_config.structure)).first().ts
     assert ts is not None and abs((ts - datetime.now()).days) <= 366
+
+
+def test_shape_path_times_equal_the_per_line_times(spark, default_config):
+    """The shape path makes month names and year-less times castable once per shape
+    (``shapes.castable_ts_parts``); every line then gets the time the per-line path gives it."""
+    from pyspark.sql import functions as F
+
+    from l4spark.shapes import shape_numbers, shapes_frame, structure_shapes, with_shape_fields
+
+    s = default_config.structure
+    raws = [raw for raw, _ in CORPUS] + EXTRA + [
+        "Feb 29 23:59:58 gpu-017 kernel: leap day", "Dec 31 23:59:58 gpu-017 kernel: the year before",
+        "[Mon Feb 29 09:12:13 2028] mlx5_core: month name, leap day", "[Tue Mar 01 09:12:13 2027] mlx5_core: x",
+        "E0101 00:00:04.871212 1 a.cpp:1] next year", "I0229 01:02:03.5 1 a.cpp:1] leap",
+        "2026-11-20T01:00:01Z stdout F [default0]:E1120 01:00:09.000000 1 a.cpp:1] wrapper time wins",
+    ]
+    starts = ["2026-12-31 23:50:00", "2028-01-15 00:00:00", "2027-06-30 00:00:00"]
+    table = structure_shapes(sorted({fold_digits(raw) for raw in raws}), s, default_config.masking)
+    table["event_id"] = "E"
+    numbers = shape_numbers(table)
+    lines = spark.createDataFrame(
+        [(i * 100 + j, raw, numbers[fold_digits(raw)], start) for j, start in enumerate(starts)
+         for i, raw in enumerate(raws)], "i int, raw string, shape_id int, start string")
+    reference = F.col("start").cast("timestamp")
+    by_shape = with_shape_fields(lines, shapes_frame(spark, table.drop(columns=["masked"])), reference)
+    per_line = with_structure(lines, s, reference)
+    got = {r.i: (r.ts, r.message) for r in by_shape.collect()}
+    expected = {r.i: (r.ts, r.message) for r in per_line.collect()}
+    assert got == expected
+    # 29 February: dmesg -T's carries its year (2028: a time with every start); the year-less
+    # syslog and glog lines are in 2028 only with the start in 2028, else they have no time
+    leap = {(r.raw.split()[0], r.start[:4]): r.ts for r in by_shape.where(F.col("raw").contains("leap")).collect()}
+    assert {key for key, ts in leap.items() if ts is not None} == {
+        ("[Mon", "2026"), ("[Mon", "2028"), ("[Mon", "2027"), ("Feb", "2028"), ("I0229", "2028")}
+    assert leap[("Feb", "2028")] == datetime(2028, 2, 29, 23, 59, 58)
