@@ -205,7 +205,7 @@ def _parse_per_line(spark: SparkSession, config: Config, scan: LayoutScan, store
 
 def _year_reference(scan: LayoutScan) -> Column | None:
     """Per line, the time that gives a year-less header time its year: its job's start (else
-    end) in job.json. A job without either falls back to the run's time (structure.to_timestamp)."""
+    end) in job.json. A job without either falls back to the run's time (structure.in_reference_year)."""
     times = {job_id: _utc(meta.start_time) or _utc(meta.end_time) for job_id, meta in scan.jobs.items()}
     pairs = [(job_id, t.isoformat(sep=" ")) for job_id, t in sorted(times.items()) if t is not None]
     if not pairs:

@@ -95,7 +95,7 @@ def castable_ts_parts(shape: str, parts: Sequence[Part]) -> tuple[list[Part], bo
     ``2026-11-21``), a year-less time (``--11-26 ...``) is put in ``structure.BASE_YEAR``
     (moved to its job's year per line by ``structure.in_reference_year``). What is replaced
     holds no digit in the shape, so it is the same text in every line of the shape. Done once
-    per shape here, so the per-line expression is a cast (``structure.to_timestamp`` does the
+    per shape here, so the per-line expression is a cast (``structure.with_timestamp`` does the
     same per line, for the per-line path)."""
     text = expand_parts(parts, shape)
     head = _MONTH_HEAD.match(text)
@@ -169,7 +169,7 @@ def with_shape_fields(lines: DataFrame, shapes: DataFrame, reference: Column | N
     """Add ``event_id``, ``level``, ``ts``, ``message`` to lines (``raw``, ``shape_id``) from
     their shape's row (broadcast). A line whose shape is unknown (null ``shape_id``) gets nulls
     (the caller counts them).
-    A year-less time takes its year from ``reference`` (``structure.to_timestamp``)."""
+    A year-less time takes its year from ``reference`` (``structure.in_reference_year``)."""
     slot_columns = [name for name in SHAPE_FIELDS.names if name[:3] in ("ts_", "msg")]
     # two projections: Spark keeps them apart rather than repeat the rebuild in the second
     ts = F.col("ts")

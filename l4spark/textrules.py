@@ -14,7 +14,7 @@ Structuring a line (both engines):
 3. ts: the header's time, else the wrapper's. A header time without a year (glog, c10, syslog
    write none) is written ``--MM-DD hh:mm:ss`` (ISO 8601's year-less form; ``--Nov-21`` with a
    month name is accepted too) and yields to a wrapper time; the year comes later, from the
-   job (``structure.to_timestamp``).
+   job (``structure.in_reference_year``).
 """
 
 from __future__ import annotations
