@@ -131,12 +131,13 @@ def arrow_batches(files: Sequence[RankFile], limits: ReadLimits, batch_lines: in
                   shape: bool = False, shape_ids: Mapping[str, int] | None = None) -> Iterator[pa.RecordBatch]:
     """Read ``files`` in order into Arrow batches of about ``batch_lines`` rows."""
     columns: dict[str, list] = {name: [] for name in _ARROW_SCHEMA.names}
+    fold = shape or shape_ids is not None
     for rank_file in files:
-        for item in read_lines(rank_file, limits):
+        for item in read_lines(rank_file, limits, fold=fold):
             if isinstance(item, Issue):
                 _append_issue(columns, rank_file, item)
                 continue
-            line_nos, lines = _kept_lines(*item)
+            line_nos, lines, shapes = _kept_lines(*item, fold=fold)
             count = len(lines)
             columns["job_id"] += [rank_file.job_id] * count
             columns["node"] += [rank_file.node] * count
@@ -144,8 +145,6 @@ def arrow_batches(files: Sequence[RankFile], limits: ReadLimits, batch_lines: in
             columns["file"] += [rank_file.rel_path] * count
             columns["line_no"] += line_nos
             columns["raw"] += lines if raw else [None] * count
-            # lines hold no line ends, so one translate over the joined block folds them all
-            shapes = fold_digits("\n".join(lines)).split("\n") if shape or shape_ids is not None else None
             columns["shape"] += shapes if shape else [None] * count
             columns["shape_id"] += map(shape_ids.get, shapes) if shape_ids is not None else [None] * count
             for name in ("issue", "detail", "n_lines", "n_bytes"):
@@ -162,12 +161,11 @@ def shape_count_batches(files: Sequence[RankFile], limits: ReadLimits) -> Iterat
     by_job: dict[str, tuple[Counter, dict]] = {}
     for rank_file in files:
         counts, firsts = by_job.setdefault(rank_file.job_id, (Counter(), {}))
-        for item in read_lines(rank_file, limits):
+        for item in read_lines(rank_file, limits, fold=True):
             if isinstance(item, Issue):
                 _append_issue(columns, rank_file, item)
                 continue
-            line_nos, lines = _kept_lines(*item)
-            shapes = fold_digits("\n".join(lines)).split("\n")
+            line_nos, _, shapes = _kept_lines(*item, fold=True)
             counts.update(shapes)
             # files come in path order and blocks in line order, so the first block that shows a
             # shape holds its first line; zip over reversed lists lets the dict keep the earliest
@@ -185,12 +183,19 @@ def shape_count_batches(files: Sequence[RankFile], limits: ReadLimits) -> Iterat
         yield _to_batch(columns)
 
 
-def _kept_lines(first: int, lines: list[str | None]) -> tuple[Sequence[int], list[str]]:
-    """Line numbers and texts of a block, without its set-aside (None) lines."""
-    if None not in lines:
-        return range(first, first + len(lines)), lines
-    numbered = [(first + i, line) for i, line in enumerate(lines) if line is not None]
-    return [n for n, _ in numbered], [line for _, line in numbered]
+def _kept_lines(first: int, lines: list[str | None], shapes: list[str] | None,
+                fold: bool = False) -> tuple[Sequence[int], list[str], list[str] | None]:
+    """Line numbers, texts and (``fold``) shapes of a block, without its set-aside (None) lines.
+    Shapes the reader did not fold (a block off its fast path) are folded here."""
+    if None in lines:
+        numbered = [(first + i, line) for i, line in enumerate(lines) if line is not None]
+        line_nos, lines, shapes = [n for n, _ in numbered], [line for _, line in numbered], None
+    else:
+        line_nos = range(first, first + len(lines))
+    if fold and shapes is None:
+        # lines hold no line ends, so one translate over the joined block folds them all
+        shapes = fold_digits("\n".join(lines)).split("\n") if lines else []
+    return line_nos, lines, shapes
 
 
 def _append_issue(columns: dict[str, list], rank_file: RankFile, issue: Issue) -> None:

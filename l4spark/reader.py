@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import BinaryIO, Iterator
 
 from l4spark.layout import Issue, RankFile
+from l4spark.textrules import DIGIT_BYTES
 
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffd]")
 # control bytes (tab, line ends excepted): a chunk holding none takes the fast path
@@ -61,20 +62,23 @@ class _IssueCounter:
         return list(self._by_reason.values())
 
 
-def read_lines(rank_file: RankFile, limits: ReadLimits) -> Iterator[tuple[int, list[str | None]] | Issue]:
-    """Yield ``(first_line_no, lines)`` blocks in file order, then the file's Issues.
+def read_lines(rank_file: RankFile, limits: ReadLimits,
+               fold: bool = False) -> Iterator[tuple[int, list[str | None], list[str] | None] | Issue]:
+    """Yield ``(first_line_no, lines, shapes)`` blocks in file order, then the file's Issues.
 
     Line numbers start at 1 and count every line of the file; a set-aside line is None in its
-    block, so the numbers of the others stay exact.
+    block, so the numbers of the others stay exact. ``fold``: ``shapes`` holds each line's
+    ``textrules.fold_digits`` when the block took the fast path (folded on the bytes before
+    decoding: no second encode of the text); otherwise, and without ``fold``, it is None.
     """
     counter = _IssueCounter(rank_file)
     saw_bytes = False
     try:
         with _open(rank_file) as stream:
-            for block_start, lines, saw in _blocks(stream, limits, counter):
+            for block_start, lines, shapes, saw in _blocks(stream, limits, counter, fold):
                 saw_bytes = saw_bytes or saw
                 if lines:
-                    yield block_start, lines
+                    yield block_start, lines, shapes
     except EOFError as exc:
         counter.add("gzip_truncated", f"compressed stream ends early ({exc}); lines before the cut are kept",
                     n_lines=0)
@@ -154,9 +158,9 @@ class _GzipStream:
             return False
 
 
-def _blocks(stream: BinaryIO, limits: ReadLimits,
-            counter: _IssueCounter) -> Iterator[tuple[int, list[str | None], bool]]:
-    """Yield (first_line_no, lines, read_any_bytes) per chunk, in bounded memory."""
+def _blocks(stream: BinaryIO, limits: ReadLimits, counter: _IssueCounter,
+            fold: bool) -> Iterator[tuple[int, list[str | None], list[str] | None, bool]]:
+    """Yield (first_line_no, lines, shapes, read_any_bytes) per chunk, in bounded memory."""
     line_no = 1
     pending = b""
     skipping_from: int | None = None  # line number of an overlong line being discarded
@@ -170,7 +174,7 @@ def _blocks(stream: BinaryIO, limits: ReadLimits,
         if skipping_from is not None:
             end = _line_end(chunk)
             if end < 0 and not eof:
-                yield line_no, [], True
+                yield line_no, [], None, True
                 continue
             drop_lf = end == len(chunk) - 1 and chunk.endswith(b"\r")
             chunk = chunk[end + 1:] if end >= 0 else b""
@@ -182,11 +186,11 @@ def _blocks(stream: BinaryIO, limits: ReadLimits,
             cut = max(data.rfind(b"\n"), data.rfind(b"\r", 0, len(data) - 1))
             complete, pending = data[:cut + 1], data[cut + 1:]
         if complete:
-            lines = _split(complete, line_no, limits, counter)
-            yield line_no, lines, True
+            lines, shapes = _split(complete, line_no, limits, counter, fold)
+            yield line_no, lines, shapes, True
             line_no += len(lines)
         elif chunk:
-            yield line_no, [], True
+            yield line_no, [], None, True
         if len(pending) > limits.max_line_bytes:
             counter.add("line_too_long", f"line longer than {limits.max_line_bytes} bytes set aside",
                         line_no=line_no, sample=pending[:SAMPLE_CHARS].decode("utf-8", "replace"))
@@ -207,19 +211,33 @@ def _line_end(chunk: bytes) -> int:
     return end + 1 if chunk[end:end + 2] == b"\r\n" else end
 
 
-def _split(complete: bytes, first_line: int, limits: ReadLimits, counter: _IssueCounter) -> list[str | None]:
-    """The lines of ``complete`` (which ends at a line end, or at the end of the file)."""
-    raw_lines = complete.splitlines()
+def _split(complete: bytes, first_line: int, limits: ReadLimits, counter: _IssueCounter,
+           fold: bool = False) -> tuple[list[str | None], list[str] | None]:
+    """The lines of ``complete`` (which ends at a line end, or at the end of the file), and
+    with ``fold`` on the fast path their digit-folded shapes."""
     # deleting the control bytes is 4x faster than a regex search for them
-    no_control = len(complete.translate(None, _CONTROL_BYTES)) == len(complete)
-    if no_control and max(map(len, raw_lines), default=0) <= limits.max_line_bytes:
+    if len(complete.translate(None, _CONTROL_BYTES)) == len(complete):
         try:
-            text = complete.decode("utf-8")
+            lines = _text_lines(complete.decode("utf-8"))
         except UnicodeDecodeError:
             pass
         else:
-            return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")[:len(raw_lines)]
-    return _split_slow(raw_lines, first_line, limits, counter)
+            # a character takes at most 4 bytes: count the bytes only when that bound is too loose
+            if (max(map(len, lines), default=0) * 4 <= limits.max_line_bytes
+                    or max(map(len, complete.splitlines())) <= limits.max_line_bytes):
+                # a UTF-8 sequence holds no ASCII digit byte: folding the bytes folds the characters
+                return lines, _text_lines(complete.translate(DIGIT_BYTES).decode("utf-8")) if fold else None
+    return _split_slow(complete.splitlines(), first_line, limits, counter), None
+
+
+def _text_lines(text: str) -> list[str]:
+    """``text`` split at \\n, \\r\\n and lone \\r, as ``bytes.splitlines`` does (no empty last line)."""
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    lines = text.split("\n")
+    if text.endswith("\n"):
+        lines.pop()
+    return lines
 
 
 def _split_slow(raw_lines: list[bytes], first_line: int, limits: ReadLimits, counter: _IssueCounter) -> list[str | None]:

@@ -36,7 +36,7 @@ FIELD_SEP = "\x01"
 YEARLESS = "--"
 
 
-_DIGIT_BYTES = bytes.maketrans(b"123456789", b"000000000")
+DIGIT_BYTES = bytes.maketrans(b"123456789", b"000000000")
 
 
 def fold_digits(text: str) -> str:
@@ -45,7 +45,7 @@ def fold_digits(text: str) -> str:
     # on the UTF-8 bytes: str.translate leaves its fast path for the whole text at the first
     # non-ASCII character (a tqdm bar), 6x slower on the bench fleet; a UTF-8 sequence holds no
     # ASCII digit byte, so the bytes fold exactly the characters 1-9
-    return text.encode("utf-8", "surrogatepass").translate(_DIGIT_BYTES).decode("utf-8", "surrogatepass")
+    return text.encode("utf-8", "surrogatepass").translate(DIGIT_BYTES).decode("utf-8", "surrogatepass")
 
 
 _DIGIT_NEUTRAL = re.compile(r"\\d|0-9|\\[xu][0-9a-fA-F]+|\{[0-9,]*\}|\\[1-9]")

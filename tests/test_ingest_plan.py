@@ -1,10 +1,12 @@
-"""Read-task planning: job-contiguous tasks of bounded size, every file exactly once."""
+"""Read tasks: planning (job-contiguous tasks of bounded size, every file exactly once) and
+what a task yields for blocks whose lines are all set aside."""
 
 from __future__ import annotations
 
 from l4spark.config import IngestConfig
-from l4spark.ingest import plan_read_tasks
+from l4spark.ingest import arrow_batches, plan_read_tasks, shape_count_batches
 from l4spark.layout import RankFile
+from l4spark.reader import ReadLimits
 
 
 def files(job: str, n: int, size: int) -> list[RankFile]:
@@ -28,3 +30,24 @@ def test_gz_files_weigh_their_expansion():
     packed = [RankFile(f.job_id, f.node, f.rank, f.path + ".gz", f.rel_path + ".gz", f.size)
               for f in files("j", 8, 8_000_000)]
     assert len(plain) == 1 and len(plan_read_tasks(packed, IngestConfig(target_task_bytes=64_000_000))) == 8
+
+
+def test_a_block_of_only_set_aside_lines_yields_only_its_issue(tmp_path):
+    """A chunk whose every line is set aside (a binary dump written as a rank file, an overlong
+    line) has no shape: pass 1 once counted an empty shape for it and failed the batch."""
+    dump = tmp_path / "rank-0.log"
+    dump.write_bytes(b"\x00\x01\x02core\x00\n" * 3 + b"x" * 100 + b"\n")
+    mixed = tmp_path / "rank-1.log"
+    mixed.write_bytes(b"\x00\x01\x02core\x00\n" + b"step 12 ok\n" * 2)
+    rank_files = [RankFile("j", "n", r, str(p), f"j/n/{p.name}", p.stat().st_size) for r, p in enumerate((dump, mixed))]
+    limits = ReadLimits(max_line_bytes=64, chunk_bytes=16, binary_control_share=0.3)
+
+    counted = [row for batch in shape_count_batches(rank_files, limits) for row in batch.to_pylist()]
+    shapes = {row["shape"]: row["n_lines"] for row in counted if row["issue"] is None}
+    assert shapes == {"step 00 ok": 2}
+    assert sorted((row["file"], row["issue"], row["n_lines"]) for row in counted if row["issue"]) == [
+        ("j/n/rank-0.log", "binary_line", 3), ("j/n/rank-0.log", "line_too_long", 1), ("j/n/rank-1.log", "binary_line", 1)]
+
+    rows = [row for batch in arrow_batches(rank_files, limits, 2, shape_ids={"step 00 ok": 5}) for row in batch.to_pylist()]
+    lines = [(row["file"], row["line_no"], row["raw"], row["shape_id"]) for row in rows if row["issue"] is None]
+    assert lines == [("j/n/rank-1.log", 2, "step 12 ok", 5), ("j/n/rank-1.log", 3, "step 12 ok", 5)]

@@ -21,7 +21,7 @@ def read_all(path: Path, **limits) -> tuple[list[tuple[int, str]], list[Issue]]:
         if isinstance(item, Issue):
             issues.append(item)
         else:
-            first, block = item
+            first, block, _ = item
             lines += [(first + i, text) for i, text in enumerate(block) if text is not None]
     return lines, issues
 

@@ -43,6 +43,34 @@ def structurer():
 # ---- reading: every line keeps its number and its text, or is counted as set aside ---------
 
 
+text_bodies = st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=40)
+
+
+@FAST
+@given(records=st.lists(st.tuples(text_bodies, st.sampled_from(["\n", "\r\n", "\r"])), max_size=12),
+       tail=text_bodies, chunk=st.integers(1, 200), max_line=st.integers(4, 400))
+def test_reader_fast_path_lines_and_shapes(tmp_path_factory, records, tail, chunk, max_line):
+    """Text without control bytes (the fast path when no line is too long): the lines are the
+    file's lines, and the shapes folded on the bytes are the lines' ``fold_digits``."""
+    data = ("".join(body + end for body, end in records) + tail).encode("utf-8")
+    path = tmp_path_factory.mktemp("t") / "rank-0.log"
+    path.write_bytes(data)
+    rank_file = RankFile("j", "n", 0, str(path), "j/n/rank-0.log", len(data))
+    long_lines = [line for line in data.splitlines() if len(line) > max_line]
+    kept, folded_blocks = [], 0
+    for item in read_lines(rank_file, ReadLimits(max_line, chunk, 0.3), fold=True):
+        if isinstance(item, tuple):
+            first, block, shapes = item
+            assert long_lines or first == len(kept) + 1
+            if shapes is not None:
+                folded_blocks += 1
+                assert shapes == [fold_digits(text) for text in block]
+            kept += block
+    if not long_lines:
+        assert kept == [line.decode("utf-8") for line in data.splitlines()]
+        assert folded_blocks > 0 or not data
+
+
 @FAST
 @given(records=st.lists(st.tuples(st.binary(max_size=40), st.sampled_from([b"\n", b"\r\n", b"\r"])), max_size=12),
        tail=st.binary(max_size=20), chunk=st.integers(1, 50), max_line=st.integers(4, 60))
@@ -54,9 +82,11 @@ def test_reader_accounts_for_every_line(tmp_path_factory, records, tail, chunk, 
     kept: dict[int, str] = {}
     set_aside_numbers: set[int] = set()
     issues = []
-    for item in read_lines(rank_file, ReadLimits(max_line, chunk, 0.3)):
+    for item in read_lines(rank_file, ReadLimits(max_line, chunk, 0.3), fold=True):
         if isinstance(item, tuple):
-            first, block = item
+            first, block, shapes = item
+            # the fast path's byte-folded shapes are exactly the lines' fold_digits
+            assert shapes is None or shapes == [fold_digits(text) for text in block]
             for offset, text in enumerate(block):
                 (set_aside_numbers.add if text is None else lambda n: kept.__setitem__(n, text))(first + offset)
         else:
