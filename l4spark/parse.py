@@ -206,11 +206,15 @@ def _parse_per_line(spark: SparkSession, config: Config, scan: LayoutScan, store
 def _year_reference(scan: LayoutScan) -> Column | None:
     """Per line, the time that gives a year-less header time its year: its job's start (else
     end) in job.json. A job without either falls back to the run's time (structure.in_reference_year)."""
-    times = {job_id: _utc(meta.start_time) or _utc(meta.end_time) for job_id, meta in scan.jobs.items()}
+    return _per_job_time({job_id: _utc(meta.start_time) or _utc(meta.end_time) for job_id, meta in scan.jobs.items()})
+
+
+def _per_job_time(times: dict[str, datetime | None]) -> Column | None:
+    """Per row, its job's time in ``times`` (null for a job without one); None if no job has one.
+    A literal map: the optimizer folds it to one constant, and a lookup costs no join."""
     pairs = [(job_id, t.isoformat(sep=" ")) for job_id, t in sorted(times.items()) if t is not None]
     if not pairs:
         return None
-    # a literal map: the optimizer folds it to one constant, looked up only for year-less times
     mapping = F.create_map(*[F.lit(x) for pair in pairs for x in pair])
     return F.try_element_at(mapping, F.col("job_id")).cast("timestamp")
 
@@ -223,28 +227,45 @@ def _event_columns() -> list:
 
 def _event_counts(spark: SparkSession, config: Config, scan: LayoutScan, job_ids: list[str]) -> pd.DataFrame:
     """Lines and first time per (job, event), read back from the events just written; in the
-    same pass, the lines stamped more than ``CLOCK_SLACK`` outside the job's start and end
-    (job.json): ``n_outside`` and the first of them (``outside_file``, ``outside_line``, ``outside_ts``)."""
+    same pass, ``n_outside``: the lines stamped more than ``CLOCK_SLACK`` outside the job's
+    start and end (job.json). For the jobs that have such lines, a second, filtered read finds
+    the first of them (``outside_file``, ``outside_line``, ``outside_ts``, the same on each of
+    the job's rows): carrying every line's file name into the main aggregation would double its
+    cost for what is, in a healthy batch, nothing."""
+    columns = ("job_id", "event_id", "n_lines", "first_ts", "n_outside", "outside_file", "outside_line", "outside_ts")
     if not table_exists(config.storage, "events"):
-        return pd.DataFrame({name: [] for name in ("job_id", "event_id", "n_lines", "first_ts", "n_outside",
-                                                   "outside_file", "outside_line", "outside_ts")})
-    limits = spark.createDataFrame(_job_time_limits(scan, job_ids) or [("", None, None)],
-                                   "job_id string, earliest timestamp, latest timestamp")
-    ts = F.col("ts")
-    outside = (ts < F.col("earliest")) | (ts > F.col("latest"))
-    first_outside = F.min(F.when(outside, F.struct("file", "line_no", "ts")))
-    return (
-        read_table(spark, config.storage, "events")
-        .where(F.col("job_id").isin(job_ids))
-        .join(F.broadcast(limits), on="job_id", how="left")
-        .groupBy("job_id", "event_id")
+        return pd.DataFrame({name: [] for name in columns})
+    events = read_table(spark, config.storage, "events").where(F.col("job_id").isin(job_ids))
+    outside = _outside_job_time(scan, job_ids)
+    counts = (
+        events.groupBy("job_id", "event_id")
         .agg(F.count(F.lit(1)).alias("n_lines"), F.min("ts").alias("first_ts"),
-             F.count(F.when(outside, 1)).alias("n_outside"), first_outside.alias("first_outside"))
-        .select("job_id", "event_id", "n_lines", "first_ts", "n_outside",
-                F.col("first_outside.file").alias("outside_file"), F.col("first_outside.line_no").alias("outside_line"),
-                F.col("first_outside.ts").alias("outside_ts"))
+             F.count(F.when(outside, 1)).alias("n_outside"))
         .toPandas()
     )
+    late_jobs = sorted(counts.loc[counts["n_outside"] > 0, "job_id"].unique())
+    first = pd.DataFrame({"job_id": [], "outside_file": [], "outside_line": [], "outside_ts": []})
+    if late_jobs:
+        first = (
+            events.where(F.col("job_id").isin(late_jobs) & outside)
+            .groupBy("job_id").agg(F.min(F.struct("file", "line_no", "ts")).alias("first"))
+            .select("job_id", F.col("first.file").alias("outside_file"), F.col("first.line_no").alias("outside_line"),
+                    F.col("first.ts").alias("outside_ts"))
+            .toPandas()
+        )
+    return counts.merge(first, on="job_id", how="left")[list(columns)]
+
+
+def _outside_job_time(scan: LayoutScan, job_ids: list[str]) -> Column:
+    """True for an events row stamped before its job's earliest or after its latest plausible
+    time (``_job_time_limits``); the limits are literal maps (one constant per query, no join)."""
+    ts, outside = F.col("ts"), F.lit(False)
+    limits = _job_time_limits(scan, job_ids)
+    for position, compare in ((1, ts.__lt__), (2, ts.__gt__)):
+        limit = _per_job_time({row[0]: row[position] for row in limits})
+        if limit is not None:
+            outside = outside | F.coalesce(compare(limit), F.lit(False))
+    return outside
 
 
 def _job_time_limits(scan: LayoutScan, job_ids: list[str]) -> list[tuple]:

@@ -222,3 +222,30 @@ def test_jobs_without_lines_in_a_fresh_warehouse(spark, test_config, tmp_path):
     jobs = read(tmp_path / "warehouse", "jobs").set_index("job_id")
     assert sorted(jobs.index) == ["job-empty", "job-none"] and (jobs["n_lines"] == 0).all()
     assert len(read(tmp_path / "warehouse", "templates")) == 0
+
+
+def test_lines_stamped_outside_the_job_time_are_counted_per_job(spark, test_config, tmp_path):
+    """Lines more than a day outside job.json's start..end: one ts_outside_job entry per job with
+    their count and the first such line (file order); kept in events with their time. A job
+    with only a start time is checked on that side only."""
+    logs = tmp_path / "logs"
+    late = ["[2026-12-01 00:00:00] ERROR clock jumped ahead step 1", "[2026-12-02 00:00:00] ERROR still ahead step 2"]
+    write_job(logs, "job-late", ["gpu-001"], extra={("gpu-001", 1): late, ("gpu-001", 0): late[:1]})
+    write_job(logs, "job-early", ["gpu-002"], extra={("gpu-002", 1): ["[2026-11-01 00:00:00] INFO from the past"]})
+    write_job(logs, "job-open", ["gpu-003"], extra={("gpu-003", 0): late + ["[2026-11-01 00:00:00] INFO past"]})
+    meta = json.loads((logs / "job-open" / "job.json").read_text())
+    del meta["end_time"]
+    (logs / "job-open" / "job.json").write_text(json.dumps(meta))
+    write_job(logs, "job-fine", ["gpu-004"])
+    summary = parse_jobs(spark, test_config, logs, progress=lambda m: None)
+
+    assert summary.issues_by_reason == {"ts_outside_job": 3 + 1 + 1}
+    quarantine = read(tmp_path / "warehouse", "quarantine").set_index("job_id")
+    assert sorted(quarantine.index) == ["job-early", "job-late", "job-open"]
+    first = quarantine.loc["job-late"]
+    assert (first["file"], first["line_no"], first["n_lines"]) == ("job-late/gpu-001/rank-0.log", 22, 3)
+    assert first["sample"].startswith("2026-12-01 00:00:00")
+    assert quarantine.loc["job-early", ["file", "line_no", "n_lines"]].tolist() == ["job-early/gpu-002/rank-1.log", 22, 1]
+    assert quarantine.loc["job-open", ["line_no", "n_lines"]].tolist() == [24, 1]
+    events = read(tmp_path / "warehouse", "events")
+    assert len(events[events["job_id"] == "job-late"]) == 2 * 21 + 3
