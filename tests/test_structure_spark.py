@@ -109,6 +109,12 @@ def test_shape_path_times_equal_the_per_line_times(spark, default_config):
         "[Mon Feb 29 09:12:13 2028] mlx5_core: month name, leap day", "[Tue Mar 01 09:12:13 2027] mlx5_core: x",
         "E0101 00:00:04.871212 1 a.cpp:1] next year", "I0229 01:02:03.5 1 a.cpp:1] leap",
         "2026-11-20T01:00:01Z stdout F [default0]:E1120 01:00:09.000000 1 a.cpp:1] wrapper time wins",
+        # non-ASCII before and inside the spans: slots are byte ranges of the line
+        "[default0]:[2026-11-20 01:00:05,123] [INFO] [engine.py:12:init] ✓ 模型 loaded 🚀 in 3.2s",
+        "[défault1]:[2026-11-20 01:00:05,123] [INFO] [x.py:1:f] [Rank 1] café ready",
+        "Loading checkpoint shards: 100%|██████████| 4/4 [00:03<00:00, 1.2s/it]",
+        "█ 2026-11-20 01:00:00,123 - INFO - after a block character",
+        "[Mon Feb 29 09:12:13 2028] ünïcode ✗ before the message",
     ]
     starts = ["2026-12-31 23:50:00", "2028-01-15 00:00:00", "2027-06-30 00:00:00"]
     table = structure_shapes(sorted({fold_digits(raw) for raw in raws}), s, default_config.masking)
