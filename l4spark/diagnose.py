@@ -170,7 +170,9 @@ def prepare_lines(staged: DataFrame, offsets: DataFrame, conf: DiagnosisConfig, 
     whole_file = in_file.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     marker = (stage_marker(tconf).isNotNull() | iteration_marker(tconf).isNotNull()) if tconf is not None else F.lit(False)
     last_marker = F.max(F.when(marker, F.col("line_no"))).over(whole_file)
-    ts_below = F.first("ts", ignorenulls=True).over(in_file.rowsBetween(Window.currentRow, Window.unboundedFollowing))
+    # the staged frame carries it (temporal.lines.with_stage_and_iteration's ts_next)
+    ts_below = (F.col("ts_next") if "ts_next" in staged.columns
+                else F.first("ts", ignorenulls=True).over(in_file.rowsBetween(Window.currentRow, Window.unboundedFollowing)))
     return (with_line_flags(staged, conf)
             .withColumn("ts_filled", F.last("ts", ignorenulls=True).over(
                 in_file.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
