@@ -191,7 +191,8 @@ def _blocks(stream: BinaryIO, limits: ReadLimits, counter: _IssueCounter,
             line_no += len(lines)
         elif chunk:
             yield line_no, [], None, True
-        if len(pending) > limits.max_line_bytes:
+        # a \r last in ``pending`` ends its line (or starts a \r\n): it is not part of the line
+        if len(pending) - pending.endswith(b"\r") > limits.max_line_bytes:
             counter.add("line_too_long", f"line longer than {limits.max_line_bytes} bytes set aside",
                         line_no=line_no, sample=pending[:SAMPLE_CHARS].decode("utf-8", "replace"))
             if pending.endswith(b"\r") and not eof:  # the line has ended (\r, or \r\n across the chunks)

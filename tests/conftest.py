@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+from hypothesis import settings
 
 from l4spark.config import load_config
+
+# Property tests: "ci" (the default, ``make test``) draws the same examples on every run, so a
+# commit's CI result does not depend on luck; ``make fuzz`` ("fuzz") draws fresh random examples,
+# many more of them, to look for new failures.
+settings.register_profile("ci", max_examples=150, derandomize=True, print_blob=True)
+settings.register_profile("fuzz", max_examples=3000, derandomize=False, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(scope="session")

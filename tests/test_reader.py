@@ -113,3 +113,17 @@ def test_gzip_reads_like_plain(tmp_path):
     plain.write_bytes(text.encode())
     packed.write_bytes(gzip.compress(text.encode()))
     assert read_all(plain)[0] == read_all(packed)[0] == [(1, "alpha"), (2, "beta"), (3, "gamma")]
+
+
+def test_a_line_of_exactly_the_limit_ending_in_cr_at_a_chunk_end_is_kept(tmp_path):
+    """Found by the fuzz test: the \\r that ends a line was counted in its length while the
+    reader waited to see whether a \\n followed, so a line of exactly ``max_line_bytes`` was set
+    aside as too long when a chunk ended right after its \\r."""
+    path = tmp_path / "rank-0.log"
+    path.write_bytes("00\u00a0\r\n0".encode("utf-8"))  # line 1 is 4 bytes
+    rank_file = RankFile("j", "n", 0, str(path), "j/n/rank-0.log", path.stat().st_size)
+    for chunk in (1, 2, 3, 4, 5, 6, 100):
+        items = list(read_lines(rank_file, ReadLimits(max_line_bytes=4, chunk_bytes=chunk)))
+        lines = [line for item in items if isinstance(item, tuple) for line in item[1]]
+        assert lines == ["00\u00a0", "0"], chunk
+        assert not [item for item in items if not isinstance(item, tuple)], chunk

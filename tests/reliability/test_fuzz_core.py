@@ -22,7 +22,8 @@ from l4spark.textrules import LineStructurer, Masker, expand_parts, fold_digits
 
 pytestmark = pytest.mark.reliability
 CONFIG = load_config()
-FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# the number of examples comes from the profile (tests/conftest.py): 150 in ``make test``, more in ``make fuzz``
+FAST = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # Lines that look like the real thing: wrapper and header pieces glued to random text.
 PIECES = ["[default3]:", "gpu-a-017: ", "12: ", "2026-11-20T01:00:01.5Z stdout F ", "2026-11-20T01:00:01Z ",
