@@ -93,6 +93,11 @@ class Config:
     drain: DrainConfig = DrainConfig()
     steps: dict[str, dict[str, Any]] = field(default_factory=dict)
 
+    def mask_signature(self) -> list:
+        """What decides a line's masked message: digit folding and the mask rules, in order.
+        Tables of masked messages record it; they mean something else under another signature."""
+        return [self.structure.fold_digits] + [[m.name, m.pattern, m.replacement] for m in self.masking]
+
 
 _SECTIONS = {
     "spark": SparkConfig,

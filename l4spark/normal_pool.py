@@ -8,7 +8,9 @@ analyses. Tables in the warehouse:
   masked message) with its line count, the job's node count, settings and the parse run it was
   read from. A job with no line gets one row with null event and message, so it still counts as
   a job. The ledger makes the pool incremental: only jobs missing from it (or parsed again since)
-  have their events read, and replacing a job's partition can never count it twice.
+  are counted, and replacing a job's partition can never count it twice. A job's rows come from
+  the parse's ``job_event_forms`` (the parse masked each line shape once) when they stand for its
+  lines, else from its events, masking every line (``_ledger_rows``).
 - ``normal_pool`` (small, rebuilt from the ledger): one row per (grouping level, settings key,
   event): n_jobs, group_jobs, support = n_jobs / group_jobs, the event's rate in healthy jobs
   (lines per node of the job: median and max over the jobs that have it) and how freely its
@@ -36,17 +38,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from l4spark.config import Config, StorageConfig, check_keys
 from l4spark.errors import ConfigError
 from l4spark.fingerprint import DEFAULT_LEVELS, GroupingLevel, canonical_settings, parse_settings, settings_key
+from l4spark.parse import FORMS_TABLE
 from l4spark.session import materialize
 from l4spark.storage import read_table, table_exists, table_path, write_job_rows, write_json, write_table
 from l4spark.structure import with_masked
@@ -186,7 +190,7 @@ def update_normal_pool(spark: SparkSession, config: Config, pool_config: NormalP
         .select("job_id", "run_id").collect()
     }
     state = _read_state(storage)
-    masks = _mask_signature(config)
+    masks = config.mask_signature()
     in_ledger = _ledger_jobs(spark, storage)
     # counted under other masks: the ledger's message forms mean something else, count again
     counted = in_ledger if state.get("masking") == masks else {}
@@ -196,7 +200,7 @@ def update_normal_pool(spark: SparkSession, config: Config, pool_config: NormalP
     progress(f"{len(successful)} successful jobs; {len(added)} to count, {len(removed)} to drop from the pool")
 
     if added or removed:
-        rows = _ledger_rows(spark, config, added) if added else spark.createDataFrame([], LEDGER_SCHEMA)
+        rows = _ledger_rows(spark, config, added, progress) if added else spark.createDataFrame([], LEDGER_SCHEMA)
         write_job_rows(rows, storage, LEDGER_TABLE, added + removed, added, small=True)
 
     # the state is written last: after a crash between the ledger and the pool it still names the
@@ -323,8 +327,7 @@ def masked_rates(lines: DataFrame) -> DataFrame:
     boilerplate_share (share of the lines flagged; 0.0 without the column). Null event ids and
     null messages form groups of their own; a null node counts as one node.
     """
-    node = F.coalesce(F.col("node"), F.lit("\x00no-node"))
-    per_job = lines.groupBy("job_id").agg(F.countDistinct(node).cast("long").alias("job_nodes"))
+    per_job = lines.groupBy("job_id").agg(F.countDistinct(_node()).cast("long").alias("job_nodes"))
     flag = (F.coalesce(F.col("boilerplate"), F.lit(False)) if "boilerplate" in lines.columns
             else F.lit(False)).cast("double")
     return (
@@ -335,8 +338,16 @@ def masked_rates(lines: DataFrame) -> DataFrame:
     )
 
 
-def _ledger_rows(spark: SparkSession, config: Config, job_ids: list[str]) -> DataFrame:
-    """Ledger rows of ``job_ids`` from their events (a null-event row for a job without lines)."""
+def _node() -> Column:
+    """A line's node; a null node counts as one node."""
+    return F.coalesce(F.col("node"), F.lit("\x00no-node"))
+
+
+def _ledger_rows(spark: SparkSession, config: Config, job_ids: list[str],
+                 progress: Callable[[str], None] = log.info) -> DataFrame:
+    """Ledger rows of ``job_ids`` (a null-event row for a job without lines): from the parse's
+    ``job_event_forms`` where they stand for the job's lines (``_jobs_with_forms``), else from
+    the events, masking every line."""
     storage = config.storage
     jobs = (read_table(spark, storage, "jobs").where(F.col("job_id").isin(job_ids))
             .select("job_id", "settings", F.col("run_id").alias("parse_run_id")))
@@ -344,9 +355,22 @@ def _ledger_rows(spark: SparkSession, config: Config, job_ids: list[str]) -> Dat
     if not table_exists(storage, "events"):
         rates = spark.createDataFrame([], LEDGER_SCHEMA).drop("settings", "parse_run_id")
     else:
-        lines = (read_table(spark, storage, "events").where(F.col("job_id").isin(job_ids))
-                 .transform(lambda df: with_message_form(df, config.masking, config.structure.fold_digits)))
-        rates = masked_rates(lines)
+        events = read_table(spark, storage, "events")
+        by_forms = _jobs_with_forms(spark, config, job_ids)
+        by_lines = sorted(set(job_ids) - set(by_forms))
+        progress(f"ledger: {len(by_forms)} jobs from the parse's message forms, {len(by_lines)} by masking their lines")
+        rates = spark.createDataFrame([], LEDGER_SCHEMA).drop("settings", "parse_run_id")
+        if by_forms:
+            nodes = (events.where(F.col("job_id").isin(by_forms)).groupBy("job_id")
+                     .agg(F.countDistinct(_node()).cast("long").alias("job_nodes")))
+            rates = rates.unionByName(
+                read_table(spark, storage, FORMS_TABLE).where(F.col("job_id").isin(by_forms))
+                .join(nodes, on="job_id", how="inner")
+                .select("job_id", "event_id", "masked", "n_lines", "job_nodes"))
+        if by_lines:
+            lines = (events.where(F.col("job_id").isin(by_lines))
+                     .transform(lambda df: with_message_form(df, config.masking, config.structure.fold_digits)))
+            rates = rates.unionByName(masked_rates(lines).drop("boilerplate_share"))
     with_events = rates.join(jobs, on="job_id", how="inner")
     without_events = (jobs.join(rates.select("job_id").distinct(), on="job_id", how="left_anti")
                       .select("job_id", F.lit(None).cast("string").alias("event_id"),
@@ -355,16 +379,31 @@ def _ledger_rows(spark: SparkSession, config: Config, job_ids: list[str]) -> Dat
     return with_events.select(*columns).unionByName(without_events.select(*columns))
 
 
+def _jobs_with_forms(spark: SparkSession, config: Config, job_ids: list[str]) -> list[str]:
+    """The jobs of ``job_ids`` whose ``job_event_forms`` rows stand for their lines: written by
+    the job's current parse run, under the current masks, and adding up to the job's lines
+    (the forms are counted in the parse's first read; a file that grew before the second has
+    more lines in the events). Small: a row per job from each table."""
+    storage = config.storage
+    if not table_exists(storage, FORMS_TABLE):
+        return []
+    current = {(r.job_id, r.run_id, int(r.n_lines or 0))
+               for r in read_table(spark, storage, "jobs").where(F.col("job_id").isin(job_ids))
+               .select("job_id", "run_id", "n_lines").collect()}
+    masks = json.dumps(config.mask_signature())
+    totals = (read_table(spark, storage, FORMS_TABLE).where(F.col("job_id").isin(job_ids))
+              .groupBy("job_id", "run_id", "masks").agg(F.sum("n_lines").alias("n_lines")).collect())
+    counted = Counter(r.job_id for r in totals)  # one run and one signature per job, or not usable
+    return sorted(r.job_id for r in totals
+                  if counted[r.job_id] == 1 and r.masks == masks and (r.job_id, r.run_id, int(r.n_lines)) in current)
+
+
 def _ledger_jobs(spark: SparkSession, storage: StorageConfig) -> dict[str, str]:
     """Counted job -> the parse run it was counted from."""
     if not table_exists(storage, LEDGER_TABLE):
         return {}
     return {row.job_id: row.parse_run_id
             for row in read_table(spark, storage, LEDGER_TABLE).select("job_id", "parse_run_id").distinct().collect()}
-
-
-def _mask_signature(config: Config) -> list:
-    return [config.structure.fold_digits] + [[m.name, m.pattern, m.replacement] for m in config.masking]
 
 
 def _read_state(storage: StorageConfig) -> dict:

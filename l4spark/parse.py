@@ -43,6 +43,7 @@ from l4spark.storage import (
 from l4spark.shapes import shape_numbers, shapes_frame, shapes_usable, structure_shapes, with_shape_fields
 from l4spark.structure import with_masked, with_structure
 from l4spark.templates import TemplateStore
+from l4spark.textrules import message_form
 
 log = logging.getLogger(__name__)
 
@@ -87,19 +88,21 @@ def parse_jobs(spark: SparkSession, config: Config, logs_root: str | Path, jobs:
     store = load_template_store(config.storage, config.drain)
     before = len(store)
     not_by_shape = shapes_usable(config.structure)
-    file_issues = None
+    parsed = None
     if not_by_shape is None:
-        file_issues = _parse_by_shape(spark, config, scan, store, progress, clock, summary)
+        parsed = _parse_by_shape(spark, config, scan, store, progress, clock, summary)
     else:
         progress(f"structuring every line ({not_by_shape})")
-    if file_issues is None:
-        file_issues = _parse_per_line(spark, config, scan, store, progress, clock, summary)
+    if parsed is None:
+        parsed = _parse_per_line(spark, config, scan, store, progress, clock, summary)
+    file_issues, forms = parsed
     summary.new_templates = len(store) - before
 
     counts = _event_counts(spark, config, scan, job_ids)
     summary.events = int(counts["event_id"].nunique())
     write_job_rows(spark.createDataFrame(counts[["job_id", "event_id", "n_lines", "first_ts"]], schema=_COUNTS_SCHEMA),
                    config.storage, "job_event_counts", job_ids, set(counts["job_id"]), small=True)
+    _write_forms(spark, config, forms, job_ids, run_id)
     _write_templates(spark, config, store)
     issues = scan.issues + file_issues + _unmatched_lines(counts) + _lines_outside_job_time(counts)
     _summarise_issues(summary, issues)
@@ -111,11 +114,13 @@ def parse_jobs(spark: SparkSession, config: Config, logs_root: str | Path, jobs:
 
 
 def _parse_by_shape(spark: SparkSession, config: Config, scan: LayoutScan, store: TemplateStore,
-                    progress: Callable[[str], None], clock: "_Clock", summary: ParseSummary) -> list[Issue] | None:
+                    progress: Callable[[str], None], clock: "_Clock",
+                    summary: ParseSummary) -> tuple[list[Issue], pd.DataFrame] | None:
     """Two reads of the files, no cache: (1) distinct shapes with their first occurrence, and
     the files' quarantine rows; the driver structures, masks and templates the shapes; (2) lines
-    joined to their shape's fields and event id, written. None when the run has more than
-    ``structure.max_shapes`` shapes (the caller then structures every line)."""
+    joined to their shape's fields and event id, written. Returns the files' issues and the
+    message forms (``_forms``). None when the run has more than ``structure.max_shapes``
+    shapes (the caller then structures every line)."""
     issue = F.col("issue")
     max_rows = 4 * config.structure.max_shapes + 8 * len(scan.files)
     stats = (
@@ -155,11 +160,13 @@ def _parse_by_shape(spark: SparkSession, config: Config, scan: LayoutScan, store
     events = with_shape_fields(lines, shape_rows, _year_reference(scan)).select(*_event_columns())
     write_job_rows(events, config.storage, "events", summary.jobs, set(per_job["job_id"]))
     summary.seconds["write events"] = clock.lap()
-    return file_issues
+    forms = per_job[["job_id", "shape", "n_lines"]].merge(table[["shape", "masked", "event_id"]], on="shape")
+    return file_issues, _forms(forms)
 
 
 def _parse_per_line(spark: SparkSession, config: Config, scan: LayoutScan, store: TemplateStore,
-                    progress: Callable[[str], None], clock: "_Clock", summary: ParseSummary) -> list[Issue]:
+                    progress: Callable[[str], None], clock: "_Clock",
+                    summary: ParseSummary) -> tuple[list[Issue], pd.DataFrame]:
     """Structure and mask every line in the JVM; one read, kept in a cache for the three steps."""
     parsed = (
         read_rank_files(spark, scan.files, config.ingest)
@@ -200,7 +207,32 @@ def _parse_per_line(spark: SparkSession, config: Config, scan: LayoutScan, store
         summary.seconds["write events"] = clock.lap()
     finally:
         parsed.unpersist()
-    return file_issues
+    return file_issues, _forms(stats.assign(event_id=stats["masked"].map(assignment)))
+
+
+def _forms(counts: pd.DataFrame) -> pd.DataFrame:
+    """``job_event_forms`` rows from line counts per (job, masked message[, shape]): per job,
+    event and message form (``textrules.message_form`` of the masked message), the lines. The
+    parse has these counts anyway (per shape, or per masked message); the normal pool reads
+    them instead of masking every line of every successful job again."""
+    counts = counts.assign(masked=counts["masked"].map(message_form, na_action="ignore"))
+    return (counts.groupby(["job_id", "event_id", "masked"], dropna=False, sort=True)["n_lines"].sum()
+            .reset_index()[["job_id", "event_id", "masked", "n_lines"]])
+
+
+FORMS_TABLE = "job_event_forms"
+FORMS_SCHEMA = "job_id string, event_id string, masked string, n_lines long, masks string, run_id string"
+
+
+def _write_forms(spark: SparkSession, config: Config, forms: pd.DataFrame, job_ids: list[str], run_id: str) -> None:
+    """The ``job_event_forms`` table: ``_forms`` rows, each with the mask signature they were
+    masked under (``Config.mask_signature``) and the parse run. Counted in the first read, so a
+    file that grew between the reads makes a job's forms disagree with its events: the reader
+    (``normal_pool``) checks the totals against ``jobs.n_lines`` and masks that job's lines then."""
+    rows = forms.assign(n_lines=forms["n_lines"].astype("int64"),
+                        masks=json.dumps(config.mask_signature()), run_id=run_id)
+    write_job_rows(spark.createDataFrame(rows, schema=FORMS_SCHEMA), config.storage, FORMS_TABLE, job_ids,
+                   set(rows["job_id"]), small=True)
 
 
 def _year_reference(scan: LayoutScan) -> Column | None:

@@ -48,6 +48,16 @@ def fold_digits(text: str) -> str:
     return text.encode("utf-8", "surrogatepass").translate(DIGIT_BYTES).decode("utf-8", "surrogatepass")
 
 
+# Java's \s (no UNICODE_CHARACTER_CLASS): what ``normal_pool.with_message_form`` collapses
+_JAVA_SPACE_RUNS = re.compile("[ \t\n\x0b\f\r]+")
+
+
+def message_form(masked: str | None) -> str | None:
+    """A masked message as Drain's tokens see it: runs of white space (Java's ``\\s``) as one
+    space, leading and trailing spaces trimmed, as ``normal_pool.with_message_form`` does in the JVM."""
+    return None if masked is None else _JAVA_SPACE_RUNS.sub(" ", masked).strip(" ")
+
+
 _DIGIT_NEUTRAL = re.compile(r"\\d|0-9|\\[xu][0-9a-fA-F]+|\{[0-9,]*\}|\\[1-9]")
 
 

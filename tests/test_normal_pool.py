@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -270,3 +271,56 @@ def test_no_successful_job_gives_an_empty_pool_and_no_history(spark, test_config
                                   read_normal_pool(spark, test_config.storage), POOL_CONFIG,
                                   masking=default_config.masking)
     assert [(r.message, r.keep_reason) for r in result.candidates.collect()] == [("Connected all rings", "no_history")]
+
+
+@pytest.mark.parametrize("max_shapes", [300000, 1], ids=["by-shape", "per-line"])
+def test_ledger_from_the_parse_forms_equals_masking_every_line(spark, tmp_path, max_shapes):
+    """The parse's job_event_forms (per shape, or per masked message when it structures every
+    line) give the ledger the rows that masking every successful job's lines gives; they are
+    not used when they cannot stand for the lines (other masks, a job re-registered with other
+    lines, a table from before forms existed)."""
+    from l4spark.config import load_config
+    from l4spark.normal_pool import _jobs_with_forms, _ledger_rows
+    from l4spark.parse import FORMS_TABLE, parse_jobs
+    from l4spark.simulate import FleetOptions, simulate_fleet
+    from l4spark.storage import delete_job_partitions
+
+    config = load_config(overrides={"storage.warehouse": str(tmp_path / "warehouse"), "spark.master": "local[2]",
+                                    "structure.max_shapes": max_shapes})
+    fleet = tmp_path / "fleet"
+    # every framework, odd white space and multi-byte text included: the simulator's mix
+    simulate_fleet(fleet, FleetOptions(seed=11, jobs=8, nodes=(2, 3), ranks_per_node=2, iterations=30,
+                                       failed_share=0.25))
+    parse_jobs(spark, config, fleet)
+    jobs = sorted(r.job_id for r in read_table(spark, config.storage, "jobs").collect())
+    assert _jobs_with_forms(spark, config, jobs) == jobs
+
+    def ledger(cfg):
+        return sorted(tuple(r) for r in _ledger_rows(spark, cfg, jobs).collect())
+
+    from_forms = ledger(config)
+    assert len(from_forms) > 50 and {r[4] for r in from_forms if r[1]} <= {2, 3}
+    other_masks = dataclasses.replace(config, masking=config.masking[:-1])
+    assert _jobs_with_forms(spark, other_masks, jobs) == []
+    # the events are the truth: a job whose forms no longer add up to its lines is masked line by line
+    changed = jobs[0]
+    job = read_table(spark, config.storage, "jobs").where(F.col("job_id") == changed).localCheckpoint()
+    write_job_rows(job.withColumn("n_lines", F.col("n_lines") + 1), config.storage, "jobs", [changed])
+    assert _jobs_with_forms(spark, config, jobs) == jobs[1:]
+    write_job_rows(job, config.storage, "jobs", [changed])
+    delete_job_partitions(config.storage, FORMS_TABLE, set(jobs))
+    assert _jobs_with_forms(spark, config, jobs) == []
+    assert ledger(config) == from_forms
+
+
+def test_message_form_in_python_equals_the_jvm(spark):
+    """``textrules.message_form`` (the parse, per shape) and ``with_message_form`` (per line in
+    the JVM) collapse the same white space and trim the same ends."""
+    from l4spark.normal_pool import with_message_form
+    from l4spark.textrules import message_form
+
+    texts = ["  a\t\tb  ", "\ta b\t", "x\x0b\x0cy\r\nz", "nbsp\u00a0kept\u00a0", "em\u2003space", " \n ", "", "é  作\t"]
+    frame = spark.createDataFrame([(t,) for t in texts], "masked string")
+    jvm = [r.masked for r in with_message_form(frame, ()).collect()]
+    assert jvm == [message_form(t) for t in texts]
+    assert message_form(None) is None
