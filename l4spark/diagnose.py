@@ -456,7 +456,7 @@ def _diagnose_batch(spark: SparkSession, config: Config, job_ids: list[str], reg
     events = read_table(spark, storage, "events").where(F.col("job_id").isin(job_ids))
     jobs = read_table(spark, storage, "jobs").where(F.col("job_id").isin(job_ids)).select("job_id", "settings")
     offsets = materialize(node_clock_offsets(events, tconf))
-    staged = with_stage_and_iteration(events, tconf)
+    staged = with_stage_and_iteration(events, tconf, offsets)
     lines = prepare_lines(staged, offsets, conf, tconf).persist()
     try:
         return _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs, lines, offsets,
