@@ -2,14 +2,15 @@
 
 Cost: one sort of all lines by (job_id, file, line_no) computes the per-file stage, the last
 iteration marker and a forward-filled timestamp together (every window shares that partitioning
-and ordering, so Spark plans one sort). Only the lines of files that print no iteration marker
-of their own (in Megatron, every rank but the last) and carry a timestamp go through a second,
-per-job sort by clock-corrected time, merged with the few marker rows of the job's timeline.
+and ordering, so Spark plans one sort). Then one per-job sort by clock-corrected time of the
+lines plus one timeline row per timed marker (an explode of the same rows, so the regexes and
+file windows run once): lines of files that print no iteration marker of their own (in
+Megatron, every rank but the last) take the job's stage and iteration at their time from it.
 Node clock offsets come from a small aggregate: per node and event, the first timestamp,
 compared (median) with the reference node that prints the iteration lines.
 
-The input DataFrame is read several times (marker timeline, clock offsets, lines): callers that
-pass a computed (not stored) DataFrame should persist it first.
+The input DataFrame is read up to three times (counted-progress intervals, clock offsets unless
+given, lines): callers that pass a computed (not stored) DataFrame should persist it first.
 """
 
 from __future__ import annotations
