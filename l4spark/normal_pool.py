@@ -356,7 +356,9 @@ def _ledger_rows(spark: SparkSession, config: Config, job_ids: list[str],
         rates = spark.createDataFrame([], LEDGER_SCHEMA).drop("settings", "parse_run_id")
     else:
         events = read_table(spark, storage, "events")
-        by_forms = _jobs_with_forms(spark, config, job_ids)
+        forms = (read_table(spark, storage, FORMS_TABLE).where(F.col("job_id").isin(job_ids)).localCheckpoint()
+                 if table_exists(storage, FORMS_TABLE) else None)
+        by_forms = _jobs_with_forms(spark, config, job_ids, forms)
         by_lines = sorted(set(job_ids) - set(by_forms))
         progress(f"ledger: {len(by_forms)} jobs from the parse's message forms, {len(by_lines)} by masking their lines")
         rates = spark.createDataFrame([], LEDGER_SCHEMA).drop("settings", "parse_run_id")
@@ -364,7 +366,7 @@ def _ledger_rows(spark: SparkSession, config: Config, job_ids: list[str],
             nodes = (events.where(F.col("job_id").isin(by_forms)).groupBy("job_id")
                      .agg(F.countDistinct(_node()).cast("long").alias("job_nodes")))
             rates = rates.unionByName(
-                read_table(spark, storage, FORMS_TABLE).where(F.col("job_id").isin(by_forms))
+                forms.where(F.col("job_id").isin(by_forms))
                 .join(nodes, on="job_id", how="inner")
                 .select("job_id", "event_id", "masked", "n_lines", "job_nodes"))
         if by_lines:
@@ -379,20 +381,23 @@ def _ledger_rows(spark: SparkSession, config: Config, job_ids: list[str],
     return with_events.select(*columns).unionByName(without_events.select(*columns))
 
 
-def _jobs_with_forms(spark: SparkSession, config: Config, job_ids: list[str]) -> list[str]:
+def _jobs_with_forms(spark: SparkSession, config: Config, job_ids: list[str],
+                     forms: DataFrame | None = None) -> list[str]:
     """The jobs of ``job_ids`` whose ``job_event_forms`` rows stand for their lines: written by
     the job's current parse run, under the current masks, and adding up to the job's lines
     (the forms are counted in the parse's first read; a file that grew before the second has
-    more lines in the events). Small: a row per job from each table."""
+    more lines in the events). Small: a row per job from each table. ``forms``: the table's rows
+    of ``job_ids`` when the caller has read them (None: read here)."""
     storage = config.storage
-    if not table_exists(storage, FORMS_TABLE):
-        return []
+    if forms is None:
+        if not table_exists(storage, FORMS_TABLE):
+            return []
+        forms = read_table(spark, storage, FORMS_TABLE).where(F.col("job_id").isin(job_ids))
     current = {(r.job_id, r.run_id, int(r.n_lines or 0))
                for r in read_table(spark, storage, "jobs").where(F.col("job_id").isin(job_ids))
                .select("job_id", "run_id", "n_lines").collect()}
     masks = json.dumps(config.mask_signature())
-    totals = (read_table(spark, storage, FORMS_TABLE).where(F.col("job_id").isin(job_ids))
-              .groupBy("job_id", "run_id", "masks").agg(F.sum("n_lines").alias("n_lines")).collect())
+    totals = (forms.groupBy("job_id", "run_id", "masks").agg(F.sum("n_lines").alias("n_lines")).collect())
     counted = Counter(r.job_id for r in totals)  # one run and one signature per job, or not usable
     return sorted(r.job_id for r in totals
                   if counted[r.job_id] == 1 and r.masks == masks and (r.job_id, r.run_id, int(r.n_lines)) in current)
