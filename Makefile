@@ -48,16 +48,16 @@ fuzz: setup
 
 # Throughput: a multi-GB generated fleet; full parse vs single-process drain3 vs raw Spark scan.
 bench: setup
-	$(PY) -m l4spark.bench $(BENCH_ARGS)
+	$(PY) -m l4spark.bench.parse $(BENCH_ARGS)
 
 # The whole nightly batch (parse, normal pool, diagnosis, tables, reports) on generated fleets at
 # 1x and 4x the data, each in its own Spark application: time, MB/s, s per failed job, phases, growth.
 bench-nightly: setup
-	$(PY) -m l4spark.bench_nightly $(BENCH_NIGHTLY_ARGS)
+	$(PY) -m l4spark.bench.nightly $(BENCH_NIGHTLY_ARGS)
 
 # Grouping accuracy on the 8 Loghub-2k systems: Spark pipeline vs single-process drain3.
 parse-accuracy: setup
-	$(PY) -m l4spark.loghub
+	$(PY) -m l4spark.evaluation.parse_accuracy
 
 clean:
 	rm -rf out $(WAREHOUSE) spark-warehouse .pytest_cache

@@ -3,7 +3,7 @@
     spark-submit --master M --py-files dist/l4spark-<v>-py3-none-any.whl jobs/nightly.py \
         --logs-root R --warehouse W [--date D]
 
-The same arguments as ``l4spark nightly``; the work is in ``l4spark.nightly``.
+The same arguments as ``l4spark nightly``; the work is in ``l4spark.nightly.batch``.
 """
 
 import sys

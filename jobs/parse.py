@@ -1,6 +1,6 @@
 """spark-submit entry point: ``spark-submit jobs/parse.py --logs-root R --warehouse W [--jobs ...]``.
 
-Thin by design: the same arguments as ``l4spark parse``; the work is in ``l4spark.parse``.
+Thin by design: the same arguments as ``l4spark parse``; the work is in ``l4spark.parse.pipeline``.
 """
 
 import sys

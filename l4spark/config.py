@@ -2,8 +2,11 @@
 
 The defaults live in the packaged ``l4spark/conf/defaults.toml`` (so a wheel shipped to a
 cluster carries them); files given by the user override them key by key, later files winning.
-A list (wrappers, headers, masks) in an override replaces the default list whole. An unknown
-key, a wrong type or a regex that does not compile is a ``ConfigError`` naming the key.
+A list (wrappers, headers, masks) in an override replace the default list whole. Every section,
+the analysis steps' included, is built into its typed dataclass here, when the files are read:
+an unknown key, a wrong type, a value out of range or an unsafe regex is a ``ConfigError`` that
+names the key and the file that set it, before any Spark session exists. The steps' own
+dataclasses live beside each step (``l4spark/<step>/config.py``, no Spark in them).
 """
 
 from __future__ import annotations
@@ -15,9 +18,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from l4spark.crossjob.config import NormalPoolConfig
+from l4spark.crossjob.fingerprint import GroupingLevel
+from l4spark.diagnosis.config import DiagnosisConfig
 from l4spark.errors import ConfigError
+from l4spark.parse.textrules import HeaderRule, MaskRule, WrapperRule, compile_pattern
 from l4spark.regexsafety import check_regex
-from l4spark.textrules import HeaderRule, MaskRule, WrapperRule, compile_pattern
+from l4spark.spatial.config import SpatialConfig
+from l4spark.temporal.config import CountedIterationRule, IterationRule, StageRule, TemporalConfig
 
 
 @dataclass(frozen=True)
@@ -34,7 +42,7 @@ class SparkConfig:
 class StorageConfig:
     warehouse: str = "./warehouse"
     format: str = "parquet"
-    lock_wait_s: float = 0.0  # a writing run waits this long for the warehouse lock (l4spark/lock.py)
+    lock_wait_s: float = 0.0  # a writing run waits this long for the warehouse lock (l4spark/warehouse/lock.py)
     lock_stale_s: float = 86400.0  # a lock older than this is stale even when its holder cannot be checked
 
 
@@ -75,11 +83,9 @@ class DrainConfig:
     parametrize_numeric_tokens: bool = True
 
 
-# Sections of the analysis steps: kept here as plain tables and turned into each step's typed
-# config by the step (``normal_pool.pool_config``, ``spatial.spatial_config``,
-# ``temporal.temporal_config``, ``diagnose.diagnosis_config``), which refuses an unknown key by name. (The step modules import
-# Spark; this module must not, so it cannot build their dataclasses itself.)
+# The analysis steps' sections: open tables while files are merged, typed by ``_build``.
 STEP_SECTIONS = ("normal_pool", "spatial", "temporal", "diagnosis")
+COMMAND_LINE = "the command line"
 
 
 @dataclass(frozen=True)
@@ -91,7 +97,10 @@ class Config:
     structure: StructureConfig = StructureConfig()
     masking: tuple[MaskRule, ...] = ()
     drain: DrainConfig = DrainConfig()
-    steps: dict[str, dict[str, Any]] = field(default_factory=dict)
+    normal_pool: NormalPoolConfig = NormalPoolConfig()
+    spatial: SpatialConfig = SpatialConfig()
+    temporal: TemporalConfig = TemporalConfig()
+    diagnosis: DiagnosisConfig = DiagnosisConfig()
 
     def mask_signature(self) -> list:
         """What decides a line's masked message: digit folding and the mask rules, in order.
@@ -112,8 +121,10 @@ _RULE_LISTS = {"wrappers": WrapperRule, "headers": HeaderRule}
 
 def load_config(*paths: str | Path, overrides: Mapping[str, Any] | None = None) -> Config:
     """Defaults, then each TOML file in order, then ``overrides`` (dotted keys, e.g.
-    ``{"storage.warehouse": "/data/wh"}``); validated into a ``Config``."""
+    ``{"storage.warehouse": "/data/wh"}``); validated into a ``Config``. A ConfigError names the
+    offending key and where it was set (the file, or the command line for ``overrides``)."""
     merged = _read_defaults()
+    origins: dict[str, str] = {}
     for path in paths:
         try:
             with open(path, "rb") as handle:
@@ -122,15 +133,16 @@ def load_config(*paths: str | Path, overrides: Mapping[str, Any] | None = None) 
             raise ConfigError(f"config file not found: {path}") from exc
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
-        _merge(merged, layer, prefix="")
+        _merge(merged, layer, prefix="", source=str(path), origins=origins)
     for dotted, value in (overrides or {}).items():
-        _merge(merged, _nest(dotted, value), prefix="")
-    return _build(merged)
-
-
-def step_options(config: Config, step: str, known: Iterable[str]) -> dict[str, Any]:
-    """The ``[step]`` table of ``config``, refusing keys the step does not know, by name."""
-    return check_keys(config.steps.get(step, {}), known, step)
+        _merge(merged, _nest(dotted, value), prefix="", source=COMMAND_LINE, origins=origins)
+    try:
+        return _build(merged)
+    except ConfigError as exc:
+        source = _source_of(str(exc), origins)
+        if source is None:
+            raise
+        raise ConfigError(f"{exc} (set in {source})") from exc
 
 
 def check_keys(table: Mapping[str, Any], known: Iterable[str], section: str) -> dict[str, Any]:
@@ -140,6 +152,12 @@ def check_keys(table: Mapping[str, Any], known: Iterable[str], section: str) -> 
     if unknown:
         raise ConfigError(f"unknown config key(s) {[f'{section}.{k}' for k in unknown]}; known: {known}")
     return dict(table)
+
+
+def _source_of(message: str, origins: Mapping[str, str]) -> str | None:
+    """Where the key that ``message`` names was set: the longest set key the message mentions."""
+    named = [key for key in origins if key in message]
+    return origins[max(named, key=len)] if named else None
 
 
 def _read_defaults() -> dict[str, Any]:
@@ -155,16 +173,21 @@ def _nest(dotted: str, value: Any) -> dict[str, Any]:
     return nested
 
 
-def _merge(base: dict[str, Any], layer: Mapping[str, Any], prefix: str) -> None:
+def _merge(base: dict[str, Any], layer: Mapping[str, Any], prefix: str, source: str,
+           origins: dict[str, str]) -> None:
     for key, value in layer.items():
         name = f"{prefix}{key}"
-        open_table = prefix in ("spark.extra.", "structure.levels.") or prefix.rstrip(".") in STEP_SECTIONS
-        if key not in base and not open_table:
-            raise ConfigError(f"unknown config key '{name}'")
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            _merge(base[key], value, prefix=f"{name}.")
+        open_table = prefix in ("spark.extra.", "structure.levels.") or prefix.split(".")[0] in STEP_SECTIONS
+        if key not in base and not open_table and name not in STEP_SECTIONS:
+            raise ConfigError(f"unknown config key '{name}' (set in {source})")
+        if name in STEP_SECTIONS and isinstance(value, dict):
+            base.setdefault(key, {})
+        if isinstance(value, dict) and isinstance(base.get(key), dict) and name not in ("diagnosis.weights",
+                                                                                        "normal_pool.levels"):
+            _merge(base[key], value, prefix=f"{name}.", source=source, origins=origins)
         else:
             base[key] = value
+            origins[name] = source
 
 
 def _build(raw: dict[str, Any]) -> Config:
@@ -184,32 +207,94 @@ def _build(raw: dict[str, Any]) -> Config:
             values["extra"] = {str(k): str(v) for k, v in values.get("extra", {}).items()}
         sections[name] = _typed(cls, values, name)
     masking = tuple(_rule(MaskRule, item, f"masking[{i}]") for i, item in enumerate(raw.get("masking", [])))
-    steps = {}
     for name in STEP_SECTIONS:
         table = raw.get(name, {})
         if not isinstance(table, dict):
             raise ConfigError(f"'{name}' must be a table, found {table!r}")
-        steps[name] = dict(table)
-    config = Config(masking=masking, steps=steps, **sections)
+        sections[name] = _STEP_BUILDERS[name](dict(table))
+    config = Config(masking=masking, **sections)
     _validate(config)
     return config
 
 
 def _typed(cls: type, values: dict[str, Any], section: str) -> Any:
+    """``cls(**values)`` after checking each key is a field and each value has the field's type
+    (scalars exactly; lists and tables by kind); the dataclass's own checks become ConfigErrors."""
     known = {f.name: f for f in dataclasses.fields(cls)}
     for key, value in values.items():
         if key not in known:
-            raise ConfigError(f"unknown config key '{section}.{key}'")
-        expected = known[key].type
-        if expected in ("int",) and (not isinstance(value, int) or isinstance(value, bool)):
+            raise ConfigError(f"unknown config key '{section}.{key}'; known: {sorted(known)}")
+        expected = str(known[key].type)
+        if expected == "int" and (not isinstance(value, int) or isinstance(value, bool)):
             raise ConfigError(f"'{section}.{key}' must be an integer, found {value!r}")
-        if expected == "float" and not isinstance(value, (int, float)):
+        if expected == "float" and (not isinstance(value, (int, float)) or isinstance(value, bool)):
             raise ConfigError(f"'{section}.{key}' must be a number, found {value!r}")
         if expected == "str" and not isinstance(value, str):
             raise ConfigError(f"'{section}.{key}' must be a string, found {value!r}")
         if expected == "bool" and not isinstance(value, bool):
             raise ConfigError(f"'{section}.{key}' must be true or false, found {value!r}")
-    return cls(**values)
+        if expected.startswith("tuple") and not isinstance(value, (list, tuple)):
+            raise ConfigError(f"'{section}.{key}' must be a list, found {value!r}")
+        if expected.startswith("dict") and not isinstance(value, dict):
+            raise ConfigError(f"'{section}.{key}' must be a table, found {value!r}")
+    try:
+        return cls(**values)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError, KeyError) as exc:
+        raise ConfigError(f"'{section}': {exc}") from exc
+
+
+def _spatial(table: dict[str, Any]) -> SpatialConfig:
+    return _typed(SpatialConfig, table, "spatial")
+
+
+def _normal_pool(table: dict[str, Any]) -> NormalPoolConfig:
+    """Levels as a table of name = [keys], in order; statuses as a list."""
+    levels = table.get("levels")
+    if levels is not None:
+        if not isinstance(levels, dict):
+            raise ConfigError(f"'normal_pool.levels' must be a table of name = [keys], found {levels!r}")
+        table["levels"] = tuple(GroupingLevel(str(name), tuple(str(k) for k in keys)) for name, keys in levels.items())
+    if "succeeded_statuses" in table and isinstance(table["succeeded_statuses"], list):
+        table["succeeded_statuses"] = tuple(str(s) for s in table["succeeded_statuses"])
+    return _typed(NormalPoolConfig, table, "normal_pool")
+
+
+def _temporal(table: dict[str, Any]) -> TemporalConfig:
+    """Scalars by name; ``stage_rules`` as a list of ``{stage, pattern}``, ``iteration_rules`` of
+    ``{pattern}``, ``counted_iteration_rules`` of ``{pattern, interval_pattern, start_pattern}``,
+    ``elapsed_rules``, ``bad_count_rules`` and ``progress_clock_rules`` as lists of regexes (each
+    replaces the default list whole)."""
+    check_keys(table, [f.name for f in dataclasses.fields(TemporalConfig)], "temporal")
+    try:
+        if "stage_rules" in table:
+            table["stage_rules"] = tuple(StageRule(str(r["stage"]), str(r["pattern"])) for r in table["stage_rules"])
+        if "iteration_rules" in table:
+            table["iteration_rules"] = tuple(IterationRule(str(r["pattern"])) for r in table["iteration_rules"])
+        for name in ("elapsed_rules", "bad_count_rules", "progress_clock_rules"):
+            if name in table:
+                table[name] = tuple(str(r) for r in table[name])
+        if "counted_iteration_rules" in table:
+            table["counted_iteration_rules"] = tuple(
+                CountedIterationRule(str(r["pattern"]), str(r["interval_pattern"]), str(r.get("start_pattern", "")))
+                for r in table["counted_iteration_rules"])
+    except (TypeError, KeyError) as exc:
+        raise ConfigError(f"'temporal': a rule is incomplete or not a table: {exc!r}") from exc
+    return _typed(TemporalConfig, table, "temporal")
+
+
+def _diagnosis(table: dict[str, Any]) -> DiagnosisConfig:
+    """Pattern lists as lists of regexes; ``weights`` a table merged over the default weights."""
+    for key in ("frame_patterns", "consequence_patterns"):
+        if isinstance(table.get(key), list):
+            table[key] = tuple(str(p) for p in table[key])
+    if isinstance(table.get("weights"), dict):
+        table["weights"] = {**DiagnosisConfig().weights, **table["weights"]}
+    return _typed(DiagnosisConfig, table, "diagnosis")
+
+
+_STEP_BUILDERS = {"normal_pool": _normal_pool, "spatial": _spatial, "temporal": _temporal, "diagnosis": _diagnosis}
 
 
 def _rule(cls: type, item: Any, where: str) -> Any:

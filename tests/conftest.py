@@ -19,7 +19,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 @pytest.fixture(scope="session")
 def spark():
-    from l4spark.session import build_session
+    from l4spark.warehouse.session import build_session
 
     config = load_config(overrides={"spark.master": "local[2]", "spark.shuffle_partitions": 2,
                                     "spark.driver_memory": "2g"})
@@ -56,7 +56,7 @@ def nightly_clean(spark, nightly_logs, tmp_path_factory):
     """One clean nightly run over ``nightly_logs``: (warehouse, run, snapshot of its tables)."""
     import time
 
-    from l4spark.nightly import run_nightly
+    from l4spark.nightly.batch import run_nightly
     from tests.nightly_support import nightly_config, snapshot
 
     warehouse = tmp_path_factory.mktemp("clean") / "warehouse"

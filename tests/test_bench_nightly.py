@@ -1,5 +1,5 @@
 """make bench-nightly: the phase split and growth arithmetic (pure), fleet reuse, and one real
-run of ``python -m l4spark.bench_nightly`` on a tiny fleet whose JSON is checked against the
+run of ``python -m l4spark.bench.nightly`` on a tiny fleet whose JSON is checked against the
 fleet on disk."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from l4spark.bench_nightly import FleetPlan, ensure_fleet, growth, phase_cpu_seconds, phase_seconds, plan_fleets
+from l4spark.bench.nightly import FleetPlan, ensure_fleet, growth, phase_cpu_seconds, phase_seconds, plan_fleets
 
 TINY = ["--jobs", "4", "--target-bytes", "300K", "--nodes", "2", "--ranks-per-node", "2", "--failed-share", "0.5",
         "--seed", "21"]
@@ -73,7 +73,7 @@ def test_bench_runs_the_nightly_batch_and_reports_what_the_fleet_holds(tmp_path)
     conf.write_text('[spark]\nshuffle_partitions = 2\ndriver_memory = "2g"\n')
     out, fleets = tmp_path / "out", tmp_path / "fleets"
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
-    done = subprocess.run([sys.executable, "-m", "l4spark.bench_nightly", "--sizes", "1", *TINY, "--conf", str(conf),
+    done = subprocess.run([sys.executable, "-m", "l4spark.bench.nightly", "--sizes", "1", *TINY, "--conf", str(conf),
                            "--fleets", str(fleets), "--out", str(out)], env=env, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -51,19 +51,15 @@ def test_missing_file_is_a_clear_error(tmp_path):
 
 
 def test_step_sections_reach_their_steps(tmp_path):
-    from l4spark.normal_pool import pool_config
-    from l4spark.spatial import spatial_config
-    from l4spark.temporal import temporal_config
-
     path = tmp_path / "steps.toml"
     path.write_text('[spatial]\ntop_k = 5\n[normal_pool]\nmin_support = 0.7\n'
                     '[temporal]\nwindow = 4\nstage_rules = [{stage = "training", pattern = "iteration [0-9]+"}]\n')
     config = load_config(path)
-    assert spatial_config(config).top_k == 5
-    assert pool_config(config).min_support == 0.7
-    temporal = temporal_config(config)
+    assert config.spatial.top_k == 5
+    assert config.normal_pool.min_support == 0.7
+    temporal = config.temporal
     assert temporal.window == 4 and [r.stage for r in temporal.stage_rules] == ["training"]
-    assert spatial_config(load_config()).top_k == 8
+    assert load_config().spatial.top_k == 8
 
 
 @pytest.mark.parametrize("text,message", [
@@ -72,15 +68,9 @@ def test_step_sections_reach_their_steps(tmp_path):
     ("[normal_pool]\nmin_suport = 0.5\n", "min_suport"),
     ("[temporal]\nwindoww = 3\n", "temporal.windoww"),
 ])
-def test_bad_step_keys_are_clear_errors(tmp_path, text, message):
-    from l4spark.normal_pool import pool_config
-    from l4spark.spatial import spatial_config
-    from l4spark.temporal import temporal_config
-
+def test_bad_step_keys_are_clear_errors_at_load_naming_the_file(tmp_path, text, message):
     path = tmp_path / "bad.toml"
     path.write_text(text)
-    config = load_config(path)
-    step = text.split("]")[0].strip("[")
-    build = {"spatial": spatial_config, "normal_pool": pool_config, "temporal": temporal_config}[step]
-    with pytest.raises(ConfigError, match=message):
-        build(config)
+    with pytest.raises(ConfigError, match=message) as raised:
+        load_config(path)
+    assert str(path) in str(raised.value) and "\n" not in str(raised.value)

@@ -1,4 +1,4 @@
-"""The Delta path for real: l4spark.storage with ``storage.format = "delta"`` over Spark Connect
+"""The Delta path for real: l4spark.warehouse.storage with ``storage.format = "delta"`` over Spark Connect
 to a local Sail server (pysail), every table read back with delta-rs (``deltalake``), which
 knows nothing of Spark.
 
@@ -25,8 +25,8 @@ from pysail.spark import SparkConnectServer
 from pyspark.errors import AnalysisException
 
 from l4spark.config import SparkConfig, StorageConfig, load_config
-from l4spark.session import remote_url
-from l4spark.storage import replace_where, table_exists
+from l4spark.warehouse.session import remote_url
+from l4spark.warehouse.storage import replace_where, table_exists
 
 pytestmark = pytest.mark.spark
 
@@ -48,7 +48,7 @@ def _config(url: str, warehouse: str):
 def _session(url: str):
     """The worker's Connect session, built by l4spark's own factory from the conf."""
     if url not in _SESSIONS:
-        from l4spark.session import build_session
+        from l4spark.warehouse.session import build_session
 
         _SESSIONS[url] = build_session(_config(url, "unused").spark)
     return _SESSIONS[url]
@@ -56,7 +56,7 @@ def _session(url: str):
 
 def _write_job_rows(url: str, warehouse: str, table: str, rows: list, job_ids: list, with_rows: list,
                     small: bool) -> str:
-    from l4spark.storage import write_job_rows
+    from l4spark.warehouse.storage import write_job_rows
 
     spark = _session(url)
     write_job_rows(spark.createDataFrame(rows, LINES_SCHEMA), _config(url, warehouse).storage, table, job_ids,
@@ -65,13 +65,13 @@ def _write_job_rows(url: str, warehouse: str, table: str, rows: list, job_ids: l
 
 
 def _write_table(url: str, warehouse: str, table: str, rows: list, schema: str) -> None:
-    from l4spark.storage import write_table
+    from l4spark.warehouse.storage import write_table
 
     write_table(_session(url).createDataFrame(rows, schema), _config(url, warehouse).storage, table)
 
 
 def _read_table(url: str, warehouse: str, table: str) -> list[tuple]:
-    from l4spark.storage import read_table
+    from l4spark.warehouse.storage import read_table
 
     frame = read_table(_session(url), _config(url, warehouse).storage, table)
     return sorted(tuple(row) for row in frame.select(*sorted(frame.columns)).collect())
@@ -79,7 +79,7 @@ def _read_table(url: str, warehouse: str, table: str) -> list[tuple]:
 
 def _write_diagnosis(url: str, warehouse: str, jobs: dict[str, int]) -> None:
     """A hand-built Diagnosis: job -> number of flagged events (0: an error row, nothing else)."""
-    from l4spark.diagnose import Diagnosis, write_diagnosis
+    from l4spark.diagnosis.assemble import Diagnosis, write_diagnosis
 
     at = datetime(2026, 11, 20, 3, 0, 0)
     job_rows, event_rows, node_rows, iteration_rows = [], [], [], []
@@ -104,7 +104,7 @@ def _write_diagnosis(url: str, warehouse: str, jobs: dict[str, int]) -> None:
 
 
 def _parse(url: str, warehouse: str, logs: str) -> list[str]:
-    from l4spark.parse import parse_jobs
+    from l4spark.parse.pipeline import parse_jobs
 
     return parse_jobs(_session(url), _config(url, warehouse), logs, progress=lambda message: None).jobs
 

@@ -10,26 +10,25 @@ import pytest
 from pyspark.sql import functions as F
 
 from l4spark.config import load_config
-from l4spark.diagnose import (
+from l4spark.diagnosis.assemble import (
     DIAGNOSIS_EVENTS_COLUMNS,
     DIAGNOSIS_JOBS_COLUMNS,
-    DiagnosisConfig,
     diagnose_jobs,
-    diagnosis_config,
-    job_report,
-    score_events,
     write_diagnosis,
 )
+from l4spark.diagnosis.config import DiagnosisConfig
+from l4spark.report.diagnosed import job_report
+from l4spark.diagnosis.scoring import score_events
 from l4spark.errors import ConfigError
-from l4spark.patterns import PatternError
+from l4spark.diagnosis.patterns import PatternError
 
 
 @pytest.fixture(scope="module")
 def fleet(spark, tmp_path_factory):
     """7 jobs (4 failed: two program bugs, two GPU ECC errors; 3 succeeded) plus a one-node failed
     copy, parsed, with a normal pool."""
-    from l4spark.normal_pool import pool_config, update_normal_pool
-    from l4spark.parse import parse_jobs
+    from l4spark.crossjob.normal_pool import update_normal_pool
+    from l4spark.parse.pipeline import parse_jobs
     from l4spark.simulate import FleetOptions, simulate_fleet
 
     root = tmp_path_factory.mktemp("diag")
@@ -47,7 +46,7 @@ def fleet(spark, tmp_path_factory):
     (one / "job.json").write_text(json.dumps(meta))
     config = load_config(overrides={"storage.warehouse": str(root / "warehouse"), "spark.master": "local[2]"})
     parse_jobs(spark, config, logs)
-    update_normal_pool(spark, config, pool_config(config))
+    update_normal_pool(spark, config, config.normal_pool)
     return {"config": config, "labels": labels, "logs": logs}
 
 
@@ -61,7 +60,7 @@ def diagnosis(spark, fleet):
 
 
 def _table(spark, config, name):
-    from l4spark.storage import read_table
+    from l4spark.warehouse.storage import read_table
     return read_table(spark, config.storage, name)
 
 
@@ -150,7 +149,7 @@ def test_rerun_replaces_a_jobs_rows_and_nothing_else(spark, fleet, diagnosis):
 
 
 def test_confirmed_diagnosis_becomes_a_pattern_that_matches_the_next_similar_job(spark, fleet, diagnosis):
-    from l4spark.pattern_store import pattern_from_diagnosis, save_pattern
+    from l4spark.diagnosis.pattern_store import pattern_from_diagnosis, save_pattern
 
     config = fleet["config"]
     bugs = sorted(j for j, label in fleet["labels"].items() if label["fault_kind"] == "program_bug")
@@ -273,17 +272,17 @@ def test_a_job_that_died_during_setup_has_its_first_error_as_onset():
 
 def test_diagnosis_config_refuses_unknown_keys_and_bad_values():
     with pytest.raises(ConfigError, match="diagnosis.nope"):
-        diagnosis_config(load_config(overrides={"diagnosis.nope": 1}))
+        load_config(overrides={"diagnosis.nope": 1})
     with pytest.raises(ConfigError, match="weights"):
-        diagnosis_config(load_config(overrides={"diagnosis.weights": {"magic": 1.0}}))
+        load_config(overrides={"diagnosis.weights": {"magic": 1.0}})
     with pytest.raises(ConfigError, match="does not compile"):
-        diagnosis_config(load_config(overrides={"diagnosis.frame_patterns": ["("]}))
-    assert diagnosis_config(load_config(overrides={"diagnosis.min_score": 0.7})).min_score == 0.7
+        load_config(overrides={"diagnosis.frame_patterns": ["("]})
+    assert load_config(overrides={"diagnosis.min_score": 0.7}).diagnosis.min_score == 0.7
 
 
 def test_matches_rank_the_pattern_whose_events_came_first():
-    from l4spark.diagnose import rank_matches
-    from l4spark.patterns import PatternMatch
+    from l4spark.diagnosis.assemble import rank_matches
+    from l4spark.diagnosis.patterns import PatternMatch
 
     oom = PatternMatch("cuda-oom", "OOM", "out_of_memory", 1.0, ("E_oom",))
     ib = PatternMatch("ib-completion-error", "IB", "network", 1.0, ("E_ib1", "E_ib2"))
@@ -301,8 +300,8 @@ def test_matches_rank_the_pattern_whose_events_came_first():
 def test_untimed_lines_at_the_end_of_a_file_are_its_tail(spark):
     from datetime import datetime
 
-    from l4spark.diagnose import prepare_lines
-    from l4spark.temporal import temporal_config
+    from l4spark.diagnosis.assemble import prepare_lines
+
 
     start = datetime(2026, 11, 8, 2, 50, 16)
     rows = [
@@ -323,7 +322,7 @@ def test_untimed_lines_at_the_end_of_a_file_are_its_tail(spark):
     staged = spark.createDataFrame(rows, "job_id string, file string, line_no long, message string, ts timestamp") \
         .withColumn("node", F.split("file", "/")[0])
     offsets = spark.createDataFrame([], "job_id string, node string, offset_s double")
-    lines = prepare_lines(staged, offsets, DiagnosisConfig(), temporal_config(load_config())).toPandas()
+    lines = prepare_lines(staged, offsets, DiagnosisConfig(), load_config().temporal).toPandas()
     tail = {(r.file, r.line_no): bool(r.tail) for r in lines.itertuples()}
     assert [tail[("n1/rank-0.log", n)] for n in range(1, 7)] == [False, False, False, False, True, True]
     assert tail[("n1/rank-1.log", 1)] is False and tail[("n1/rank-1.log", 2)] is True

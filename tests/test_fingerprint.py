@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from l4spark.errors import ConfigError
-from l4spark.fingerprint import (
+from l4spark.crossjob.fingerprint import (
     DEFAULT_LEVELS,
     EXACT_KEYS,
     GroupingLevel,

@@ -4,9 +4,9 @@ what a task yields for blocks whose lines are all set aside."""
 from __future__ import annotations
 
 from l4spark.config import IngestConfig
-from l4spark.ingest import arrow_batches, plan_read_tasks, shape_count_batches
-from l4spark.layout import RankFile
-from l4spark.reader import ReadLimits
+from l4spark.parse.ingest import arrow_batches, plan_read_tasks, shape_count_batches
+from l4spark.parse.layout import RankFile
+from l4spark.parse.reader import ReadLimits
 
 
 def files(job: str, n: int, size: int) -> list[RankFile]:

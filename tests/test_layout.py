@@ -7,7 +7,7 @@ import json
 import pytest
 
 from l4spark.errors import InputLayoutError
-from l4spark.layout import scan_logs_root
+from l4spark.parse.layout import scan_logs_root
 
 PATTERN = r"^(?P<job_id>[^/]+)/(?P<node>[^/]+)/rank-(?P<rank>[0-9]+)\.log(?:\.gz)?$"
 GOOD_META = {"status": "failed", "settings": {"model": "m"}, "start_time": "2026-11-20T01:00:00Z",

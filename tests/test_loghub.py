@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from l4spark.textrules import fuse_masks
+from l4spark.parse.textrules import fuse_masks
 
 from l4spark.evaluation.grouping import grouping_accuracy, parsing_accuracy
 from l4spark.evaluation.loghub import (

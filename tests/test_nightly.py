@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from l4spark.storage import read_table, table_exists
+from l4spark.warehouse.storage import read_table, table_exists
 
 from tests.nightly_support import assert_same, nightly_config as _config, snapshot
 
@@ -36,7 +36,7 @@ def test_nightly_diagnoses_every_failed_job_and_records_the_run(spark, logs, cle
 
 
 def test_rerun_selects_nothing_and_changes_nothing(spark, logs, clean):
-    from l4spark.nightly import run_nightly
+    from l4spark.nightly.batch import run_nightly
 
     warehouse, _, tables = clean
     again = run_nightly(spark, _config(warehouse), logs)
@@ -46,8 +46,8 @@ def test_rerun_selects_nothing_and_changes_nothing(spark, logs, clean):
 
 def test_crash_between_tables_then_rerun_equals_a_clean_run(spark, logs, clean, tmp_path, monkeypatch):
     """A crash after the events were written but before diagnosis_jobs: the rerun finishes the work."""
-    import l4spark.diagnose as diagnose
-    from l4spark.nightly import run_nightly
+    import l4spark.diagnosis.assemble as diagnose
+    from l4spark.nightly.batch import run_nightly
 
     warehouse = tmp_path / "warehouse"
     real = diagnose.write_job_rows

@@ -8,16 +8,17 @@ import json
 import pytest
 from pyspark.sql import functions as F
 
+from l4spark.config import load_config
 from l4spark.errors import ConfigError
-from l4spark.fingerprint import GroupingLevel, settings_key
-from l4spark.normal_pool import (
+from l4spark.crossjob.fingerprint import GroupingLevel, settings_key
+from l4spark.crossjob.normal_pool import (
     NormalPoolConfig,
     filter_normal_events,
     read_normal_pool,
     update_normal_pool,
 )
-from l4spark.parse import JOBS_SCHEMA
-from l4spark.storage import read_table, write_job_rows
+from l4spark.parse.pipeline import JOBS_SCHEMA
+from l4spark.warehouse.storage import read_table, write_job_rows
 
 pytestmark = pytest.mark.spark
 
@@ -160,7 +161,7 @@ def test_filter_keeps_what_is_not_normal_and_says_why(spark, history, default_co
 
 
 def test_failure_path_boilerplate_is_removed_whatever_the_history(spark, history, default_config):
-    from l4spark.diagnose import DiagnosisConfig, with_line_flags
+    from l4spark.diagnosis.assemble import DiagnosisConfig, with_line_flags
 
     update_normal_pool(spark, history, POOL_CONFIG)
     crash = [("E20", "Traceback (most recent call last):"),
@@ -213,10 +214,10 @@ def test_switches_and_errors(spark, history, default_config):
 
 
 def test_end_to_end_on_a_generated_fleet(spark, test_config, tmp_path):
-    from l4spark.diagnose import DiagnosisConfig, with_line_flags
+    from l4spark.diagnosis.assemble import DiagnosisConfig, with_line_flags
     from l4spark.evaluation.filter_eval import evaluate
     from l4spark.evaluation.labels import indicating_events, load_labels
-    from l4spark.parse import parse_jobs
+    from l4spark.parse.pipeline import parse_jobs
     from l4spark.simulate import FleetOptions, simulate_fleet
 
     fleet = tmp_path / "fleet"
@@ -251,14 +252,13 @@ def test_end_to_end_on_a_generated_fleet(spark, test_config, tmp_path):
 
 
 def test_config_from_a_toml_table():
-    from l4spark.normal_pool import config_from_mapping
-
-    config = config_from_mapping({"levels": {"exact": ["model", "framework"], "fw": ["framework"]},
-                                  "min_support": 0.8, "succeeded_statuses": ["succeeded", "completed"]})
+    config = load_config(overrides={"normal_pool": {
+        "levels": {"exact": ["model", "framework"], "fw": ["framework"]},
+        "min_support": 0.8, "succeeded_statuses": ["succeeded", "completed"]}}).normal_pool
     assert config.levels == (GroupingLevel("exact", ("model", "framework")), GroupingLevel("fw", ("framework",)))
     assert (config.min_support, config.succeeded_statuses) == (0.8, ("succeeded", "completed"))
     with pytest.raises(ConfigError, match=r"unknown config key.*normal_pool\.min_supprt"):
-        config_from_mapping({"min_supprt": 0.8})
+        load_config(overrides={"normal_pool.min_supprt": 0.8})
 
 
 def test_no_successful_job_gives_an_empty_pool_and_no_history(spark, test_config, default_config):
@@ -280,10 +280,10 @@ def test_ledger_from_the_parse_forms_equals_masking_every_line(spark, tmp_path, 
     not used when they cannot stand for the lines (other masks, a job re-registered with other
     lines, a table from before forms existed)."""
     from l4spark.config import load_config
-    from l4spark.normal_pool import _jobs_with_forms, _ledger_rows
-    from l4spark.parse import FORMS_TABLE, parse_jobs
+    from l4spark.crossjob.normal_pool import _jobs_with_forms, _ledger_rows
+    from l4spark.parse.pipeline import FORMS_TABLE, parse_jobs
     from l4spark.simulate import FleetOptions, simulate_fleet
-    from l4spark.storage import delete_job_partitions
+    from l4spark.warehouse.storage import delete_job_partitions
 
     config = load_config(overrides={"storage.warehouse": str(tmp_path / "warehouse"), "spark.master": "local[2]",
                                     "structure.max_shapes": max_shapes})
@@ -316,8 +316,8 @@ def test_ledger_from_the_parse_forms_equals_masking_every_line(spark, tmp_path, 
 def test_message_form_in_python_equals_the_jvm(spark):
     """``textrules.message_form`` (the parse, per shape) and ``with_message_form`` (per line in
     the JVM) collapse the same white space and trim the same ends."""
-    from l4spark.normal_pool import with_message_form
-    from l4spark.textrules import message_form
+    from l4spark.crossjob.normal_pool import with_message_form
+    from l4spark.parse.textrules import message_form
 
     texts = ["  a\t\tb  ", "\ta b\t", "x\x0b\x0cy\r\nz", "nbsp\u00a0kept\u00a0", "em\u2003space", " \n ", "", "é  作\t"]
     frame = spark.createDataFrame([(t,) for t in texts], "masked string")

@@ -1,4 +1,4 @@
-"""The analysts' notebooks and their helpers (l4spark/analysis.py).
+"""The analysts' notebooks and their helpers (l4spark/report/analysis.py).
 
 Unit tests read tiny tables written inline by Spark (as the warehouse writes them); the rest run
 on one small warehouse built by the nightly batch from a generated fleet, plus a failed job
@@ -9,14 +9,13 @@ the same tables, and execute both notebooks in a kernel against it.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from l4spark import analysis
-from l4spark.analysis import AnalysisError
+from l4spark.report import analysis
+from l4spark.report.analysis import AnalysisError
 from l4spark.config import load_config
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
@@ -126,7 +125,7 @@ def test_missing_and_delta_tables_are_refused_with_the_reason(tmp_path):
 @pytest.fixture(scope="module")
 def nightly(spark, tmp_path_factory):
     """(warehouse, storage config, the run) of one nightly batch over 6 jobs + an empty one."""
-    from l4spark.nightly import run_nightly
+    from l4spark.nightly.batch import run_nightly
     from l4spark.simulate import FleetOptions, simulate_fleet
 
     root = tmp_path_factory.mktemp("notebooks")
@@ -144,7 +143,7 @@ def nightly(spark, tmp_path_factory):
 
 
 def spark_table(spark, storage, table):
-    from l4spark.storage import read_table
+    from l4spark.warehouse.storage import read_table
 
     return read_table(spark, storage, table)
 
@@ -185,7 +184,7 @@ def test_fleet_helpers_agree_with_spark(spark, nightly):
 def test_job_helpers_give_one_jobs_diagnosis(spark, nightly):
     from pyspark.sql import functions as F
 
-    from l4spark.pattern_store import pattern_library
+    from l4spark.diagnosis.pattern_store import pattern_library
 
     warehouse, storage, _ = nightly
     most_flagged = (spark_table(spark, storage, "diagnosis_jobs").orderBy(F.desc("n_flagged_events"), "job_id")

@@ -9,8 +9,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from l4spark.parse import parse_jobs
-from l4spark.storage import load_template_store
+from l4spark.parse.pipeline import parse_jobs
+from l4spark.parse.template_store import load_template_store
 
 pytestmark = pytest.mark.spark
 

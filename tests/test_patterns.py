@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from l4spark.patterns import FaultPattern, PatternError, match_patterns, seed_patterns
+from l4spark.diagnosis.patterns import FaultPattern, PatternError, match_patterns, seed_patterns
 
 EVENTS = {
     "xid79": ("E1", "NVRM: Xid (PCI:<*>): <*>, pid=<*>, GPU has fallen off the bus.",
@@ -77,7 +77,7 @@ def test_bad_fields_are_refused():
 
 @pytest.mark.spark
 def test_added_pattern_is_stored_and_joins_the_library(spark, test_config):
-    from l4spark.pattern_store import pattern_library, save_pattern
+    from l4spark.diagnosis.pattern_store import pattern_library, save_pattern
 
     custom = FaultPattern("site-fs-quota", "Project quota exceeded", "storage", "quota", "raise the quota",
                           ("Disk quota exceeded",), stage="checkpoint_saving", source_job_id="job-9")

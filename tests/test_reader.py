@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from l4spark.layout import Issue, RankFile
-from l4spark.reader import ReadLimits, read_lines
+from l4spark.parse.layout import Issue, RankFile
+from l4spark.parse.reader import ReadLimits, read_lines
 
 
 def rank_file(path: Path) -> RankFile:

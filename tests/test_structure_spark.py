@@ -6,8 +6,8 @@ from datetime import datetime
 
 import pytest
 
-from l4spark.structure import with_masked, with_structure
-from l4spark.textrules import LineStructurer, Masker, fold_digits
+from l4spark.parse.structure import with_masked, with_structure
+from l4spark.parse.textrules import LineStructurer, Masker, fold_digits
 from tests.lines_corpus import CORPUS
 
 pytestmark = pytest.mark.spark
@@ -101,7 +101,7 @@ def test_shape_path_times_equal_the_per_line_times(spark, default_config):
     (``shapes.castable_ts_parts``); every line then gets the time the per-line path gives it."""
     from pyspark.sql import functions as F
 
-    from l4spark.shapes import shape_numbers, shapes_frame, structure_shapes, with_shape_fields
+    from l4spark.parse.shapes import shape_numbers, shapes_frame, structure_shapes, with_shape_fields
 
     s = default_config.structure
     raws = [raw for raw, _ in CORPUS] + EXTRA + [

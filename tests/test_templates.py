@@ -9,7 +9,7 @@ import pytest
 
 from l4spark.config import DrainConfig
 from l4spark.errors import TemplateStoreError
-from l4spark.templates import TemplateStore
+from l4spark.parse.templates import TemplateStore
 
 MESSAGES = [
     "connection to <IP> lost after <NUM> retries",

@@ -8,13 +8,9 @@ import numpy as np
 import pytest
 from pyspark.sql import functions as F
 
-from l4spark.temporal import (
-    TemporalConfig,
-    analyse_iterations,
-    failure_stages,
-    job_failure_points,
-    with_stage_and_iteration,
-)
+from l4spark.temporal.config import TemporalConfig
+from l4spark.temporal.jobs import analyse_iterations, failure_stages, job_failure_points
+from l4spark.temporal.lines import with_stage_and_iteration
 from l4spark.temporal.dtw import ENDED, LASTING, RECOVERED, SLOWER, aftermath, analyse_progress, collapse, score_iterations, similarity
 
 
@@ -338,8 +334,8 @@ def test_slowdown_and_lasting_change_fail_in_training(spark):
 
 
 def test_write_diagnosis_iterations_keeps_threshold(spark, test_config):
-    from l4spark.storage import read_table
-    from l4spark.temporal import write_diagnosis_iterations
+    from l4spark.warehouse.storage import read_table
+    from l4spark.temporal.jobs import write_diagnosis_iterations
 
     rows = spark.createDataFrame(
         [("j1", 1, 1.0, False, [], 0.7, None), ("j1", 2, 0.2, True, ["E1"], 0.7, "dtw"),
@@ -355,7 +351,7 @@ def test_write_diagnosis_iterations_keeps_threshold(spark, test_config):
 
 def test_leave_one_out_pool_never_holds_the_job_itself(spark):
     from l4spark.evaluation.temporal_eval import _leave_one_out, _untagged
-    from l4spark.normal_pool import NormalPoolConfig, build_pool
+    from l4spark.crossjob.normal_pool import NormalPoolConfig, build_pool
 
     settings = '{"model": "m", "framework": "megatron"}'
     ledger = spark.createDataFrame(
@@ -375,9 +371,9 @@ def test_leave_one_out_pool_never_holds_the_job_itself(spark):
 
 def test_end_to_end_generated_fleet(spark, test_config, tmp_path):
     from l4spark.evaluation.labels import load_labels
-    from l4spark.parse import parse_jobs
+    from l4spark.parse.pipeline import parse_jobs
     from l4spark.simulate import FleetOptions, simulate_fleet
-    from l4spark.storage import read_table
+    from l4spark.warehouse.storage import read_table
 
     fleet = tmp_path / "fleet"
     simulate_fleet(fleet, FleetOptions(seed=3, jobs=4, nodes=(2, 2), ranks_per_node=2, iterations=60,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from l4spark.textrules import HeaderRule, LineStructurer, Masker, MaskRule, WrapperRule, java_regex
+from l4spark.parse.textrules import HeaderRule, LineStructurer, Masker, MaskRule, WrapperRule, java_regex
 from tests.lines_corpus import CORPUS
 
 
@@ -46,7 +46,7 @@ def test_masking_generic_variables(default_config):
 
 
 def test_masks_fuse_into_one_guarded_pass(default_config):
-    from l4spark.textrules import fuse_masks
+    from l4spark.parse.textrules import fuse_masks
     passes = fuse_masks(default_config.masking)
     assert len(passes) == 1 and passes[0][0].startswith("(?=[")
     two = fuse_masks([MaskRule("a", "[0-9]+", "<N>"), MaskRule("b", "x|y", "<N>"), MaskRule("c", "z", "<Z>")])

@@ -1,7 +1,6 @@
 """The whole diagnosis on a labelled generated fleet, with the paper's tables.
 
     l4spark evaluate --fleet DIR [--warehouse W] [--json OUT] [--no-filter-ablation]
-    python -m l4spark.evaluation.diagnosis_eval --fleet DIR ...
 
 Parses the fleet into the warehouse (default ``<fleet>.warehouse``) unless it already holds every
 job, builds the normal pool from its successful jobs, diagnoses every labelled (failed) job and
@@ -22,9 +21,6 @@ Only evaluation code reads ``_labels``.
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 import time
 from pathlib import Path
 from typing import Sequence
@@ -56,7 +52,7 @@ def prf(tp: int, fp: int, fn: int) -> dict[str, float]:
 
 def node_hits(rankings: dict[str, list[str]], faulty: dict[str, tuple[str, ...]]) -> pd.DataFrame:
     """Per job with faulty nodes: the top-k hit share for each k."""
-    from l4spark.spatial import top_k_hit
+    from l4spark.spatial.ranking import top_k_hit
 
     return pd.DataFrame([{"job_id": j, **{f"top{k}": top_k_hit(rankings.get(j, []), nodes, k) for k in K_VALUES}}
                          for j, nodes in sorted(faulty.items())])
@@ -88,48 +84,39 @@ def summarise(per_job: pd.DataFrame) -> dict:
             "per_kind": {kind: block(group) for kind, group in per_job.groupby("fault_kind", sort=True)}}
 
 
-def evaluate_fleet(fleet: Path, warehouse: Path, ablation: bool = True, master: str | None = None,
-                   dump: Path | None = None,
+def evaluate_fleet(spark, config, fleet: Path, ablation: bool = True, dump: Path | None = None,
                    progress=print) -> dict:
+    """Parse what the warehouse of ``config`` lacks of ``fleet``, diagnose its labelled jobs and
+    score the diagnosis against the labels (``ablation``: again without the cross-job filter)."""
+    import dataclasses
+
     from pyspark.sql import functions as F
 
-    from l4spark.config import load_config
-    from l4spark.diagnose import diagnose_jobs, write_diagnosis
+    from l4spark.diagnosis.assemble import diagnose_jobs, write_diagnosis
     from l4spark.evaluation.labels import indicating_events, load_labels
-    from l4spark.normal_pool import pool_config, update_normal_pool
-    from l4spark.normal_pool_cli import parse_missing_jobs
-    from l4spark.session import build_session
-    from l4spark.spatial import baseline_rankings
-    from l4spark.storage import read_table
+    from l4spark.nightly.batch import catch_up
+    from l4spark.spatial.ranking import baseline_rankings
+    from l4spark.warehouse.storage import read_table
 
     labels = load_labels(fleet)
-    overrides = {"storage.warehouse": str(warehouse)}
-    if master:
-        overrides["spark.master"] = master
-    config = load_config(overrides=overrides)
-    spark = build_session(config.spark)
     started = time.perf_counter()
-    try:
-        parse_missing_jobs(spark, config, str(fleet), progress)
-        update_normal_pool(spark, config, pool_config(config), progress=progress)
-        job_ids = sorted(labels)
-        diagnosis = diagnose_jobs(spark, config, job_ids, progress=progress)
-        write_diagnosis(spark, config, diagnosis)
-        seconds = time.perf_counter() - started
-        events = read_table(spark, config.storage, "events").where(F.col("job_id").isin(job_ids))
-        indicating = indicating_events(spark, events, labels)
-        baselines = baseline_rankings(events).toPandas()
-        no_filter = None
-        if ablation:
-            progress("ablation: the same diagnosis without the cross-job filter")
-            plain = load_config(overrides={**overrides, "diagnosis.use_normal_pool": False})
-            no_filter = diagnose_jobs(spark, plain, job_ids, progress=progress).events
-    finally:
-        spark.stop()
+    catch_up(spark, config, str(fleet), progress)
+    job_ids = sorted(labels)
+    diagnosis = diagnose_jobs(spark, config, job_ids, progress=progress)
+    write_diagnosis(spark, config, diagnosis)
+    seconds = time.perf_counter() - started
+    events = read_table(spark, config.storage, "events").where(F.col("job_id").isin(job_ids))
+    indicating = indicating_events(spark, events, labels)
+    baselines = baseline_rankings(events).toPandas()
+    no_filter = None
+    if ablation:
+        progress("ablation: the same diagnosis without the cross-job filter")
+        plain = dataclasses.replace(config, diagnosis=dataclasses.replace(config.diagnosis, use_normal_pool=False))
+        no_filter = diagnose_jobs(spark, plain, job_ids, progress=progress).events
     per_job = _per_job(diagnosis, indicating, baselines, labels)
     if dump is not None:
         _dump(dump, diagnosis, indicating, per_job)
-    result = {"fleet": str(fleet), "warehouse": str(warehouse), "failed_jobs": len(labels),
+    result = {"fleet": str(fleet), "warehouse": str(config.storage.warehouse), "failed_jobs": len(labels),
               "diagnosis_seconds": round(seconds, 1), **summarise(per_job), "paper": PAPER, "bar": BAR,
               "errors": diagnosis.jobs.loc[diagnosis.jobs["status"] == "error", ["job_id", "error"]].to_dict("records")}
     if no_filter is not None:
@@ -236,49 +223,3 @@ def format_result(result: dict) -> str:
     if result["errors"]:
         lines += ["", "errors:"] + [f"  {e['job_id']}: {e['error']}" for e in result["errors"]]
     return "\n".join(lines)
-
-
-def add_parser(subparsers) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser("evaluate", help="diagnose a labelled generated fleet and print the paper's tables")
-    configure(parser)
-    parser.set_defaults(func=run)
-    return parser
-
-
-def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    parser.add_argument("--fleet", required=True, help="a fleet written by `l4spark simulate` (with _labels)")
-    parser.add_argument("--warehouse", help="default: <fleet>.warehouse")
-    parser.add_argument("--json", metavar="OUT", help="write the figures, per kind and misses as JSON")
-    parser.add_argument("--no-filter-ablation", action="store_true", help="skip the run without the cross-job filter")
-    parser.add_argument("--dump", metavar="DIR", help="also write the evidence of every candidate event as Parquet")
-    parser.add_argument("--misses", type=int, default=20, help="misses printed (default 20)")
-    parser.add_argument("--master", help="Spark master (default from conf)")
-    return parser
-
-
-def run(args: argparse.Namespace) -> int:
-    fleet = Path(args.fleet)
-    warehouse = Path(args.warehouse) if args.warehouse else fleet.with_name(fleet.name + ".warehouse")
-    result = evaluate_fleet(fleet, warehouse, ablation=not args.no_filter_ablation, master=args.master,
-                            dump=Path(args.dump) if args.dump else None)
-    print(format_result(result))
-    if result["misses"] and args.misses:
-        print(f"\nmisses ({len(result['misses'])} jobs; first {args.misses}):")
-        for miss in result["misses"][: args.misses]:
-            print(f"  {miss['job_id']} [{miss['fault_kind']}]: {'; '.join(miss['problems'])}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2, default=str), "utf-8")
-        print(f"\nwrote {args.json}")
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    from l4spark.cli import run_command
-
-    parser = configure(argparse.ArgumentParser(prog="python -m l4spark.evaluation.diagnosis_eval",
-                                               description=__doc__.splitlines()[0]))
-    return run_command(run, parser.parse_args(argv), "l4spark evaluate")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -169,17 +169,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     from pyspark.sql import functions as F
 
     from l4spark.config import load_config
-    from l4spark.diagnose import diagnosis_config, with_line_flags
+    from l4spark.crossjob.normal_pool import filter_normal_events, read_normal_pool, update_normal_pool
+    from l4spark.diagnosis.assemble import with_line_flags
     from l4spark.evaluation.labels import indicating_events, load_labels
-    from l4spark.normal_pool import filter_normal_events, pool_config, read_normal_pool, update_normal_pool
-    from l4spark.normal_pool_cli import parse_missing_jobs
-    from l4spark.session import build_session
-    from l4spark.storage import read_table
+    from l4spark.nightly.batch import parse_missing
+    from l4spark.warehouse.session import build_session
+    from l4spark.warehouse.storage import read_table
 
     fleet = Path(args.fleet)
     warehouse = args.warehouse or str(fleet.resolve().with_name(fleet.resolve().name + ".warehouse"))
     config = load_config(overrides={"storage.warehouse": warehouse, "spark.master": args.master})
-    configured = pool_config(config)
+    configured = config.normal_pool
     settings = dataclasses.replace(configured, rate_keep=configured.rate_keep and not args.no_rate_keep,
                                    variant_keep=configured.variant_keep and not args.no_variant_keep,
                                    remove_boilerplate=configured.remove_boilerplate and not args.no_boilerplate)
@@ -191,12 +191,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     spark = build_session(config.spark)
     try:
-        parse_missing_jobs(spark, config, str(fleet), progress)
+        parse_missing(spark, config, str(fleet), progress)
         update_normal_pool(spark, config, settings, progress=progress)
         failed = list(labels)
         events = read_table(spark, config.storage, "events").where(F.col("job_id").isin(failed))
         jobs = read_table(spark, config.storage, "jobs").where(F.col("job_id").isin(failed))
-        result = filter_normal_events(with_line_flags(events, diagnosis_config(config)), jobs, read_normal_pool(spark, config.storage), settings,
+        result = filter_normal_events(with_line_flags(events, config.diagnosis), jobs, read_normal_pool(spark, config.storage), settings,
                                       masking=config.masking, fold_digits=config.structure.fold_digits)
         decisions = result.decisions.toPandas()
         indicating = indicating_events(spark, events, labels)

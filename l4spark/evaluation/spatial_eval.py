@@ -39,7 +39,7 @@ def generate_fleet(out: Path, seed: int, jobs: int = 48) -> None:
 
 def ablations(base) -> dict[str, object]:
     """Named SpatialConfig variants of ``base`` for the ablation table (``base`` first)."""
-    from l4spark.spatial import NORMALISATIONS
+    from l4spark.spatial.config import NORMALISATIONS
 
     replace = dataclasses.replace
     variants = {
@@ -60,7 +60,7 @@ def ablations(base) -> dict[str, object]:
 
 def accuracy(rankings: dict[str, list[str]], faulty: dict[str, tuple[str, ...]]) -> dict[int, float]:
     """Mean top-k hit share over the jobs of ``faulty`` (job -> faulty nodes, all non-empty)."""
-    from l4spark.spatial import top_k_hit
+    from l4spark.spatial.ranking import top_k_hit
 
     return {k: sum(top_k_hit(rankings.get(j, []), nodes, k) for j, nodes in faulty.items()) / len(faulty)
             for k in K_VALUES}
@@ -109,10 +109,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from l4spark.config import load_config
     from l4spark.evaluation.labels import load_labels
-    from l4spark.parse import parse_jobs
-    from l4spark.session import build_session
-    from l4spark.spatial import baseline_rankings, rank_unit_inputs, spatial_config, unit_inputs
-    from l4spark.storage import read_table, table_exists
+    from l4spark.parse.pipeline import parse_jobs
+    from l4spark.warehouse.session import build_session
+    from l4spark.spatial.ranking import baseline_rankings, rank_unit_inputs, unit_inputs
+    from l4spark.warehouse.storage import read_table, table_exists
 
     labels = load_labels(fleet)
     faulty = {j: label.faulty_nodes for j, label in labels.items() if label.faulty_nodes}
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"parsing {fleet} into {warehouse}", flush=True)
             parse_jobs(spark, config, fleet, progress=lambda m: print("  " + m, flush=True))
         events = read_table(spark, config.storage, "events").where(F.col("job_id").isin(sorted(faulty)))
-        base = spatial_config(config)
+        base = config.spatial
         if args.normalisation:
             base = dataclasses.replace(base, normalisation=args.normalisation)
         variants = ablations(base) if args.compare else {f"l4spark ({base.normalisation})": base}

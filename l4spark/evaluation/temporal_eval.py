@@ -72,19 +72,18 @@ def candidate_events(spark, config, events, jobs):
     leave-one-out pool. Builds or updates the warehouse's normal pool first."""
     from pyspark.sql import functions as F
 
-    from l4spark.normal_pool import (
+    from l4spark.crossjob.normal_pool import (
         LEDGER_TABLE,
         NormalPool,
         build_pool,
         build_variants,
         filter_normal_events,
-        pool_config,
         read_normal_pool,
         update_normal_pool,
     )
-    from l4spark.storage import read_table, table_exists
+    from l4spark.warehouse.storage import read_table, table_exists
 
-    settings = pool_config(config)
+    settings = config.normal_pool
     update_normal_pool(spark, config, settings, progress=lambda m: print(m, file=sys.stderr))
     succeeded = list(settings.succeeded_statuses)
 
@@ -117,7 +116,7 @@ def _leave_one_out(spark, ledger, settings):
     held-out jobs are built in one pass (``build_pool`` groups by settings_key)."""
     from pyspark.sql import functions as F
 
-    from l4spark.fingerprint import canonical_settings, parse_settings, settings_key
+    from l4spark.crossjob.fingerprint import canonical_settings, parse_settings, settings_key
 
     counted = {r.job_id: parse_settings(r.settings) for r in ledger.select("job_id", "settings").distinct().collect()}
     pairs, groups = [], []
@@ -151,17 +150,18 @@ def run(fleet: Path, warehouse: Path, parse: bool, indicating: str = "candidates
     from pyspark.sql import functions as F
 
     from l4spark.config import load_config
-    from l4spark.parse import parse_jobs
-    from l4spark.session import build_session
-    from l4spark.storage import read_table
-    from l4spark.temporal import analyse_iterations, job_failure_points, temporal_config, with_stage_and_iteration
+    from l4spark.parse.pipeline import parse_jobs
+    from l4spark.warehouse.session import build_session
+    from l4spark.warehouse.storage import read_table
+    from l4spark.temporal.jobs import analyse_iterations, job_failure_points
+    from l4spark.temporal.lines import with_stage_and_iteration
 
     config = load_config(overrides={"storage.warehouse": str(warehouse)})
     spark = build_session(config.spark)
     try:
         if parse:
             parse_jobs(spark, config, fleet, progress=lambda m: print(m, file=sys.stderr))
-        conf = temporal_config(config)
+        conf = config.temporal
         events = read_table(spark, config.storage, "events")
         jobs_table = read_table(spark, config.storage, "jobs")
         staged = with_stage_and_iteration(events, conf).localCheckpoint()

@@ -1,6 +1,8 @@
-"""The per-job diagnosis report: one job's diagnosis (plain pandas/dicts) as an HTML page,
-Markdown for tickets, or a terminal summary. No Spark; matplotlib is imported only to draw.
+"""What people read: the per-job report and the analysts' readers.
 
+In: a job's diagnosis (plain pandas/dicts; ``diagnosed`` makes it from a ``Diagnosis``), or the
+warehouse's result tables (``analysis``, pyarrow, for the notebooks). Out: an HTML page, Markdown
+for tickets, a terminal summary; small pandas frames. No Spark here; matplotlib only to draw.
 See docs/report.md.
 """
 

@@ -1,6 +1,6 @@
 """``l4spark simulate``: write a training fleet with ground truth.
 
-``l4spark/cli.py`` adds it as ``l4spark simulate``; ``python -m l4spark.simulate.cli`` runs it
+``l4spark/cli/common.py`` adds it as ``l4spark simulate``; ``python -m l4spark.simulate.cli`` runs it
 standalone.
 """
 

@@ -1,6 +1,6 @@
 """Temporal configuration: stage markers, iteration markers, DTW and progress thresholds.
 
-Defaults live in code; the conf's ``[temporal]`` table overrides them (``temporal_config``). Regexes
+Defaults live in code; the conf's ``[temporal]`` table overrides them (built by ``l4spark.config.load_config``). Regexes
 are Java regexes searched anywhere in the event's ``message`` (never anchored on a header: a
 header the parser could not strip stays in the message).
 """
@@ -162,28 +162,3 @@ class TemporalConfig:
             out += [(f"temporal.counted_iteration_rules[{i}].{name}", getattr(rule, name))
                     for name in ("pattern", "interval_pattern", "start_pattern") if getattr(rule, name)]
         return out
-
-
-def temporal_config_from_mapping(values: dict) -> TemporalConfig:
-    """A TemporalConfig from a TOML table: scalars by name; ``stage_rules`` as a list of
-    ``{stage, pattern}``, ``iteration_rules`` as a list of ``{pattern}`` and
-    ``counted_iteration_rules`` as a list of ``{pattern, interval_pattern, start_pattern}``,
-    ``elapsed_rules``, ``bad_count_rules`` and ``progress_clock_rules`` as lists of regexes (each
-    replaces the default list whole). An unknown key is a ConfigError, a bad value a ValueError, naming it."""
-    import dataclasses
-
-    from l4spark.config import check_keys
-
-    kwargs = check_keys(values, [f.name for f in dataclasses.fields(TemporalConfig)], "temporal")
-    if "stage_rules" in kwargs:
-        kwargs["stage_rules"] = tuple(StageRule(str(r["stage"]), str(r["pattern"])) for r in kwargs["stage_rules"])
-    if "iteration_rules" in kwargs:
-        kwargs["iteration_rules"] = tuple(IterationRule(str(r["pattern"])) for r in kwargs["iteration_rules"])
-    for name in ("elapsed_rules", "bad_count_rules", "progress_clock_rules"):
-        if name in kwargs:
-            kwargs[name] = tuple(str(r) for r in kwargs[name])
-    if "counted_iteration_rules" in kwargs:
-        kwargs["counted_iteration_rules"] = tuple(
-            CountedIterationRule(str(r["pattern"]), str(r["interval_pattern"]), str(r.get("start_pattern", "")))
-            for r in kwargs["counted_iteration_rules"])
-    return TemporalConfig(**kwargs)

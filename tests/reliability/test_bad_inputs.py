@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from l4spark.lock import warehouse_lock
-from l4spark.storage import read_table
+from l4spark.warehouse.lock import warehouse_lock
+from l4spark.warehouse.storage import read_table
 from tests.nightly_support import DIAGNOSIS_TABLES, assert_same, nightly_config, snapshot
 from tests.reliability.corpus import write_bad_corpus
 
@@ -44,7 +44,7 @@ def _good_jobs(batch) -> list[str]:
 @pytest.fixture(scope="module")
 def batch(spark, nightly_logs, tmp_path_factory):
     """Good jobs + the corpus in one logs root, one nightly run with reports."""
-    from l4spark.nightly import run_nightly
+    from l4spark.nightly.batch import run_nightly
 
     base = tmp_path_factory.mktemp("bad-batch")
     logs = base / "logs"

@@ -13,12 +13,12 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from l4spark.config import DrainConfig, load_config
-from l4spark.fingerprint import DEFAULT_LEVELS, settings_key
-from l4spark.layout import RankFile, scan_logs_root
-from l4spark.patterns import match_patterns, seed_patterns
-from l4spark.reader import ReadLimits, read_lines
-from l4spark.templates import TemplateStore
-from l4spark.textrules import LineStructurer, Masker, expand_parts, fold_digits
+from l4spark.crossjob.fingerprint import DEFAULT_LEVELS, settings_key
+from l4spark.parse.layout import RankFile, scan_logs_root
+from l4spark.diagnosis.patterns import match_patterns, seed_patterns
+from l4spark.parse.reader import ReadLimits, read_lines
+from l4spark.parse.templates import TemplateStore
+from l4spark.parse.textrules import LineStructurer, Masker, expand_parts, fold_digits
 
 pytestmark = pytest.mark.reliability
 CONFIG = load_config()

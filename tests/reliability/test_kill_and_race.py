@@ -19,8 +19,8 @@ import sys
 import pytest
 
 from l4spark.killpoints import ENV, KILLED_EXIT
-from l4spark.lock import lock_path, read_holder, warehouse_lock
-from l4spark.storage import read_table, table_exists
+from l4spark.warehouse.lock import lock_path, read_holder, warehouse_lock
+from l4spark.warehouse.storage import read_table, table_exists
 from tests.nightly_support import assert_same, nightly_config, snapshot
 
 pytestmark = pytest.mark.reliability
@@ -47,7 +47,7 @@ def _nightly(logs, warehouse, kill_at: str | None = None) -> subprocess.Popen:
 def test_racing_and_killed_runs_then_a_rerun_equal_a_clean_run(spark, nightly_logs, nightly_clean, tmp_path):
     """Two runs start at once on a new warehouse: one takes the lock, the other exits 2 at once
     naming it. The winner is killed at the first point; each rerun is killed at the next."""
-    from l4spark.nightly import run_nightly
+    from l4spark.nightly.batch import run_nightly
 
     warehouse = tmp_path / "warehouse"
     config = nightly_config(warehouse)

@@ -9,9 +9,9 @@ import pytest
 
 from l4spark.config import load_config
 from l4spark.errors import ConfigError
-from l4spark.patterns import FaultPattern, PatternError, seed_patterns
+from l4spark.diagnosis.patterns import FaultPattern, PatternError, seed_patterns
 from l4spark.regexsafety import UnsafeRegexError, check_regex
-from l4spark.temporal import temporal_config
+
 
 pytestmark = pytest.mark.reliability
 
@@ -43,7 +43,7 @@ def test_safe_shapes_are_accepted(regex):
 def test_every_shipped_regex_passes(default_config):
     assert default_config.masking and default_config.structure.headers
     assert [p.pattern_id for p in seed_patterns()]
-    assert temporal_config(default_config).regexes()
+    assert default_config.temporal.regexes()
 
 
 @pytest.mark.parametrize("text,message", [
@@ -67,13 +67,10 @@ def test_conf_refuses_unsafe_regexes_naming_the_key(tmp_path, text, message):
     ('[diagnosis]\nconsequence_patterns = ["(a+)+$"]\n', r"diagnosis.consequence_patterns.*ambiguously"),
 ])
 def test_step_regexes_are_refused_naming_the_key(tmp_path, table, message):
-    from l4spark.diagnose import diagnosis_config
-
     path = tmp_path / "bad.toml"
     path.write_text(table)
-    config = load_config(path)
     with pytest.raises(ConfigError, match=message):
-        temporal_config(config) if "temporal" in table else diagnosis_config(config)
+        load_config(path)
 
 
 def test_fault_signature_is_refused_with_the_reason():

@@ -1,0 +1,465 @@
+"""Diagnosis (L4 step 5 and the assembly): one ranked list of failure-indicating events per job.
+
+``diagnose_jobs`` runs the whole method over a set of jobs in one Spark application:
+
+1. cross-job filter (``normal_pool.filter_normal_events``): candidate lines, the events not
+   normal for jobs of the same settings (every line when the job has no history);
+2. spatial (``spatial.rank_nodes`` over the candidate events): node ranking, suspects and the
+   events that make them deviate;
+3. temporal (``temporal``): stage and iteration of every line, failure stage and iteration, DTW
+   scores of iterations and the events of anomalous ones;
+4. fault patterns (``patterns.match_patterns``) over the job's candidate events;
+5. assembly (``score_events``, pure pandas, per job): every candidate event gets evidence from
+   each source and a score; the flagged ones, ranked, are ``diagnosis_events``.
+
+Only per-(job, event) aggregates reach the driver (a job has hundreds of candidate events, not
+millions of lines). A job that cannot be diagnosed (not parsed, no line, a step failing on it)
+gets a ``diagnosis_jobs`` row with ``status = error`` and the reason; the other jobs go on.
+See docs/diagnosis.md for the evidence and the score.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from l4spark import __version__
+from l4spark.config import Config
+from l4spark.crossjob.normal_pool import (
+    filter_normal_events,
+    read_normal_pool,
+)
+from l4spark.diagnosis.pattern_store import pattern_library
+from l4spark.crossjob.reasons import NO_HISTORY
+from l4spark.diagnosis.config import DiagnosisConfig
+from l4spark.diagnosis.scoring import SEVERITY, job_patterns, pattern_hit_rows, rank_matches, score_events
+from l4spark.warehouse.session import materialize
+from l4spark.spatial.ranking import rank_nodes, spatial_events
+from l4spark.warehouse.storage import read_table, table_exists, write_job_rows
+from l4spark.temporal.jobs import analyse_iterations, job_failure_points, temporal_events
+from l4spark.temporal.lines import node_clock_offsets, with_stage_and_iteration
+from l4spark.temporal.lines import STAGED_COLUMNS
+
+log = logging.getLogger(__name__)
+
+DIAGNOSIS_JOBS_SCHEMA = (
+    "job_id string, status string, failure_stage string, failure_iteration long, suspect_nodes array<string>, "
+    "matched_patterns array<string>, n_lines long, n_candidate_events long, error string, run_id string, "
+    "processed_at timestamp, version string, history string, n_events long, n_flagged_events long, "
+    "fault_class string, root_cause string, remedy string, pattern_confidence double"
+)
+DIAGNOSIS_JOBS_COLUMNS = [c.split()[0] for c in DIAGNOSIS_JOBS_SCHEMA.split(", ")]
+DIAGNOSIS_EVENTS_SCHEMA = (
+    "job_id string, event_id string, template string, rank int, score double, sources array<string>, "
+    "n_lines long, n_nodes long, first_ts timestamp, stage string, sample string, sample_node string, "
+    "sample_ts timestamp, level string, keep_reason string"
+)
+DIAGNOSIS_EVENTS_COLUMNS = [c.split()[0] for c in DIAGNOSIS_EVENTS_SCHEMA.split(", ")]
+ITERATION_COLUMNS = ["job_id", "iteration", "score", "anomalous", "event_ids"]
+
+
+# ---- Spark: per-(job, event) evidence ---------------------------------------------------------
+
+
+def _severity(level: F.Column) -> F.Column:
+    expr = F.lit(None).cast("int")
+    for name, value in SEVERITY.items():
+        expr = F.when(F.upper(level) == name, F.lit(value)).otherwise(expr)
+    return F.coalesce(expr, F.lit(0))
+
+
+def prepare_lines(staged: DataFrame, offsets: DataFrame, conf: DiagnosisConfig, tconf=None) -> DataFrame:
+    """Staged events plus ``t`` (seconds on the job's reference clock: the line's own timestamp, or
+    the last one before it in its file, minus the node's clock offset), ``frame`` (a stack-frame
+    line, or the source line printed under a Python frame) and ``tail`` (no timestamp at or below
+    the line in its file, and below the file's last stage or iteration marker when it has one:
+    the end of a process's output, whose time ``t`` only bounds from below; a crash's untimed
+    stderr lines under startup-only timestamps are the common case)."""
+    from l4spark.temporal.lines import iteration_marker, stage_marker
+
+    in_file = Window.partitionBy("job_id", "file").orderBy("line_no")
+    whole_file = in_file.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    marker = (stage_marker(tconf).isNotNull() | iteration_marker(tconf).isNotNull()) if tconf is not None else F.lit(False)
+    last_marker = F.max(F.when(marker, F.col("line_no"))).over(whole_file)
+    # the staged frame carries it (temporal.lines.with_stage_and_iteration's ts_next)
+    ts_below = (F.col("ts_next") if "ts_next" in staged.columns
+                else F.first("ts", ignorenulls=True).over(in_file.rowsBetween(Window.currentRow, Window.unboundedFollowing)))
+    return (with_line_flags(staged, conf)
+            .withColumn("ts_filled", F.last("ts", ignorenulls=True).over(
+                in_file.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
+            .withColumn("tail", ts_below.isNull() & (F.col("line_no") > F.coalesce(last_marker, F.lit(-1))))
+            .join(F.broadcast(offsets), on=["job_id", "node"], how="left")
+            .withColumn("t", F.col("ts_filled").cast("double") - F.coalesce("offset_s", F.lit(0.0)))
+            .drop("offset_s", "ts_filled"))
+
+
+def with_line_flags(lines: DataFrame, conf: DiagnosisConfig) -> DataFrame:
+    """Events lines plus ``frame`` (a stack-frame line: ``frame_patterns``, or the source line
+    printed under a Python frame, ``source_after``) and ``boilerplate`` (a frame, a line without
+    a letter such as ``====`` or a blank, or a teardown/advice line of ``consequence_patterns``):
+    what the cross-job filter removes whatever the history (``normal_pool.BOILERPLATE``). Needs
+    job_id, file, line_no, message; a null message is neither."""
+    in_file = Window.partitionBy("job_id", "file").orderBy("line_no")
+    frame = F.lit(False)
+    for regex in conf.frame_patterns:
+        frame = frame | F.coalesce(F.col("message").rlike(regex), F.lit(False))
+    after_frame = F.coalesce(F.lag("message").over(in_file).rlike(conf.source_after), F.lit(False))
+    consequence = F.lit(False)
+    for regex in conf.consequence_patterns:
+        consequence = consequence | F.coalesce(F.col("message").rlike(regex), F.lit(False))
+    no_letter = F.coalesce(~F.col("message").rlike(r"\p{L}"), F.lit(False))
+    return (lines.withColumn("frame", frame | after_frame)
+            .withColumn("boilerplate", F.col("frame") | no_letter | consequence))
+
+
+def job_timing(lines: DataFrame, tconf) -> DataFrame:
+    """Per job over ``prepare_lines`` output: start_t, end_t, last_progress_t (the last stage or
+    iteration marker: where the job stopped making progress), n_lines, n_nodes, n_ranks."""
+    from l4spark.temporal.lines import iteration_marker, stage_marker
+
+    progress = stage_marker(tconf).isNotNull() | iteration_marker(tconf).isNotNull()
+    return (lines.groupBy("job_id")
+            .agg(F.min("t").alias("start_t"), F.max("t").alias("end_t"),
+                 F.max(F.when(progress, F.col("t"))).alias("last_progress_t"),
+                 F.count(F.lit(1)).alias("n_lines"), F.countDistinct("node").alias("n_nodes"),
+                 F.countDistinct("node", "rank").alias("n_ranks")))
+
+
+def event_evidence(candidates: DataFrame) -> DataFrame:
+    """Per (job, candidate event) over candidate lines (``prepare_lines`` columns plus
+    keep_reason): n_lines, n_nodes, n_ranks, first_t, last_t, severity (highest level, see
+    SEVERITY), frame_share, tail (any line in its file's tail), the first line (sample, sample_node, sample_ts, stage, level) and
+    keep_reason."""
+    lines = candidates.withColumn("severity", _severity(F.col("level")))
+    first = F.struct(F.coalesce("t", F.lit(float("inf"))).alias("t"), "node", "rank", "line_no", "message", "ts",
+                     "stage", "level")
+    return (lines.groupBy("job_id", "event_id")
+            .agg(F.count(F.lit(1)).alias("n_lines"), F.countDistinct("node").alias("n_nodes"),
+                 F.countDistinct("node", "rank").alias("n_ranks"),
+                 F.min("t").alias("first_t"), F.max("t").alias("last_t"), F.max("severity").alias("severity"),
+                 F.avg(F.col("frame").cast("double")).alias("frame_share"),
+                 F.max(F.col("tail")).alias("tail"),
+                 F.min(first).alias("first"), F.min("keep_reason").alias("keep_reason"))
+            .select("job_id", "event_id", "n_lines", "n_nodes", "n_ranks", "first_t", "last_t", "severity",
+                    "frame_share", "tail", F.col("first.message").alias("sample"), F.col("first.node").alias("sample_node"),
+                    F.col("first.ts").alias("sample_ts"), F.col("first.stage").alias("stage"),
+                    F.col("first.level").alias("level"), "keep_reason"))
+
+
+def failed_event_shares(spark: SparkSession, config: Config, job_ids: Sequence[str]) -> pd.DataFrame:
+    """How common each event is among the warehouse's failed jobs: event_id, n_failed (failed jobs
+    holding it), plus the total as attribute ``n_failed_jobs``. From the small job_event_counts
+    table; the diagnosed jobs count too (each job's own share is taken out when scoring)."""
+    storage = config.storage
+    if not (table_exists(storage, "jobs") and table_exists(storage, "job_event_counts")):
+        frame = pd.DataFrame({"event_id": pd.Series(dtype=str), "n_failed": pd.Series(dtype="int64")})
+        frame.attrs["n_failed_jobs"] = 0
+        return frame
+    failed = read_table(spark, storage, "jobs").where(
+        (F.col("status") == "failed") | F.col("job_id").isin(list(job_ids))).select("job_id")
+    counts = read_table(spark, storage, "job_event_counts").where(F.col("event_id").isNotNull())
+    n_failed = failed.count()
+    frame = (counts.join(failed, on="job_id", how="inner").groupBy("event_id")
+             .agg(F.countDistinct("job_id").alias("n_failed")).toPandas())
+    frame.attrs["n_failed_jobs"] = int(n_failed)
+    return frame
+
+
+# ---- the whole diagnosis over a set of jobs ---------------------------------------------------
+
+
+@dataclass
+class Diagnosis:
+    """The outcome of ``diagnose_jobs``: the small result tables as pandas, plus report inputs."""
+
+    run_id: str
+    jobs: pd.DataFrame  # DIAGNOSIS_JOBS_COLUMNS, one row per requested job
+    events: pd.DataFrame  # DIAGNOSIS_EVENTS_COLUMNS (flagged events only)
+    nodes: pd.DataFrame  # DIAGNOSIS_NODES_COLUMNS
+    iterations: pd.DataFrame  # ITERATION_COLUMNS (+ threshold when the temporal step gives it)
+    scored: pd.DataFrame  # every candidate event with its evidence (``score_events``)
+    patterns: dict[str, list[dict]]  # job -> matched patterns with root cause and remedy
+    stages: pd.DataFrame  # job_id, node, stage, start_ts, end_ts
+    first_errors: pd.DataFrame  # job_id, node, ts, event_id, message
+    heat: pd.DataFrame  # job_id, event_id, node, n_lines (flagged events)
+    extra: dict[str, dict] = field(default_factory=dict)  # job -> settings, n_nodes, n_ranks, history
+
+    @property
+    def diagnosed(self) -> list[str]:
+        return sorted(self.jobs.loc[self.jobs["status"] == "diagnosed", "job_id"])
+
+
+def new_run_id(prefix: str = "diagnose") -> str:
+    return f"{prefix}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
+
+
+def diagnose_jobs(spark: SparkSession, config: Config, job_ids: Iterable[str], run_id: str | None = None,
+                  progress: Callable[[str], None] = log.info) -> Diagnosis:
+    """Diagnose ``job_ids`` (already parsed) in one pass; nothing is written (``write_diagnosis``).
+
+    A job missing from the jobs table, or without any line, becomes an error row. When the batch
+    fails on a job's data, the jobs are diagnosed one by one so that only the broken one errs.
+    """
+    run_id = run_id or new_run_id()
+    job_ids = sorted(set(job_ids))
+    processed_at = datetime.now(timezone.utc).replace(tzinfo=None)
+    errors: dict[str, str] = {}
+    registry = {}
+    if table_exists(config.storage, "jobs"):
+        registry = {r.job_id: r for r in read_table(spark, config.storage, "jobs")
+                    .where(F.col("job_id").isin(job_ids)).collect()}
+    for job_id in job_ids:
+        row = registry.get(job_id)
+        if row is None:
+            errors[job_id] = "not parsed: the job is not in the jobs table (run `l4spark parse` or pass --logs-root)"
+        elif not row.n_lines:
+            errors[job_id] = (f"no log line to diagnose ({row.n_files} files, {row.n_issues} input issues; "
+                              "see the quarantine table)" + (f"; job.json: {row.meta_error}" if row.meta_error else ""))
+    ready = [j for j in job_ids if j not in errors]
+    parts = []
+    if ready:
+        try:
+            parts.append(_diagnose_batch(spark, config, ready, registry, progress))
+        except Exception as exc:  # a step failed on some job's data: isolate it
+            if len(ready) == 1:
+                log.exception("diagnosis of %s failed", ready[0])
+                errors[ready[0]] = f"diagnosis failed: {type(exc).__name__}: {str(exc).splitlines()[0][:500]}"
+            else:
+                progress(f"batch diagnosis failed ({type(exc).__name__}); diagnosing the {len(ready)} jobs one by one")
+                for job_id in ready:
+                    try:
+                        parts.append(_diagnose_batch(spark, config, [job_id], registry, progress))
+                    except Exception as one:  # noqa: BLE001 - reported as the job's error row
+                        log.exception("diagnosis of %s failed", job_id)
+                        errors[job_id] = f"diagnosis failed: {type(one).__name__}: {str(one).splitlines()[0][:500]}"
+    merged = _merge_parts(parts)
+    rows = [*merged.pop("job_rows")]
+    for job_id, reason in sorted(errors.items()):
+        rows.append({"job_id": job_id, "status": "error", "error": reason, "suspect_nodes": [], "matched_patterns": [],
+                     "n_lines": int(registry[job_id].n_lines or 0) if job_id in registry else 0})
+    jobs = pd.DataFrame(rows).reindex(columns=DIAGNOSIS_JOBS_COLUMNS)
+    jobs["run_id"], jobs["processed_at"], jobs["version"] = run_id, processed_at, __version__
+    jobs = jobs.sort_values("job_id").reset_index(drop=True)
+    return Diagnosis(run_id=run_id, jobs=jobs, **merged)
+
+
+def _merge_parts(parts: list[dict]) -> dict:
+    keys = ["events", "nodes", "iterations", "scored", "stages", "first_errors", "heat"]
+    merged: dict = {"job_rows": [r for p in parts for r in p["job_rows"]], "patterns": {}, "extra": {}}
+    for key in keys:
+        frames = [p[key] for p in parts if len(p[key])]
+        merged[key] = pd.concat(frames, ignore_index=True) if frames else (parts[0][key] if parts else pd.DataFrame())
+    for p in parts:
+        merged["patterns"].update(p["patterns"])
+        merged["extra"].update(p["extra"])
+    return merged
+
+
+def _diagnose_batch(spark: SparkSession, config: Config, job_ids: list[str], registry: dict,
+                    progress: Callable[[str], None]) -> dict:
+    conf = config.diagnosis
+    tconf = config.temporal
+    storage = config.storage
+    progress(f"diagnosing {len(job_ids)} jobs")
+    events = read_table(spark, storage, "events").where(F.col("job_id").isin(job_ids))
+    jobs = read_table(spark, storage, "jobs").where(F.col("job_id").isin(job_ids)).select("job_id", "settings")
+    offsets = materialize(node_clock_offsets(events, tconf))
+    staged = with_stage_and_iteration(events, tconf, offsets)
+    lines = prepare_lines(staged, offsets, conf, tconf).persist()
+    try:
+        return _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs, lines, offsets,
+                               progress)
+    finally:
+        lines.unpersist()
+
+
+def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs, lines, offsets,
+                    progress) -> dict:
+    storage = config.storage
+    # 1. cross-job filter
+    pool = read_normal_pool(spark, storage)
+    if not conf.use_normal_pool:
+        pool = type(pool)(pool.entries.limit(0), pool.variants.limit(0))
+    filtered = filter_normal_events(lines, jobs, pool, config.normal_pool, masking=config.masking,
+                                    fold_digits=config.structure.fold_digits)
+    history = filtered.decisions.select("job_id", "history").distinct().toPandas()
+    candidates = filtered.candidates
+    # the spatial and temporal steps see what the pool keeps, boilerplate included (timing and
+    # localisation evidence); scoring sees the candidates
+    candidate_events = materialize(filtered.pool_kept_events())
+    evidence = event_evidence(candidates.where(F.col("event_id").isNotNull())).toPandas()
+    evidence = evidence.merge(history, on="job_id", how="left")
+    timing = job_timing(lines, tconf).toPandas()
+    progress(f"cross-job filter: {len(evidence)} candidate events in {evidence['job_id'].nunique()} jobs")
+    # 2. spatial
+    node_rows = materialize(rank_nodes(events, config.spatial, candidate_events))
+    spatial = spatial_events(node_rows).select("job_id", "event_id", "score").toPandas()
+    nodes = node_rows.toPandas()
+    # 3. temporal
+    iterations_df, progress_df = analyse_iterations(lines.select(*STAGED_COLUMNS), candidate_events, tconf,
+                                                    offsets=offsets)
+    iterations_df = materialize(iterations_df)
+    temporal = temporal_events(lines, iterations_df).select("job_id", "event_id", "score").toPandas()
+    points = job_failure_points(lines.select(*events.columns), progress_df).toPandas()
+    iterations = iterations_df.toPandas()
+    progress(f"spatial and temporal steps done ({len(nodes)} units, {len(iterations)} iterations)")
+    # 4. patterns, over every candidate event
+    templates = _templates(spark, config, evidence["event_id"].unique().tolist())
+    library = pattern_library(spark, storage)
+    matches = job_patterns(evidence, templates, library, conf.pattern_min_confidence)
+    hits = pattern_hit_rows(matches)
+    # 5. assembly
+    shares = failed_event_shares(spark, config, job_ids)
+    scored = score_events(evidence, timing, spatial, temporal, hits, shares, conf)
+    matches = rank_matches(matches, scored)
+    scored["template"] = scored["event_id"].map(templates)
+    flagged = scored[scored["flagged"]]
+    report_parts = _report_inputs(spark, lines, flagged)
+    by_id = {p.pattern_id: p for p in library}
+    job_rows, extra, pattern_rows = [], {}, {}
+    point_by_job = points.set_index("job_id").to_dict("index") if len(points) else {}
+    history_by_job = history.set_index("job_id")["history"].to_dict() if len(history) else {}
+    timing_by_job = timing.set_index("job_id").to_dict("index") if len(timing) else {}
+    for job_id in job_ids:
+        found = matches.get(job_id, [])
+        pattern_rows[job_id] = [{**dataclasses.asdict(m), "root_cause": by_id[m.pattern_id].root_cause,
+                                 "remedy": by_id[m.pattern_id].remedy} for m in found]
+        job_nodes = nodes[nodes["job_id"] == job_id].sort_values("rank")
+        point = point_by_job.get(job_id, {})
+        iteration = point.get("failure_iteration")
+        best = found[0] if found else None
+        job_rows.append({
+            "job_id": job_id, "status": "diagnosed", "failure_stage": point.get("failure_stage"),
+            "failure_iteration": None if iteration is None or pd.isna(iteration) else int(iteration),
+            "suspect_nodes": job_nodes.loc[job_nodes["suspect"], "node"].drop_duplicates().tolist(),
+            "matched_patterns": [m.pattern_id for m in found],
+            "n_lines": int(registry[job_id].n_lines or 0),
+            "n_candidate_events": int((scored["job_id"] == job_id).sum()),
+            "error": None, "history": history_by_job.get(job_id, NO_HISTORY),
+            "n_events": int(registry[job_id].n_events or 0),
+            "n_flagged_events": int((flagged["job_id"] == job_id).sum()),
+            "fault_class": best.fault_class if best else None,
+            "root_cause": by_id[best.pattern_id].root_cause if best else None,
+            "remedy": by_id[best.pattern_id].remedy if best else None,
+            "pattern_confidence": best.confidence if best else None,
+        })
+        info = timing_by_job.get(job_id, {})
+        extra[job_id] = {"settings": _settings(registry[job_id].settings), "history": history_by_job.get(job_id, NO_HISTORY),
+                         "n_nodes": int(info.get("n_nodes") or 0), "n_ranks": int(info.get("n_ranks") or 0)}
+    events_out = _events_table(flagged)
+    return {"job_rows": job_rows, "events": events_out, "nodes": nodes, "iterations": iterations, "scored": scored,
+            "patterns": pattern_rows, "extra": extra, **report_parts}
+
+
+def _settings(raw: str | None) -> dict:
+    import json
+    try:
+        value = json.loads(raw) if raw else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _templates(spark: SparkSession, config: Config, event_ids: list[str]) -> dict[str, str]:
+    if not event_ids or not table_exists(config.storage, "templates"):
+        return {}
+    rows = (read_table(spark, config.storage, "templates").where(F.col("event_id").isin(event_ids))
+            .select("event_id", "template").collect())
+    return {r.event_id: r.template for r in rows}
+
+
+def _to_ts(seconds: pd.Series) -> pd.Series:
+    return pd.to_datetime(pd.to_numeric(seconds, errors="coerce"), unit="s")
+
+
+def _events_table(flagged: pd.DataFrame) -> pd.DataFrame:
+    out = flagged.assign(first_ts=_to_ts(flagged["first_t"]), rank=flagged["rank"].astype("int64"))
+    return out.reindex(columns=DIAGNOSIS_EVENTS_COLUMNS).reset_index(drop=True)
+
+
+def _report_inputs(spark: SparkSession, lines: DataFrame, flagged: pd.DataFrame) -> dict:
+    """Small per-node aggregates for the reports: stage spans, first error line, flagged event counts."""
+    stages = (lines.where(F.col("stage").isNotNull() & F.col("t").isNotNull())
+              .groupBy("job_id", "node", "stage").agg(F.min("t").alias("start_t"), F.max("t").alias("end_t"))
+              .toPandas())
+    first_line = F.struct(F.col("t"), F.col("event_id"), F.col("message"))
+    first_errors = (lines.where(_severity(F.col("level")) >= SEVERITY["ERROR"])
+                    .where(F.col("t").isNotNull())
+                    .groupBy("job_id", "node").agg(F.min(first_line).alias("first"))
+                    .select("job_id", "node", F.col("first.t").alias("t"), F.col("first.event_id").alias("event_id"),
+                            F.col("first.message").alias("message")).toPandas())
+    if len(flagged):
+        keys = spark.createDataFrame(flagged[["job_id", "event_id"]].astype(str))
+        heat = (lines.join(F.broadcast(keys), on=["job_id", "event_id"], how="inner")
+                .groupBy("job_id", "event_id", "node").agg(F.count(F.lit(1)).alias("n_lines")).toPandas())
+    else:
+        heat = pd.DataFrame(columns=["job_id", "event_id", "node", "n_lines"])
+    stages = stages.assign(start_ts=_to_ts(stages["start_t"]), end_ts=_to_ts(stages["end_t"])).drop(
+        columns=["start_t", "end_t"])
+    first_errors = first_errors.assign(ts=_to_ts(first_errors["t"])).drop(columns=["t"])
+    return {"stages": stages, "first_errors": first_errors, "heat": heat}
+
+
+# ---- writing and reports ----------------------------------------------------------------------
+
+
+def write_diagnosis(spark: SparkSession, config: Config, diagnosis: Diagnosis) -> None:
+    """Replace the four diagnosis tables' rows of every job in ``diagnosis.jobs``.
+
+    The per-event, node and iteration tables are written first and ``diagnosis_jobs`` last: a
+    job's row there is the mark that its diagnosis is complete (a crash in between leaves the
+    previous diagnosis row, and a rerun replaces everything of the job).
+    """
+    from l4spark.spatial.ranking import DIAGNOSIS_NODES_SCHEMA
+
+    storage = config.storage
+    job_ids = diagnosis.jobs["job_id"].tolist()
+
+    def frame(rows: pd.DataFrame, schema: str) -> DataFrame:
+        fields = [c.split(maxsplit=1) for c in schema.split(", ")]
+        columns = rows.reindex(columns=[name for name, _ in fields])
+        records = [tuple(_python_value(value, kind) for value, (_, kind) in zip(record, fields))
+                   for record in columns.itertuples(index=False, name=None)]
+        return spark.createDataFrame(records, schema)
+
+    def write(rows: pd.DataFrame, schema: str, table: str) -> None:
+        with_rows = set(rows["job_id"]) if len(rows) else set()
+        write_job_rows(frame(rows, schema).localCheckpoint(), storage, table, job_ids, with_rows, small=True)
+
+    iteration_schema = "job_id string, iteration long, score double, anomalous boolean, event_ids array<string>"
+    if "threshold" in diagnosis.iterations.columns:
+        iteration_schema += ", threshold double"
+    if "reason" in diagnosis.iterations.columns:
+        iteration_schema += ", reason string"
+    write(diagnosis.events, DIAGNOSIS_EVENTS_SCHEMA, "diagnosis_events")
+    write(diagnosis.nodes, DIAGNOSIS_NODES_SCHEMA, "diagnosis_nodes")
+    write(diagnosis.iterations, iteration_schema, "diagnosis_iterations")
+    write(diagnosis.jobs, DIAGNOSIS_JOBS_SCHEMA, "diagnosis_jobs")
+
+
+def _python_value(value, kind: str):
+    """A pandas cell as the plain Python value Spark's schema check accepts (None for missing)."""
+    if kind.startswith("array<"):
+        if value is None or (np.isscalar(value) and pd.isna(value)):
+            return []
+        return [_python_value(x, kind[len("array<"):-1]) for x in value]
+    if value is None or (np.isscalar(value) and pd.isna(value)) or value is pd.NaT:
+        return None
+    if kind == "timestamp":
+        return pd.Timestamp(value).to_pydatetime(warn=False)
+    if kind in ("long", "int"):
+        return int(value)
+    if kind == "double":
+        return float(value)
+    if kind == "boolean":
+        return bool(value)
+    return str(value)

@@ -1,0 +1,79 @@
+"""Settings of the diagnosis assembly: the conf's ``[diagnosis]`` table, typed (no Spark here).
+
+``l4spark.config.load_config`` builds it and refuses an unknown key, a wrong type, a value out of
+range or an unsafe regex by name, before any Spark session starts. docs/diagnosis.md explains
+each knob.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from l4spark.errors import ConfigError
+from l4spark.regexsafety import UnsafeRegexError, check_regex
+
+SOURCES = ("cross_job", "spatial", "temporal", "pattern")
+
+
+@dataclass(frozen=True)
+class DiagnosisConfig:
+    """Knobs of the assembly (TOML section ``[diagnosis]``); docs/diagnosis.md explains each."""
+
+    use_normal_pool: bool = True  # False: no cross-job filter (every job compared as if without history)
+    min_score: float = 0.5  # an event is flagged when its score reaches this
+    max_events: int = 200  # flagged events kept per job (best first)
+    pattern_min_confidence: float = 0.5  # a pattern is reported from this share of its signature
+    onset_margin_s: float = 60.0  # an event first seen this long before the failure onset still counts as late
+    setup_onset_margin_s: float = 5.0  # ...before the first error line, in a job that never logged progress
+    generic_share: float = 0.5  # in at least this share of the other failed jobs: failure boilerplate...
+    generic_min_jobs: int = 20  # ...once the warehouse knows this many failed jobs
+    # stack-frame lines (Python and C++ tracebacks) and the source line after a Python frame:
+    # they say where the program was, not what went wrong
+    frame_patterns: tuple = (r'^\s*File ".*", line [0-9]+', r"^\s*frame #[0-9]+:",
+                             r"^\s*Trace[Bb]ack \(most recent call last\):")
+    source_after: str = r'^\s*File ".*", line [0-9]+, in '
+    # consequence and advice lines: the launcher tearing the other processes down after one failed,
+    # and the fixed hints printed under an error; they say the job is going down or how to debug,
+    # not what went wrong (lines naming the failed process and its exit code are not here)
+    consequence_patterns: tuple = (
+        r"closing signal SIG[A-Z]+",  # torch elastic: Sending process N closing signal SIGTERM
+        r"\bdeath signal\b|SignalException: Process [0-9]+ got signal",  # agent shutting down on a signal
+        r"^\s*Killing subprocess [0-9]+",  # deepspeed launcher
+        r"^\s*\S+ FAILED\s*$",  # torchrun's failure summary header ("train.py FAILED")
+        r"^\s*traceback\s*:\s*To enable traceback see",  # ...and its hint line
+        # ...and the framing of its error summary (the host / rank / exitcode lines inside it stay)
+        r"^\s*(Failures|Root Cause \(first observed failure\)):\s*$|^\s*<NO_OTHER_FAILURES>\s*$",
+        r"^\s*error_file\s*:|^\s*time\s*:\s*[0-9]{4}-[0-9]{2}-[0-9]{2}_[0-9]{2}:[0-9]{2}:[0-9]{2}\s*$",
+        r"^\s*(torch\.distributed\.elastic\.multiprocessing\.errors\.)?ChildFailedError:\s*$",
+        r"CUDA kernel errors might be asynchronously reported|CUDA_LAUNCH_BLOCKING=|TORCH_USE_CUDA_DSA",
+        r"To avoid data inconsistency, we are taking the entire process down",  # NCCL watchdog's closing words
+        r"Some NCCL operations have failed or timed out\. Due to the asynchronous nature",
+        r"^\s*Last error:\s*$",  # NCCL: the header above the last warning (which is the news)
+        r"^\s*nccl(RemoteError|SystemError|InternalError|UnhandledCudaError|InvalidUsage|InvalidArgument): ",  # NCCL's text for its error code
+        r"^\s*Solution: ",  # Ascend (CANN/HCCL) error codes' remedy text
+        r"\*\*\* (STEP|JOB) \S+ ON \S+ CANCELLED AT|^\s*srun: Job step aborted|^\s*srun: error: .*: Killed\s*$",  # Slurm
+    )
+    weights: dict = field(default_factory=lambda: {
+        "cross_job": 0.3, "spatial": 0.3, "temporal": 0.3, "pattern": 0.5, "late": 0.4, "error": 0.2})
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.min_score <= 10.0:
+            raise ConfigError(f"diagnosis.min_score: expected a number in [0, 10], found {self.min_score!r}")
+        if self.max_events < 1:
+            raise ConfigError(f"diagnosis.max_events: expected an integer >= 1, found {self.max_events!r}")
+        if not 0.0 < self.generic_share <= 1.0:
+            raise ConfigError(f"diagnosis.generic_share: expected a share in (0, 1], found {self.generic_share!r}")
+        for regex in (*self.frame_patterns, self.source_after):
+            _check_java_regex(regex, "diagnosis.frame_patterns")
+        for regex in self.consequence_patterns:
+            _check_java_regex(regex, "diagnosis.consequence_patterns")
+        unknown = sorted(set(self.weights) - set(SOURCES) - {"late", "error"})
+        if unknown:
+            raise ConfigError(f"diagnosis.weights: unknown evidence {unknown}; known: {list(SOURCES) + ['late', 'error']}")
+
+
+def _check_java_regex(regex: str, key: str) -> None:
+    try:
+        check_regex(regex)
+    except UnsafeRegexError as exc:
+        raise ConfigError(f"{key}: {exc}") from exc

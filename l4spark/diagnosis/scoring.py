@@ -1,0 +1,112 @@
+"""Event scoring and pattern ranking of the assembly: pure pandas, per job, no Spark.
+
+``score_events`` turns the per-(job, event) evidence that the Spark side aggregated into a score
+and a rank; ``job_patterns`` / ``rank_matches`` match the fault-pattern library and order the
+matches. docs/diagnosis.md explains the evidence and the weights.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Sequence
+
+import pandas as pd
+
+from l4spark.crossjob.reasons import NO_EVENT_ID, NO_HISTORY
+from l4spark.diagnosis.config import SOURCES, DiagnosisConfig
+from l4spark.diagnosis.patterns import FaultPattern, PatternMatch, match_patterns
+
+SEVERITY = {"FATAL": 4, "CRITICAL": 4, "ERROR": 3, "WARN": 2, "WARNING": 2, "INFO": 1, "DEBUG": 0}
+
+
+def score_events(evidence: pd.DataFrame, timing: pd.DataFrame, spatial: pd.DataFrame, temporal: pd.DataFrame,
+                 pattern_hits: pd.DataFrame, shares: pd.DataFrame, conf: DiagnosisConfig) -> pd.DataFrame:
+    """Evidence, score and rank of every candidate event.
+
+    Inputs (pandas): ``evidence`` (``event_evidence`` columns plus history), ``timing``
+    (``job_timing``), ``spatial`` / ``temporal`` (job_id, event_id, score), ``pattern_hits``
+    (job_id, event_id, confidence), ``shares`` (``failed_event_shares``). Output: the evidence
+    columns plus late, error, generic, frame, consequence, cross_job, spatial, temporal, pattern (booleans),
+    sources (list), score, flagged, rank (1 = most indicative among the flagged; null otherwise).
+    """
+    frame = evidence.merge(timing[["job_id", "start_t", "last_progress_t"]], on="job_id", how="left")
+    # failure onset: where progress stopped; a job that never logged progress (it died during
+    # setup) has its first error line instead, so the configuration it echoed before is not late
+    first_error = frame["first_t"].where(frame["severity"].fillna(0) >= SEVERITY["ERROR"]).groupby(frame["job_id"]).transform("min")
+    progress_t, start_t = (pd.to_numeric(frame[c], errors="coerce") for c in ("last_progress_t", "start_t"))
+    onset = ((progress_t - conf.onset_margin_s)
+             .fillna(first_error - conf.setup_onset_margin_s)
+             .fillna(start_t - conf.onset_margin_s))
+    tail = frame["tail"].fillna(False).astype(bool) if "tail" in frame.columns else False
+    frame["late"] = (frame["first_t"] >= onset).fillna(False).astype(bool) | frame["first_t"].isna() & onset.isna() | tail
+    frame["error"] = frame["severity"].fillna(0) >= SEVERITY["ERROR"]
+    frame["warning"] = frame["severity"].fillna(0) == SEVERITY["WARN"]
+    frame["cross_job"] = (frame["history"].fillna(NO_HISTORY) != NO_HISTORY) & ~frame["keep_reason"].isin(
+        [NO_HISTORY, NO_EVENT_ID])
+    keys = list(zip(frame["job_id"], frame["event_id"]))
+    for name, table in (("spatial", spatial), ("temporal_it", temporal), ("pattern", pattern_hits)):
+        present = set(zip(table["job_id"], table["event_id"])) if len(table) else set()
+        frame[name] = [key in present for key in keys]
+    frame["temporal"] = frame["temporal_it"] | frame["late"]
+    n_failed_jobs = int(shares.attrs.get("n_failed_jobs", 0))
+    in_failed = frame["event_id"].map(shares.set_index("event_id")["n_failed"]).fillna(0)
+    # this job's own occurrence taken out: the share of the *other* failed jobs that print it
+    other_share = (in_failed - 1).clip(lower=0) / max(1, n_failed_jobs - 1)
+    frame["generic"] = (n_failed_jobs >= conf.generic_min_jobs) & (other_share >= conf.generic_share) & ~frame["pattern"]
+    # stack frames, and lines without a letter (blank lines, ==== / ---- separators): structure, not content
+    no_words = ~frame["sample"].fillna("").astype(str).str.contains(r"[^\W\d_]", regex=True)
+    frame["frame"] = ((frame["frame_share"].fillna(0) >= 0.5) | no_words) & ~frame["pattern"]
+    # even when a fault pattern's keywords occur in it (advice text names the error it explains)
+    frame["consequence"] = _matches_any(frame["sample"], conf.consequence_patterns)
+    weights = conf.weights
+    frame["score"] = (weights["cross_job"] * frame["cross_job"] + weights["spatial"] * frame["spatial"]
+                      + weights["temporal"] * frame["temporal_it"] + weights["pattern"] * frame["pattern"]
+                      + weights["late"] * frame["late"] + weights["error"] * (frame["error"] + 0.5 * frame["warning"]))
+    frame["score"] = frame["score"].astype(float).round(4)
+    frame["flagged"] = (frame["score"] >= conf.min_score) & ~frame["generic"] & ~frame["frame"] & ~frame["consequence"]
+    frame["sources"] = [[s for s in SOURCES if row[s]] for row in frame[list(SOURCES)].to_dict("records")]
+    frame = frame.sort_values(["job_id", "flagged", "score", "first_t", "event_id"],
+                              ascending=[True, False, False, True, True], kind="stable", na_position="last")
+    frame["rank"] = frame.groupby("job_id").cumcount() + 1
+    frame.loc[~frame["flagged"], "rank"] = pd.NA
+    frame = frame[frame["rank"].isna() | (frame["rank"] <= conf.max_events)]
+    return frame.drop(columns=["temporal_it", "warning"]).reset_index(drop=True)
+
+
+def _matches_any(texts: pd.Series, patterns: Sequence[str]) -> pd.Series:
+    if not patterns or texts.empty:
+        return pd.Series(False, index=texts.index)
+    regex = re.compile("|".join(f"(?:{p})" for p in patterns))
+    return texts.fillna("").astype(str).map(lambda text: regex.search(text) is not None).astype(bool)
+
+
+def job_patterns(evidence: pd.DataFrame, templates: dict[str, str], library: Sequence[FaultPattern],
+                 min_confidence: float) -> dict[str, list[PatternMatch]]:
+    """The library's matches per job, over every candidate event (template and first line)."""
+    matches = {}
+    for job_id, group in evidence.groupby("job_id", sort=True):
+        triples = [(r.event_id, templates.get(r.event_id, ""), r.sample or "") for r in group.itertuples()]
+        matches[job_id] = match_patterns(library, triples, min_confidence)
+    return matches
+
+
+def rank_matches(matches: dict[str, list[PatternMatch]], scored: pd.DataFrame) -> dict[str, list[PatternMatch]]:
+    """Matches of each job, best first: the most complete signature, then the one whose events
+    came first (the root cause precedes what it causes on peers: an OOM'd rank is followed by its
+    peers' network errors), then the pattern id. Boilerplate events do not date a match."""
+    first_t = {(r.job_id, r.event_id): r.first_t for r in scored.itertuples()
+               if not r.generic and r.first_t == r.first_t}
+    ranked = {}
+    for job_id, found in matches.items():
+        def key(m: PatternMatch) -> tuple:
+            times = [first_t[(job_id, e)] for e in m.matched_event_ids if (job_id, e) in first_t]
+            return (-m.confidence, min(times) if times else math.inf, m.pattern_id)
+        ranked[job_id] = sorted(found, key=key)
+    return ranked
+
+
+def pattern_hit_rows(matches: dict[str, list[PatternMatch]]) -> pd.DataFrame:
+    rows = [(job_id, event_id, m.confidence) for job_id, found in matches.items() for m in found
+            for event_id in m.matched_event_ids]
+    return pd.DataFrame(rows, columns=["job_id", "event_id", "confidence"]).drop_duplicates(["job_id", "event_id"])

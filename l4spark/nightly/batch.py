@@ -1,0 +1,154 @@
+"""The nightly batch: every failed job without a current diagnosis, in one Spark application.
+
+    l4spark nightly --logs-root R --warehouse W [--date YYYY-MM-DD] [--rediagnose-older]
+    spark-submit jobs/nightly.py --logs-root R --warehouse W [--date D]
+
+Steps, each idempotent, so that a run killed at any point and started again ends with the same
+tables as one clean run:
+
+1. scan the logs root once; a job is *stale* when the jobs table does not have it or its files
+   changed (count or bytes differ from what was parsed);
+2. parse the stale jobs (all in one parse: one read of their files), which extends the template
+   store and replaces their rows;
+3. bring the normal pool up to date with the successful jobs (incremental);
+4. select the failed jobs (ended on or before ``--date`` when given) whose diagnosis is missing,
+   older than their parse, or (``--rediagnose-older``) made by an older l4spark version;
+5. diagnose them together and write the diagnosis tables (per job replaced; ``diagnosis_jobs``
+   last) and their reports;
+6. record the run in the ``runs`` table (run id, date, counts, errors, seconds per step).
+
+A broken job becomes a ``diagnosis_jobs`` error row and the others finish. The run's own row
+is written last; a run that died has no row, and the next run picks its work up.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import date, datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from pyspark.sql import SparkSession
+
+from l4spark import __version__
+from l4spark.config import Config
+from l4spark.crossjob.normal_pool import update_normal_pool
+from l4spark.killpoints import kill_point
+from l4spark.nightly.selection import jobs_to_diagnose, missing_jobs, stale_jobs
+from l4spark.parse.layout import scan_logs_root
+from l4spark.parse.pipeline import parse_jobs
+from l4spark.warehouse.storage import write_job_rows
+
+log = logging.getLogger(__name__)
+
+RUNS_SCHEMA = ("run_id string, run_date string, started_at timestamp, finished_at timestamp, status string, "
+               "n_scanned_jobs long, n_parsed_jobs long, n_selected_jobs long, n_diagnosed long, n_errors long, "
+               "errors string, seconds string, version string")
+
+
+@dataclass
+class NightlyRun:
+    run_id: str
+    run_date: str
+    started_at: datetime
+    parsed: list[str] = field(default_factory=list)
+    selected: list[str] = field(default_factory=list)
+    diagnosed: list[str] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    scanned: int = 0
+    reports: dict[str, tuple] = field(default_factory=dict)
+
+
+def parse_missing(spark: SparkSession, config: Config, logs_root: str | Path,
+                  progress: Callable[[str], None] = log.info) -> list[str]:
+    """Parse the jobs under ``logs_root`` that the warehouse does not have yet (one listing of the
+    root, handed to the parse); returns them."""
+    scan = scan_logs_root(logs_root, config.layout.pattern, config.layout.job_file)
+    missing = missing_jobs(spark, config, scan)
+    if missing:
+        progress(f"parsing {len(missing)} jobs not yet in the warehouse")
+        parse_jobs(spark, config, logs_root, missing, progress=progress, scan=scan.only(missing))
+    return missing
+
+
+def catch_up(spark: SparkSession, config: Config, logs_root: str | Path,
+             progress: Callable[[str], None] = log.info) -> list[str]:
+    """``parse_missing``, then the normal pool brought up to date; returns the parsed jobs."""
+    missing = parse_missing(spark, config, logs_root, progress)
+    update_normal_pool(spark, config, config.normal_pool, progress=progress)
+    return missing
+
+
+def run_nightly(spark: SparkSession, config: Config, logs_root: str | Path, run_date: date | None = None,
+                rediagnose_older: bool = False, reports_dir: str | Path | None = None,
+                progress: Callable[[str], None] = log.info) -> NightlyRun:
+    from l4spark.diagnosis.assemble import diagnose_jobs, new_run_id, write_diagnosis
+    from l4spark.report.diagnosed import write_job_reports
+
+    run = NightlyRun(new_run_id("nightly"), (run_date or datetime.now(timezone.utc).date()).isoformat(),
+                     datetime.now(timezone.utc).replace(tzinfo=None))
+    clock = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        run.seconds[name] = round(now - clock, 2)
+        clock = now
+
+    scan = scan_logs_root(logs_root, config.layout.pattern, config.layout.job_file)
+    run.scanned = len(scan.jobs)
+    run.parsed = stale_jobs(spark, config, scan)
+    lap("scan")
+    progress(f"{run.scanned} jobs under {logs_root}; {len(run.parsed)} new or changed")
+    if run.parsed:
+        parse_jobs(spark, config, logs_root, run.parsed, progress=progress, scan=scan.only(run.parsed))
+    lap("parse")
+    kill_point("after_parse")
+    update_normal_pool(spark, config, config.normal_pool, progress=progress)
+    lap("normal_pool")
+    kill_point("after_normal_pool")
+    run.selected = jobs_to_diagnose(spark, config, run_date, rediagnose_older)
+    progress(f"{len(run.selected)} failed jobs to diagnose")
+    if run.selected:
+        diagnosis = diagnose_jobs(spark, config, run.selected, run_id=run.run_id, progress=progress)
+        lap("diagnose")
+        kill_point("after_diagnose")
+        write_diagnosis(spark, config, diagnosis)
+        run.diagnosed = diagnosis.diagnosed
+        run.errors = {r.job_id: r.error for r in diagnosis.jobs.itertuples() if r.status == "error"}
+        lap("write")
+        if reports_dir is not None:
+            run.reports = write_job_reports(diagnosis, reports_dir)
+            lap("reports")
+    kill_point("before_runs_row")
+    record_run(spark, config, run, "succeeded")
+    return run
+
+
+def record_run(spark: SparkSession, config: Config, run: NightlyRun, status: str) -> None:
+    """Append the run's row to ``runs`` (partitioned by run_id: a rerun of an id replaces it)."""
+    row = (run.run_id, run.run_date, run.started_at, datetime.now(timezone.utc).replace(tzinfo=None), status,
+           run.scanned, len(run.parsed), len(run.selected), len(run.diagnosed), len(run.errors),
+           json.dumps(run.errors, sort_keys=True), json.dumps(run.seconds), __version__)
+    frame = spark.createDataFrame([row], RUNS_SCHEMA)
+    write_job_rows(frame, config.storage, "runs", [run.run_id], small=True, key="run_id")
+
+
+def summary_lines(run: NightlyRun) -> list[str]:
+    return [f"nightly run {run.run_id} ({run.run_date})",
+            f"  jobs scanned    {run.scanned}",
+            f"  parsed          {len(run.parsed)} (new or changed)",
+            f"  diagnosed       {len(run.diagnosed)} of {len(run.selected)} selected; errors {len(run.errors)}",
+            *[f"    {job}: {error}" for job, error in sorted(run.errors.items())],
+            f"  seconds         {json.dumps(run.seconds)}"]
+
+
+def as_dict(run: NightlyRun) -> dict:
+    out = asdict(run)
+    out["started_at"] = run.started_at.isoformat()
+    out["reports"] = {k: [str(p) for p in v] for k, v in run.reports.items()}
+    return out

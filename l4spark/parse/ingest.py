@@ -1,0 +1,215 @@
+"""Ingest: rank files -> a DataFrame of lines (and of the files' quarantine entries).
+
+Files are listed once on the driver (``layout.scan_logs_root``), packed into read tasks of
+about ``ingest.target_task_bytes`` each, and read inside Spark tasks with ``mapInArrow``:
+``spark.range(n_tasks)`` gives exactly one task id per partition, and each task reads its
+files whole with ``reader.read_lines``. Spark never lists or opens the small files itself,
+line numbers are exact (no file is split), and a broken file becomes quarantine rows instead
+of a failed stage.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Mapping, Sequence
+
+from collections import Counter
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+from l4spark.config import IngestConfig
+from l4spark.parse.layout import Issue, RankFile
+from l4spark.parse.reader import ReadLimits, read_lines
+from l4spark.parse.textrules import fold_digits
+
+# One row per kept line (issue is null) or per quarantine entry of a file (issue is the
+# reason, raw is a sample, n_lines/n_bytes count what it covers).
+INGEST_SCHEMA = T.StructType([
+    T.StructField("job_id", T.StringType(), False),
+    T.StructField("node", T.StringType(), True),
+    T.StructField("rank", T.IntegerType(), True),
+    T.StructField("file", T.StringType(), True),
+    T.StructField("line_no", T.LongType(), True),
+    T.StructField("raw", T.StringType(), True),
+    T.StructField("shape", T.StringType(), True),
+    T.StructField("issue", T.StringType(), True),
+    T.StructField("detail", T.StringType(), True),
+    T.StructField("n_lines", T.LongType(), True),
+    T.StructField("n_bytes", T.LongType(), True),
+    T.StructField("shape_id", T.IntegerType(), True),
+])
+_ARROW_SCHEMA = pa.schema([
+    pa.field("job_id", pa.string(), False),
+    pa.field("node", pa.string()),
+    pa.field("rank", pa.int32()),
+    pa.field("file", pa.string()),
+    pa.field("line_no", pa.int64()),
+    pa.field("raw", pa.string()),
+    pa.field("shape", pa.string()),
+    pa.field("issue", pa.string()),
+    pa.field("detail", pa.string()),
+    pa.field("n_lines", pa.int64()),
+    pa.field("n_bytes", pa.int64()),
+    pa.field("shape_id", pa.int32()),
+])
+
+
+def plan_read_tasks(files: Sequence[RankFile], conf: IngestConfig, min_tasks: int = 1) -> list[list[RankFile]]:
+    """Pack files into tasks of about ``target_task_bytes``, in (job, path) order; a task
+    also ends at a job boundary once it holds an eighth of the target, so it holds one job or a
+    few small ones and writes few job partitions, with no sort and few open file writers. The target shrinks so that there are at least ``min_tasks`` tasks (all cores busy).
+    A .gz file weighs its size x ``gz_expansion``. Deterministic for the same files."""
+    if not files:
+        return []
+
+    def weight(f: RankFile) -> float:
+        return max(f.size, 1) * (conf.gz_expansion if f.compressed else 1.0)
+
+    total = sum(weight(f) for f in files)
+    target = min(conf.target_task_bytes, total / max(min_tasks, 1))
+    tasks: list[list[RankFile]] = [[]]
+    load = 0.0
+    for rank_file in sorted(files, key=lambda f: (f.job_id, f.rel_path)):
+        new_job = bool(tasks[-1]) and tasks[-1][-1].job_id != rank_file.job_id
+        # a task ends when full, or at a job boundary once it holds more than a small share
+        if tasks[-1] and (load + weight(rank_file) / 2 > target or (new_job and load > target / 8)):
+            tasks.append([])
+            load = 0.0
+        tasks[-1].append(rank_file)
+        load += weight(rank_file)
+    return tasks
+
+
+def read_rank_files(spark: SparkSession, files: Sequence[RankFile], conf: IngestConfig,
+                    raw: bool = True, shape: bool = False, counts_only: bool = False,
+                    shape_ids: Mapping[str, int] | None = None) -> DataFrame:
+    """Lines of ``files`` with INGEST_SCHEMA columns; quarantine rows have ``issue`` set.
+
+    ``raw``: ship each line's text; ``shape``: ship its digit-folded shape (``fold_digits``,
+    done here in C on whole blocks, far cheaper than a JVM pass per line). A column not asked
+    for is null (quarantine samples always come in ``raw``). ``counts_only``: instead of lines,
+    one row per (job, shape) of each task: ``n_lines`` lines, first at (``file``, ``line_no``);
+    the task counts in C, so only distinct shapes cross to the JVM. ``shape_ids``: ship each
+    line's ``shape_id``, its shape's number in this mapping (null for a shape it lacks), instead
+    of the shape's text: a dictionary lookup in the task is cheaper than carrying a second copy
+    of every line to the JVM and joining on it there.
+    """
+    tasks = plan_read_tasks(files, conf, min_tasks=2 * _parallelism(spark))
+    limits = ReadLimits(conf.max_line_bytes, conf.read_chunk_bytes, conf.binary_control_share)
+    batch_lines = conf.batch_lines
+
+    def read_tasks(task_ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in task_ids:
+            for task_id in batch.column(0).to_pylist():
+                if counts_only:
+                    yield from shape_count_batches(tasks[task_id], limits)
+                else:
+                    yield from arrow_batches(tasks[task_id], limits, batch_lines, raw=raw, shape=shape,
+                                             shape_ids=shape_ids)
+
+    return spark.range(0, len(tasks), 1, max(len(tasks), 1)).mapInArrow(read_tasks, INGEST_SCHEMA)
+
+
+def _parallelism(spark: SparkSession) -> int:
+    value = spark.conf.get("spark.default.parallelism", None)
+    if value:
+        return int(value)
+    master = spark.conf.get("spark.master", "local[*]")
+    if master.startswith("local["):
+        inner = master[len("local["):].rstrip("]").split(",")[0]
+        return int(inner) if inner.isdigit() else _cpu_count()
+    return _cpu_count()
+
+
+def _cpu_count() -> int:
+    import os
+    return os.cpu_count() or 1
+
+
+def arrow_batches(files: Sequence[RankFile], limits: ReadLimits, batch_lines: int, raw: bool = True,
+                  shape: bool = False, shape_ids: Mapping[str, int] | None = None) -> Iterator[pa.RecordBatch]:
+    """Read ``files`` in order into Arrow batches of about ``batch_lines`` rows."""
+    columns: dict[str, list] = {name: [] for name in _ARROW_SCHEMA.names}
+    fold = shape or shape_ids is not None
+    for rank_file in files:
+        for item in read_lines(rank_file, limits, fold=fold):
+            if isinstance(item, Issue):
+                _append_issue(columns, rank_file, item)
+                continue
+            line_nos, lines, shapes = _kept_lines(*item, fold=fold)
+            count = len(lines)
+            columns["job_id"] += [rank_file.job_id] * count
+            columns["node"] += [rank_file.node] * count
+            columns["rank"] += [rank_file.rank] * count
+            columns["file"] += [rank_file.rel_path] * count
+            columns["line_no"] += line_nos
+            columns["raw"] += lines if raw else [None] * count
+            columns["shape"] += shapes if shape else [None] * count
+            columns["shape_id"] += map(shape_ids.get, shapes) if shape_ids is not None else [None] * count
+            for name in ("issue", "detail", "n_lines", "n_bytes"):
+                columns[name] += [None] * count
+            if len(columns["line_no"]) >= batch_lines:
+                yield _to_batch(columns)
+    if columns["line_no"]:
+        yield _to_batch(columns)
+
+
+def shape_count_batches(files: Sequence[RankFile], limits: ReadLimits) -> Iterator[pa.RecordBatch]:
+    """Read ``files`` and yield, per job, its distinct shapes with line count and first line."""
+    columns: dict[str, list] = {name: [] for name in _ARROW_SCHEMA.names}
+    by_job: dict[str, tuple[Counter, dict]] = {}
+    for rank_file in files:
+        counts, firsts = by_job.setdefault(rank_file.job_id, (Counter(), {}))
+        for item in read_lines(rank_file, limits, fold=True):
+            if isinstance(item, Issue):
+                _append_issue(columns, rank_file, item)
+                continue
+            line_nos, _, shapes = _kept_lines(*item, fold=True)
+            counts.update(shapes)
+            # files come in path order and blocks in line order, so the first block that shows a
+            # shape holds its first line; zip over reversed lists lets the dict keep the earliest
+            block_first = dict(zip(reversed(shapes), reversed(line_nos)))
+            for shape_text in block_first.keys() - firsts.keys():
+                firsts[shape_text] = (rank_file.rel_path, block_first[shape_text])
+    for job_id, (counts, firsts) in by_job.items():
+        for shape_text, n in counts.items():
+            file, line_no = firsts[shape_text]
+            for name, value in (("job_id", job_id), ("node", None), ("rank", None), ("file", file),
+                                ("line_no", line_no), ("raw", None), ("shape", shape_text), ("issue", None),
+                                ("detail", None), ("n_lines", n), ("n_bytes", None), ("shape_id", None)):
+                columns[name].append(value)
+    if columns["job_id"]:
+        yield _to_batch(columns)
+
+
+def _kept_lines(first: int, lines: list[str | None], shapes: list[str] | None,
+                fold: bool = False) -> tuple[Sequence[int], list[str], list[str] | None]:
+    """Line numbers, texts and (``fold``) shapes of a block, without its set-aside (None) lines.
+    Shapes the reader did not fold (a block off its fast path) are folded here."""
+    if None in lines:
+        numbered = [(first + i, line) for i, line in enumerate(lines) if line is not None]
+        line_nos, lines, shapes = [n for n, _ in numbered], [line for _, line in numbered], None
+    else:
+        line_nos = range(first, first + len(lines))
+    if fold and shapes is None:
+        # lines hold no line ends, so one translate over the joined block folds them all
+        shapes = fold_digits("\n".join(lines)).split("\n") if lines else []
+    return line_nos, lines, shapes
+
+
+def _append_issue(columns: dict[str, list], rank_file: RankFile, issue: Issue) -> None:
+    values = {
+        "job_id": rank_file.job_id, "node": rank_file.node, "rank": rank_file.rank, "file": rank_file.rel_path,
+        "line_no": issue.line_no, "raw": issue.sample, "shape": None, "issue": issue.reason, "detail": issue.detail,
+        "n_lines": issue.n_lines, "n_bytes": issue.n_bytes, "shape_id": None,
+    }
+    for name, value in values.items():
+        columns[name].append(value)
+
+
+def _to_batch(columns: dict[str, list]) -> pa.RecordBatch:
+    arrays = [pa.array(columns[field.name], type=field.type) for field in _ARROW_SCHEMA]
+    for values in columns.values():
+        values.clear()
+    return pa.RecordBatch.from_arrays(arrays, schema=_ARROW_SCHEMA)

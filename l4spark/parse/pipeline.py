@@ -1,0 +1,452 @@
+"""The parse run: rank files -> ``events``, ``templates``, ``job_event_counts``, ``jobs``, ``quarantine``.
+
+Default path, by line shape (``shapes.py``; docs/parsing.md):
+1. read the files, counting each job's distinct digit-folded line shapes in the reading tasks
+   (plus the files' quarantine rows): small;
+2. on the driver: structure and mask each shape once, run Drain over the masked messages the
+   template store has not seen (first-occurrence order), save the store;
+3. read the files again, join each line to its shape's fields and event id (broadcast) and
+   write the events, replacing exactly the parsed jobs' partitions.
+Fallback when the rules tell digits apart or a run has too many shapes: structure every line
+in the JVM, cached for the same three steps. Then the small tables, from the events written.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Iterable
+
+import pandas as pd
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from l4spark import __version__
+from l4spark.config import Config
+from l4spark.parse.ingest import read_rank_files
+from l4spark.parse.layout import Issue, LayoutScan, scan_logs_root
+from l4spark.parse.shapes import shape_numbers, shapes_frame, shapes_usable, structure_shapes, with_shape_fields
+from l4spark.parse.structure import with_masked, with_structure
+from l4spark.parse.template_store import load_template_store, save_template_store
+from l4spark.parse.templates import TemplateStore
+from l4spark.warehouse.storage import read_table, table_exists, write_job_rows, write_table
+from l4spark.parse.textrules import message_form
+
+log = logging.getLogger(__name__)
+
+# Reasons whose lines are set aside (not in events); other reasons repair or only report.
+SET_ASIDE = {"binary_line", "line_too_long"}
+
+
+@dataclass
+class ParseSummary:
+    run_id: str
+    jobs: list[str]
+    files: int = 0
+    bytes: int = 0
+    lines: int = 0
+    events: int = 0
+    new_templates: int = 0
+    set_aside_lines: int = 0
+    issues_by_reason: dict[str, int] = field(default_factory=dict)
+    per_job: list[dict] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def total_seconds(self) -> float:
+        return sum(self.seconds.values())
+
+
+def parse_jobs(spark: SparkSession, config: Config, logs_root: str | Path, jobs: Iterable[str] | None = None,
+               progress: Callable[[str], None] = log.info, scan: LayoutScan | None = None) -> ParseSummary:
+    """Parse the jobs under ``logs_root`` (all, or ``jobs``) into the warehouse tables. ``scan``:
+    the caller's listing of exactly those jobs (``LayoutScan.only``), so the root is listed once."""
+    clock = _Clock()
+    run_id = datetime.now(timezone.utc).strftime("parse-%Y%m%dT%H%M%S-") + uuid.uuid4().hex[:6]
+    if scan is None:
+        scan = scan_logs_root(logs_root, config.layout.pattern, config.layout.job_file, jobs)
+    job_ids = sorted(scan.jobs)
+    summary = ParseSummary(run_id, job_ids, files=len(scan.files), bytes=scan.total_bytes)
+    summary.seconds["list"] = clock.lap()
+    progress(f"listed {len(scan.files)} rank files, {scan.total_bytes / 1e6:.1f} MB, in {len(job_ids)} jobs "
+             f"({scan.skipped_hidden} hidden paths skipped)")
+    if not job_ids:
+        progress("nothing to parse")
+        return summary
+
+    store = load_template_store(config.storage, config.drain)
+    before = len(store)
+    not_by_shape = shapes_usable(config.structure)
+    parsed = None
+    if not_by_shape is None:
+        parsed = _parse_by_shape(spark, config, scan, store, progress, clock, summary)
+    else:
+        progress(f"structuring every line ({not_by_shape})")
+    if parsed is None:
+        parsed = _parse_per_line(spark, config, scan, store, progress, clock, summary)
+    file_issues, forms = parsed
+    summary.new_templates = len(store) - before
+
+    counts = _event_counts(spark, config, scan, job_ids)
+    summary.events = int(counts["event_id"].nunique())
+    write_job_rows(spark.createDataFrame(counts[["job_id", "event_id", "n_lines", "first_ts"]], schema=_COUNTS_SCHEMA),
+                   config.storage, "job_event_counts", job_ids, set(counts["job_id"]), small=True)
+    _write_forms(spark, config, forms, job_ids, run_id)
+    _write_templates(spark, config, store)
+    issues = scan.issues + file_issues + _unmatched_lines(counts) + _lines_outside_job_time(counts)
+    _summarise_issues(summary, issues)
+    summary.per_job = _per_job(scan, counts, issues)
+    _write_jobs(spark, config, scan, summary)
+    _write_quarantine(spark, config, issues, job_ids, run_id)
+    summary.seconds["write tables"] = clock.lap()
+    return summary
+
+
+def _parse_by_shape(spark: SparkSession, config: Config, scan: LayoutScan, store: TemplateStore,
+                    progress: Callable[[str], None], clock: "_Clock",
+                    summary: ParseSummary) -> tuple[list[Issue], pd.DataFrame] | None:
+    """Two reads of the files, no cache: (1) distinct shapes with their first occurrence, and
+    the files' quarantine rows; the driver structures, masks and templates the shapes; (2) lines
+    joined to their shape's fields and event id, written. Returns the files' issues and the
+    message forms (``_forms``). None when the run has more than ``structure.max_shapes``
+    shapes (the caller then structures every line)."""
+    issue = F.col("issue")
+    max_rows = 4 * config.structure.max_shapes + 8 * len(scan.files)
+    stats = (
+        read_rank_files(spark, scan.files, config.ingest, counts_only=True)
+        .groupBy("job_id", "shape", "issue", F.when(issue.isNotNull(), F.col("file")).alias("issue_file"))
+        .agg(F.sum("n_lines").alias("n_lines"), F.min(F.struct("file", "line_no")).alias("first"),
+             F.first("detail").alias("detail"), F.sum("n_bytes").alias("n_bytes"), F.first("raw").alias("sample"))
+        .select("job_id", "shape", "issue", "issue_file", "detail", "n_lines", "n_bytes", "sample",
+                F.col("first.file").alias("first_file"), F.col("first.line_no").alias("first_line"))
+        .limit(max_rows + 1)
+        .toPandas()
+    )
+    file_issues = [
+        Issue(r.job_id, r.issue_file, r.issue, r.detail, int(r.n_lines or 0), int(r.n_bytes or 0),
+              None if pd.isna(r.first_line) else int(r.first_line), r.sample)
+        for r in stats[stats["issue"].notna()].itertuples()
+    ]
+    per_job = stats[stats["issue"].isna()]
+    shapes = per_job.sort_values(["first_file", "first_line"], kind="stable").drop_duplicates("shape")
+    if len(stats) > max_rows or len(shapes) > config.structure.max_shapes:
+        progress(f"more than {config.structure.max_shapes:,} line shapes: structuring every line instead")
+        return None
+    summary.lines = int(per_job["n_lines"].sum())
+    summary.seconds["read shapes"] = clock.lap()
+    progress(f"read {summary.lines:,} lines; {len(shapes):,} distinct line shapes")
+
+    table = structure_shapes(shapes["shape"].tolist(), config.structure, config.masking)
+    assignment = store.add(table["masked"].drop_duplicates().tolist())
+    save_template_store(config.storage, store)
+    table["event_id"] = table["masked"].map(assignment)
+    summary.seconds["template"] = clock.lap()
+    progress(f"templated: {table['masked'].nunique():,} masked messages, {len(store)} events in the store")
+
+    lines = (read_rank_files(spark, scan.files, config.ingest, raw=True, shape_ids=shape_numbers(table))
+             .where(issue.isNull()))
+    shape_rows = shapes_frame(spark, table.drop(columns=["masked"]))
+    events = with_shape_fields(lines, shape_rows, _year_reference(scan)).select(*_event_columns())
+    write_job_rows(events, config.storage, "events", summary.jobs, set(per_job["job_id"]))
+    summary.seconds["write events"] = clock.lap()
+    forms = per_job[["job_id", "shape", "n_lines"]].merge(table[["shape", "masked", "event_id"]], on="shape")
+    return file_issues, _forms(forms)
+
+
+def _parse_per_line(spark: SparkSession, config: Config, scan: LayoutScan, store: TemplateStore,
+                    progress: Callable[[str], None], clock: "_Clock",
+                    summary: ParseSummary) -> tuple[list[Issue], pd.DataFrame]:
+    """Structure and mask every line in the JVM; one read, kept in a cache for the three steps."""
+    parsed = (
+        read_rank_files(spark, scan.files, config.ingest)
+        .transform(lambda df: with_structure(df, config.structure, _year_reference(scan)))
+        .transform(lambda df: with_masked(df, config.masking, config.structure.fold_digits))
+        # keep only what later steps read: the cache is the run's biggest write
+        .select("job_id", "node", "rank", "file", "line_no", "ts", "level", "message", "masked",
+                "issue", "detail", "n_lines", "n_bytes",
+                F.when(F.col("issue").isNotNull(), F.col("raw")).alias("sample"))
+    )
+    level = StorageLevel.DISK_ONLY if config.ingest.cache == "disk" else StorageLevel.MEMORY_AND_DISK
+    parsed = parsed.persist(level)
+    try:
+        file_issues = _file_issues(parsed)
+        lines = parsed.where(F.col("issue").isNull())
+        stats = (
+            lines.groupBy("job_id", "masked")
+            .agg(F.count(F.lit(1)).alias("n_lines"), F.min(F.struct("file", "line_no")).alias("first"))
+            .select("job_id", "masked", "n_lines", F.col("first.file").alias("first_file"),
+                    F.col("first.line_no").alias("first_line"))
+            .toPandas()
+        )
+        summary.seconds["read+structure"] = clock.lap()
+        summary.lines = int(stats["n_lines"].sum())
+        progress(f"read {summary.lines:,} lines; {stats['masked'].nunique():,} distinct masked messages")
+
+        ordered = stats.sort_values(["first_file", "first_line"], kind="stable").drop_duplicates("masked")
+        assignment = store.add(ordered["masked"].tolist())
+        save_template_store(config.storage, store)
+        summary.seconds["template"] = clock.lap()
+        progress(f"templated: {len(store)} events in the store")
+
+        mapping = spark.createDataFrame(
+            pd.DataFrame({"masked": list(assignment), "event_id": list(assignment.values())}),
+            schema="masked string, event_id string")
+        events = lines.join(F.broadcast(mapping), on="masked", how="left").select(*_event_columns())
+        write_job_rows(events, config.storage, "events", summary.jobs, set(stats["job_id"]))
+        summary.seconds["write events"] = clock.lap()
+    finally:
+        parsed.unpersist()
+    return file_issues, _forms(stats.assign(event_id=stats["masked"].map(assignment)))
+
+
+def _forms(counts: pd.DataFrame) -> pd.DataFrame:
+    """``job_event_forms`` rows from line counts per (job, masked message[, shape]): per job,
+    event and message form (``textrules.message_form`` of the masked message), the lines. The
+    parse has these counts anyway (per shape, or per masked message); the normal pool reads
+    them instead of masking every line of every successful job again."""
+    counts = counts.assign(masked=counts["masked"].map(message_form, na_action="ignore"))
+    return (counts.groupby(["job_id", "event_id", "masked"], dropna=False, sort=True)["n_lines"].sum()
+            .reset_index()[["job_id", "event_id", "masked", "n_lines"]])
+
+
+FORMS_TABLE = "job_event_forms"
+FORMS_SCHEMA = "job_id string, event_id string, masked string, n_lines long, masks string, run_id string"
+
+
+def _write_forms(spark: SparkSession, config: Config, forms: pd.DataFrame, job_ids: list[str], run_id: str) -> None:
+    """The ``job_event_forms`` table: ``_forms`` rows, each with the mask signature they were
+    masked under (``Config.mask_signature``) and the parse run. Counted in the first read, so a
+    file that grew between the reads makes a job's forms disagree with its events: the reader
+    (``normal_pool``) checks the totals against ``jobs.n_lines`` and masks that job's lines then."""
+    rows = forms.assign(n_lines=forms["n_lines"].astype("int64"),
+                        masks=json.dumps(config.mask_signature()), run_id=run_id)
+    write_job_rows(spark.createDataFrame(rows, schema=FORMS_SCHEMA), config.storage, FORMS_TABLE, job_ids,
+                   set(rows["job_id"]), small=True)
+
+
+def _year_reference(scan: LayoutScan) -> Column | None:
+    """Per line, the time that gives a year-less header time its year: its job's start (else
+    end) in job.json. A job without either falls back to the run's time (structure.in_reference_year)."""
+    return _per_job_time({job_id: _utc(meta.start_time) or _utc(meta.end_time) for job_id, meta in scan.jobs.items()})
+
+
+def _per_job_time(times: dict[str, datetime | None]) -> Column | None:
+    """Per row, its job's time in ``times`` (null for a job without one); None if no job has one.
+    A literal map: the optimizer folds it to one constant, and a lookup costs no join."""
+    pairs = [(job_id, t.isoformat(sep=" ")) for job_id, t in sorted(times.items()) if t is not None]
+    if not pairs:
+        return None
+    mapping = F.create_map(*[F.lit(x) for pair in pairs for x in pair])
+    return F.try_element_at(mapping, F.col("job_id")).cast("timestamp")
+
+
+def _event_columns() -> list:
+    """The events contract, in order; stage and iteration are filled by the temporal step."""
+    return ["job_id", "node", "rank", "file", "line_no", "ts", "level", "event_id", "message",
+            F.lit(None).cast("string").alias("stage"), F.lit(None).cast("long").alias("iteration")]
+
+
+def _event_counts(spark: SparkSession, config: Config, scan: LayoutScan, job_ids: list[str]) -> pd.DataFrame:
+    """Lines, first and last time per (job, event), read back from the events just written.
+    A job whose times all lie within ``_job_time_limits`` (job.json's start and end widened by
+    ``CLOCK_SLACK``) has no line stamped outside its time; only the other jobs are read again,
+    for ``n_outside`` (their lines outside, per job) and the first of them (``outside_file``,
+    ``outside_line``, ``outside_ts``), on each of the job's rows. Comparing every line with its
+    job's limits in the main aggregation cost seconds on the bench fleet for what is, in a
+    healthy batch, nothing."""
+    columns = ("job_id", "event_id", "n_lines", "first_ts", "last_ts", "n_outside", "outside_file", "outside_line",
+               "outside_ts")
+    if not table_exists(config.storage, "events"):
+        return pd.DataFrame({name: [] for name in columns})
+    events = read_table(spark, config.storage, "events").where(F.col("job_id").isin(job_ids))
+    counts = (
+        events.groupBy("job_id", "event_id")
+        .agg(F.count(F.lit(1)).alias("n_lines"), F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"))
+        .toPandas()
+    )
+    spans = counts.groupby("job_id").agg(first=("first_ts", "min"), last=("last_ts", "max"))
+    suspect = [(job_id, earliest, latest) for job_id, earliest, latest in _job_time_limits(scan, job_ids)
+               if job_id in spans.index
+               and ((earliest is not None and spans.at[job_id, "first"] < earliest)
+                    or (latest is not None and spans.at[job_id, "last"] > latest))]
+    outside = pd.DataFrame({"job_id": [], "n_outside": [], "outside_file": [], "outside_line": [], "outside_ts": []})
+    if suspect:
+        ts, beyond = F.col("ts"), F.lit(False)
+        for position, compare in ((1, ts.__lt__), (2, ts.__gt__)):
+            limit = _per_job_time({row[0]: row[position] for row in suspect})
+            if limit is not None:
+                beyond = beyond | F.coalesce(compare(limit), F.lit(False))
+        outside = (
+            events.where(F.col("job_id").isin([row[0] for row in suspect]) & beyond)
+            .groupBy("job_id").agg(F.count(F.lit(1)).alias("n_outside"),
+                                   F.min(F.struct("file", "line_no", "ts")).alias("first"))
+            .select("job_id", "n_outside", F.col("first.file").alias("outside_file"),
+                    F.col("first.line_no").alias("outside_line"), F.col("first.ts").alias("outside_ts"))
+            .toPandas()
+        )
+    counts = counts.merge(outside, on="job_id", how="left")
+    counts["n_outside"] = counts["n_outside"].fillna(0).astype("int64")
+    return counts[list(columns)]
+
+
+def _job_time_limits(scan: LayoutScan, job_ids: list[str]) -> list[tuple]:
+    """(job_id, earliest, latest) line time a job's clock may show: its job.json start and end
+    widened by ``CLOCK_SLACK`` (None where job.json has no such time)."""
+    limits = []
+    for job_id in job_ids:
+        meta = scan.jobs[job_id]
+        start, end = _utc(meta.start_time), _utc(meta.end_time)
+        if start is not None or end is not None:
+            limits.append((job_id, start - CLOCK_SLACK if start is not None else None,
+                           end + CLOCK_SLACK if end is not None else None))
+    return limits
+
+
+def _unmatched_lines(counts: pd.DataFrame) -> list[Issue]:
+    """Lines written without an event id: their file changed between the two reads."""
+    missing = counts[counts["event_id"].isna()]
+    return [Issue(r.job_id, None, "changed_during_parse",
+                  "lines whose shape was not seen in the first read (file still being written?)",
+                  int(r.n_lines)) for r in missing.itertuples()]
+
+
+_COUNTS_SCHEMA = "job_id string, event_id string, n_lines long, first_ts timestamp"
+CLOCK_SLACK = pd.Timedelta(days=1)  # a line this far outside its job's start..end counts as ts_outside_job
+
+
+def _lines_outside_job_time(counts: pd.DataFrame) -> list[Issue]:
+    """One counted issue per job with lines stamped outside its time (``_event_counts``: the
+    per-job figures repeat on each of the job's rows): a skewed clock or a stale file. The
+    lines are kept with their time as written (the diagnosis corrects node clock offsets)."""
+    outside = counts[counts["n_outside"] > 0].drop_duplicates("job_id").sort_values("job_id")
+    return [Issue(r.job_id, r.outside_file, "ts_outside_job",
+                  "lines stamped more than a day before the job's start or after its end (job.json); "
+                  "kept with their time as written", int(r.n_outside), 0, int(r.outside_line), str(r.outside_ts))
+            for r in outside.itertuples()]
+
+
+def _utc(value: str | None) -> datetime | None:
+    """An ISO 8601 time as naive UTC (the session time zone), or None."""
+    if not value:
+        return None
+    try:
+        parsed = pd.Timestamp(value)
+    except ValueError:
+        return None
+    return (parsed.tz_convert("UTC").tz_localize(None) if parsed.tzinfo else parsed).to_pydatetime()
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self._last = time.perf_counter()
+
+    def lap(self) -> float:
+        now = time.perf_counter()
+        elapsed, self._last = now - self._last, now
+        return round(elapsed, 3)
+
+
+def _file_issues(parsed: DataFrame) -> list[Issue]:
+    rows = (
+        parsed.where(F.col("issue").isNotNull())
+        .select("job_id", "file", "issue", "detail", "n_lines", "n_bytes", "line_no", "sample")
+        .collect()
+    )
+    return [Issue(r.job_id, r.file, r.issue, r.detail, r.n_lines or 0, r.n_bytes or 0, r.line_no, r.sample)
+            for r in rows]
+
+
+def _summarise_issues(summary: ParseSummary, issues: list[Issue]) -> None:
+    by_reason: Counter[str] = Counter()
+    for issue in issues:
+        by_reason[issue.reason] += max(issue.n_lines, 1)
+        if issue.reason in SET_ASIDE:
+            summary.set_aside_lines += issue.n_lines
+    summary.issues_by_reason = dict(sorted(by_reason.items()))
+
+
+def _per_job(scan: LayoutScan, counts: pd.DataFrame, issues: list[Issue]) -> list[dict]:
+    lines = counts.groupby("job_id")["n_lines"].sum().to_dict()
+    events = counts.dropna(subset=["event_id"]).groupby("job_id")["event_id"].nunique().to_dict()
+    rows = []
+    for job_id, meta in sorted(scan.jobs.items()):
+        files = [f for f in scan.files if f.job_id == job_id]
+        job_issues = [i for i in issues if i.job_id == job_id]
+        rows.append({
+            "job_id": job_id,
+            "status": meta.status,
+            "files": len(files),
+            "bytes": sum(f.size for f in files),
+            "lines": int(lines.get(job_id, 0)),
+            "events": int(events.get(job_id, 0)),
+            "set_aside_lines": sum(i.n_lines for i in job_issues if i.reason in SET_ASIDE),
+            "issues": dict(Counter(i.reason for i in job_issues)),
+            "meta_error": meta.error,
+        })
+    return rows
+
+
+def _write_templates(spark: SparkSession, config: Config, store) -> None:
+    """The templates table: every event of the store with its line count over all jobs."""
+    counts = (read_table(spark, config.storage, "job_event_counts") if table_exists(config.storage, "job_event_counts")
+              else spark.createDataFrame([], _COUNTS_SCHEMA))
+    totals = (
+        counts.groupBy("event_id")
+        .agg(F.sum("n_lines").alias("n_lines"), F.countDistinct("job_id").alias("n_jobs"),
+             F.min("first_ts").alias("first_seen"))
+    )
+    templates = spark.createDataFrame(
+        pd.DataFrame([(t.event_id, t.template) for t in store.templates()], columns=["event_id", "template"]),
+        schema="event_id string, template string")
+    table = (
+        templates.join(totals, on="event_id", how="left")
+        .select("event_id", "template", "first_seen",
+                F.coalesce("n_lines", F.lit(0)).cast("long").alias("n_lines"),
+                F.coalesce("n_jobs", F.lit(0)).cast("long").alias("n_jobs"))
+        .orderBy("event_id")
+    )
+    write_table(table.localCheckpoint(), config.storage, "templates")
+
+
+def _write_jobs(spark: SparkSession, config: Config, scan: LayoutScan, summary: ParseSummary) -> None:
+    parsed_at = datetime.now(timezone.utc).replace(tzinfo=None)
+    rows = []
+    for job in summary.per_job:
+        meta = scan.jobs[job["job_id"]]
+        rows.append({
+            "job_id": job["job_id"], "status": meta.status,
+            "settings": json.dumps(meta.settings, sort_keys=True, default=str),
+            "start_time": meta.start_time, "end_time": meta.end_time, "meta_error": meta.error,
+            "n_files": job["files"], "n_bytes": job["bytes"], "n_lines": job["lines"], "n_events": job["events"],
+            "n_set_aside_lines": job["set_aside_lines"], "n_issues": sum(job["issues"].values()),
+            "run_id": summary.run_id, "parsed_at": parsed_at, "parser_version": __version__,
+        })
+    frame = spark.createDataFrame(pd.DataFrame(rows), schema=JOBS_SCHEMA)
+    write_job_rows(frame, config.storage, "jobs", summary.jobs, small=True)
+
+
+JOBS_SCHEMA = (
+    "job_id string, status string, settings string, start_time string, end_time string, meta_error string, "
+    "n_files long, n_bytes long, n_lines long, n_events long, n_set_aside_lines long, n_issues long, "
+    "run_id string, parsed_at timestamp, parser_version string"
+)
+QUARANTINE_SCHEMA = (
+    "job_id string, file string, reason string, detail string, n_lines long, n_bytes long, line_no long, "
+    "sample string, run_id string"
+)
+
+
+def _write_quarantine(spark: SparkSession, config: Config, issues: list[Issue], job_ids: list[str],
+                      run_id: str) -> None:
+    rows = [(i.job_id, i.file, i.reason, i.detail, i.n_lines, i.n_bytes, i.line_no, i.sample, run_id)
+            for i in issues if i.job_id is not None]
+    frame = spark.createDataFrame(rows, schema=QUARANTINE_SCHEMA)
+    if rows or table_exists(config.storage, "quarantine"):
+        write_job_rows(frame, config.storage, "quarantine", job_ids, {r[0] for r in rows}, small=True)

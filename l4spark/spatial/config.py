@@ -1,0 +1,62 @@
+"""Settings of the spatial comparison: the conf's ``[spatial]`` table, typed (no Spark here).
+
+``l4spark.config.load_config`` builds it and refuses an unknown key, a wrong type or a value out
+of range by name, before any Spark session starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from l4spark.errors import ConfigError
+
+NORMALISATIONS = ("raw", "log", "share", "role")
+GRANULARITIES = ("node", "rank")
+
+
+@dataclass(frozen=True)
+class SpatialConfig:
+    """Knobs of the spatial comparison (defaults in code; the TOML section is ``[spatial]``)."""
+
+    granularity: str = "node"  # "node" or "rank"
+    normalisation: str = "role"
+    top_k: int = 8
+    threshold: float = 0.55  # minimum combined score of a non-silent suspect
+    n_estimators: int = 200
+    seed: int = 20250325
+    max_evidence: int = 10
+    silent_min_gap_s: float = 60.0  # a silent unit stops at least this long before its peers...
+    silent_z: float = 5.0  # ...and this many robust spreads (1.4826 MAD) below their median
+    truncated_share: float = 0.5  # fewer lines than this share of the peers' median: truncated
+    evidence_required: bool = True  # isolation above 0.5 counts only for a unit with evidence
+    blame_weight: float = 0.4  # combined score added for being the unit peers name most
+    strong_blame_share: float = 0.5  # named by at least this share of the other units (and 2): ranked with the silent
+    truncated_bonus: float = 0.1  # combined score added for far fewer lines than the peers (role can explain it)
+    timing_weight: float = 0.1  # combined score added for the earliest failure onset...
+    timing_scale_s: float = 2.0  # ...decaying by e for every this many seconds behind it
+    terminal_share: float = 0.1  # failure onset: events new to a unit in this last share of its life...
+    burst_gap_s: float = 10.0  # ...in the first burst of them (a quieter gap than this splits bursts)...
+    burst_events: int = 2  # ...with at least this many events (a lone new line is not a failure yet)
+    timestamp_cover: float = 0.9  # onset only for units with a file timestamped to this share of its lines
+    min_timed_units: int = 3  # no timing signal with fewer units having an onset
+    mention_window_s: float = 60.0  # mentions this long before the first failure onset are not blame
+
+    def __post_init__(self) -> None:
+        if self.granularity not in GRANULARITIES:
+            raise ConfigError(f"spatial.granularity: expected one of {GRANULARITIES}, found {self.granularity!r}")
+        if self.normalisation not in NORMALISATIONS:
+            raise ConfigError(f"spatial.normalisation: expected one of {NORMALISATIONS}, found {self.normalisation!r}")
+        for key in ("top_k", "n_estimators", "max_evidence", "min_timed_units", "burst_events"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"spatial.{key}: expected an integer >= 1, found {getattr(self, key)!r}")
+        if not 0.0 <= self.threshold <= 1.0:
+            raise ConfigError(f"spatial.threshold: expected a score in [0, 1], found {self.threshold!r}")
+        for key in ("blame_weight", "timing_weight", "mention_window_s", "truncated_bonus"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"spatial.{key}: expected a number >= 0, found {getattr(self, key)!r}")
+        for key in ("timing_scale_s", "burst_gap_s"):
+            if getattr(self, key) <= 0:
+                raise ConfigError(f"spatial.{key}: expected seconds > 0, found {getattr(self, key)!r}")
+        for key in ("terminal_share", "timestamp_cover", "strong_blame_share"):
+            if not 0.0 < getattr(self, key) <= 1.0:
+                raise ConfigError(f"spatial.{key}: expected a share in (0, 1], found {getattr(self, key)!r}")

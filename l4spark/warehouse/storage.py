@@ -1,0 +1,155 @@
+"""Warehouse I/O: where tables live, replacing a job's rows, atomic small files.
+
+All table writes go through ``write_job_rows`` (per-job replacement) or ``write_table``
+(small tables rewritten whole). Parquet: a dynamic partition overwrite replaces the partitions
+of the jobs written, and partitions of those jobs that the new data no longer has are deleted,
+so a rerun leaves exactly the new rows. Delta: one overwrite commit with ``replaceWhere`` on the
+job ids, which drops every old row of those jobs (also of jobs the new rows no longer have) and
+adds the new ones atomically; no folder is ever removed by hand, and a dynamic partition
+overwrite is not used (Sail ignores it silently). Only the DataFrame API is used, so the same
+writes run under classic Spark with delta-spark and over Spark Connect (see docs/delta.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+from pyspark.sql import DataFrame, SparkSession
+
+from l4spark.config import StorageConfig
+from l4spark.killpoints import kill_point
+
+
+def table_path(storage: StorageConfig, table: str) -> str:
+    return str(Path(storage.warehouse).resolve() / table)
+
+
+def table_exists(storage: StorageConfig, table: str) -> bool:
+    """True when Spark can read the table.
+
+    Parquet: a partition folder or data file (a write of no rows leaves only ``_SUCCESS``, which
+    Spark cannot read a schema from). Delta: a committed version in ``_delta_log`` (the log holds
+    the schema, so a table whose rows were all replaced away still exists; data files without a
+    commit, as a crash during the first write leaves them, are not a table).
+    """
+    path = Path(table_path(storage, table))
+    if storage.format == "delta":
+        log = path / "_delta_log"
+        return log.is_dir() and any(p.name[:1].isdigit() for p in log.iterdir())
+    if not path.is_dir():
+        return False
+    return any(p.name == "_delta_log" or not p.name.startswith(("_", ".")) for p in path.iterdir())
+
+
+def read_table(spark: SparkSession, storage: StorageConfig, table: str) -> DataFrame:
+    """The whole table; partition columns (``job_id``...) come back as ordinary columns."""
+    reader = spark.read.format(storage.format)
+    if storage.format == "parquet":
+        # A Parquet table is its folder tree: basePath keeps job_id a column when a caller's
+        # filter prunes the read down to one partition folder. Delta reads its log instead.
+        reader = reader.option("basePath", table_path(storage, table))
+    return reader.load(table_path(storage, table))
+
+
+def write_job_rows(rows: DataFrame, storage: StorageConfig, table: str, job_ids: Iterable[str],
+                   jobs_with_rows: Iterable[str] | None = None, small: bool = False, key: str = "job_id") -> None:
+    """Replace the rows of ``job_ids`` in ``table`` (partitioned by job_id, or by ``key``) with ``rows``.
+
+    ``rows`` must hold only those jobs. Rows of other jobs are untouched. ``jobs_with_rows``
+    (default: all) says which jobs ``rows`` has; Parquet: the others' old partitions are deleted,
+    as a dynamic overwrite only replaces partitions that the new data has. Delta: one commit
+    replaces the rows of all ``job_ids`` (an empty ``rows`` deletes them), so ``jobs_with_rows``
+    is not needed. ``small``: the rows of many jobs in one task, sorted by job, so that one file
+    writer is open at a time (a writer per job and task would hold a Parquet row-group buffer each).
+    """
+    if small:
+        rows = rows.coalesce(1).sortWithinPartitions(key)
+    job_ids = sorted(set(job_ids))
+    path = table_path(storage, table)
+    if storage.format == "delta":
+        writer = rows.write.format("delta").mode("overwrite").partitionBy(key)
+        # The first write creates the table: there are no other jobs' rows to keep, and Sail
+        # refuses a replaceWhere on a path without a commit (delta-spark accepts it).
+        if table_exists(storage, table):
+            writer = writer.option("replaceWhere", replace_where(key, job_ids))
+        writer.save(path)
+        kill_point(f"after_write:{table}")
+        return
+    (rows.write.mode("overwrite").option("partitionOverwriteMode", "dynamic")
+     .partitionBy(key).parquet(path))
+    delete_job_partitions(storage, table, set(job_ids) - set(jobs_with_rows if jobs_with_rows is not None else job_ids),
+                          key)
+    kill_point(f"after_write:{table}")
+
+
+def replace_where(key: str, values: Iterable[str]) -> str:
+    """The Delta ``replaceWhere`` predicate selecting the rows whose ``key`` is one of ``values``.
+
+    Values are Spark SQL string literals: backslash and quote escaped with a backslash, which
+    classic Spark and Sail read alike (a doubled quote is a quote to Spark but is dropped by
+    Sail). No values: ``false``, so the write replaces no row.
+    """
+    literals = ["'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'" for v in values]
+    return f"`{key}` IN ({', '.join(literals)})" if literals else "false"
+
+
+def delete_job_partitions(storage: StorageConfig, table: str, job_ids: Iterable[str], key: str = "job_id") -> None:
+    """Remove every row of ``job_ids`` (values of ``key``) from a Parquet table by removing their
+    partition folders. Parquet only: a Delta table's files are owned by its log, and
+    ``write_job_rows`` drops a job's Delta rows in its ``replaceWhere`` commit."""
+    if storage.format != "parquet":
+        raise ValueError(f"delete_job_partitions removes Parquet partition folders; the table '{table}' "
+                         f"is {storage.format}: replace its rows with write_job_rows instead")
+    base = Path(table_path(storage, table))
+    for job_id in job_ids:
+        folder = base / (key + "=" + escape_partition_value(job_id))
+        if folder.is_dir():
+            shutil.rmtree(folder)
+
+
+def escape_partition_value(value: str) -> str:
+    """Spark's escaping of a partition value in a folder name (ExternalCatalogUtils)."""
+    special = set('"#%\'*/:=?\\\x7f{[]^')
+    out = []
+    for char in value:
+        if char in special or ord(char) < 0x20:
+            out.append(f"%{ord(char):02X}")
+        else:
+            out.append(char)
+    return "".join(out) if value else "__HIVE_DEFAULT_PARTITION__"
+
+
+def write_table(rows: DataFrame, storage: StorageConfig, table: str) -> None:
+    """Rewrite a small unpartitioned table whole (Delta: one overwrite commit; the schema is
+    replaced too, as a Parquet overwrite replaces it)."""
+    writer = rows.write.format(storage.format).mode("overwrite")
+    if storage.format == "delta":
+        writer = writer.option("overwriteSchema", "true")
+    writer.save(table_path(storage, table))
+    kill_point(f"after_write:{table}")
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_json(path: str | Path, payload: Any) -> None:
+    """Write a JSON document atomically (reports, summaries)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, json.dumps(payload, indent=2, default=str).encode())
