@@ -47,6 +47,11 @@ class StorageConfig:
 
 
 @dataclass(frozen=True)
+class NightlyConfig:
+    max_attempts: int = 3  # diagnoses of a job that may fail in a row on the same input before the nightly gives up
+
+
+@dataclass(frozen=True)
 class LayoutConfig:
     pattern: str = r"^(?P<job_id>[^/]+)/(?P<node>[^/]+)/rank-(?P<rank>[0-9]+)\.log(?:\.gz)?$"
     job_file: str = "job.json"
@@ -92,6 +97,7 @@ COMMAND_LINE = "the command line"
 class Config:
     spark: SparkConfig = SparkConfig()
     storage: StorageConfig = StorageConfig()
+    nightly: NightlyConfig = NightlyConfig()
     layout: LayoutConfig = LayoutConfig()
     ingest: IngestConfig = IngestConfig()
     structure: StructureConfig = StructureConfig()
@@ -111,6 +117,7 @@ class Config:
 _SECTIONS = {
     "spark": SparkConfig,
     "storage": StorageConfig,
+    "nightly": NightlyConfig,
     "layout": LayoutConfig,
     "ingest": IngestConfig,
     "structure": StructureConfig,
@@ -317,6 +324,8 @@ def _validate(config: Config) -> None:
         raise ConfigError(f"'storage.format' must be 'parquet' or 'delta', found '{config.storage.format}'")
     if config.storage.lock_wait_s < 0 or config.storage.lock_stale_s <= 0:
         raise ConfigError("'storage.lock_wait_s' must be >= 0 and 'storage.lock_stale_s' positive")
+    if config.nightly.max_attempts < 1:
+        raise ConfigError(f"'nightly.max_attempts' must be at least 1, found {config.nightly.max_attempts}")
     if config.ingest.cache not in ("disk", "memory"):
         raise ConfigError(f"'ingest.cache' must be 'disk' or 'memory', found '{config.ingest.cache}'")
     for key in ("target_task_bytes", "max_line_bytes", "read_chunk_bytes", "batch_lines"):

@@ -87,9 +87,10 @@ def test_dag_loads_without_spark_or_l4spark(airflow_bin, tmp_path):
     }
 
 
-def run_dag_test(command: list[str], env: dict[str, str], log: Path, timeout: float) -> str:
+def run_dag_test(command: list[str], env: dict[str, str], log: Path, timeout: float, succeed: bool = True) -> str:
     """Run ``airflow dags test``; stop it as soon as the task fails (it would wait out the DAG's
-    retry delay) and return its output."""
+    retry delay) and return its output. ``succeed``: the command must exit 0 (else it must have
+    been stopped at the task's failure)."""
     with open(log, "w") as out:
         process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + timeout
@@ -103,17 +104,21 @@ def run_dag_test(command: list[str], env: dict[str, str], log: Path, timeout: fl
                 process.kill()
                 process.wait()
     output = log.read_text()
-    assert process.returncode == 0, output[-6000:]
+    if succeed:
+        assert process.returncode == 0, output[-6000:]
+    else:
+        assert "[up_for_retry]" in output, output[-6000:]
     return output
 
 
-def test_dags_test_runs_the_nightly_job(airflow_bin, tmp_path):
+def dag_test_setup(airflow_bin: Path, tmp_path: Path) -> tuple[Path, Path, Path, dict[str, str]]:
+    """A small generated fleet (4 jobs, 2 failed), a warehouse path, the l4spark conf file and the
+    environment of ``airflow dags test`` (its database migrated)."""
     from l4spark.simulate import FleetOptions, simulate_fleet
 
     logs, warehouse = tmp_path / "logs", tmp_path / "warehouse"
     simulate_fleet(logs, FleetOptions(seed=21, jobs=4, nodes=(2, 2), ranks_per_node=2, iterations=30,
                                       failed_share=0.5, fault_kinds=("oom",), frameworks=("megatron",)))
-    failed = sorted(p.stem for p in (logs / "_labels").glob("*.json"))
     conf = tmp_path / "spark.toml"
     conf.write_text("[spark]\nshuffle_partitions = 2\n")
     env = airflow_env(
@@ -130,7 +135,12 @@ def test_dags_test_runs_the_nightly_job(airflow_bin, tmp_path):
     migrated = subprocess.run([str(airflow_bin / "airflow"), "db", "migrate"], env=env, cwd=tmp_path,
                               capture_output=True, text=True, timeout=300)
     assert migrated.returncode == 0, migrated.stdout[-3000:] + migrated.stderr[-3000:]
+    return logs, warehouse, conf, env
 
+
+def test_dags_test_runs_the_nightly_job(airflow_bin, tmp_path):
+    logs, warehouse, conf, env = dag_test_setup(airflow_bin, tmp_path)
+    failed = sorted(p.stem for p in (logs / "_labels").glob("*.json"))
     output = run_dag_test([str(airflow_bin / "airflow"), "dags", "test", "l4spark_nightly", RUN_DATE],
                           env, tmp_path / "dags-test.log", timeout=900)
     assert f"--warehouse {warehouse} --date {RUN_DATE} --conf {conf}" in output
@@ -143,3 +153,19 @@ def test_dags_test_runs_the_nightly_job(airflow_bin, tmp_path):
     assert runs[["run_date", "status", "n_scanned_jobs", "n_selected_jobs", "n_diagnosed", "n_errors"]].values.tolist() \
         == [[RUN_DATE, "succeeded", 4, len(failed), len(failed), 0]]
     assert set(diagnoses["run_id"]) == set(runs["run_id"])
+
+
+def test_dags_test_fails_the_task_when_a_job_fails(airflow_bin, tmp_path):
+    """A failed job whose logs hold no line cannot be diagnosed: the nightly finishes the other
+    job, writes its tables and exits 3, spark-submit passes the code on, the task is up for retry."""
+    logs, warehouse, conf, env = dag_test_setup(airflow_bin, tmp_path)
+    failed = sorted(p.stem for p in (logs / "_labels").glob("*.json"))
+    for rank_file in (logs / failed[0]).rglob("rank-*.log"):
+        rank_file.write_text("")
+    output = run_dag_test([str(airflow_bin / "airflow"), "dags", "test", "l4spark_nightly", RUN_DATE],
+                          env, tmp_path / "dags-test.log", timeout=900, succeed=False)
+    assert "Error code is: 3." in output, output[-4000:]
+    diagnoses = pq.read_table(warehouse / "diagnosis_jobs").to_pandas().set_index("job_id")["status"].to_dict()
+    assert diagnoses == {failed[0]: "error", failed[1]: "diagnosed"}
+    runs = pq.read_table(warehouse / "runs").to_pandas()
+    assert runs[["status", "n_diagnosed", "n_errors"]].values.tolist() == [["partial", 1, 1]]

@@ -10,6 +10,7 @@ import argparse
 from pathlib import Path
 
 from l4spark.cli.common import add_common_options, config_from_args, locked_session, progress_printer
+from l4spark.errors import EXIT_OK, EXIT_PARTIAL
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
             return 0
         diagnosis = diagnose_jobs(spark, config, job_ids, progress=progress)
         progress("writing the diagnosis tables")
-        write_diagnosis(spark, config, diagnosis)
+        kept = write_diagnosis(spark, config, diagnosis)
         reports = {}
         if not args.no_reports:  # <warehouse>/_reports by default: still under the lock
             out = Path(args.reports or Path(config.storage.warehouse) / "_reports")
@@ -59,18 +60,19 @@ def run(args: argparse.Namespace) -> int:
         print()
         print(render_terminal(job_report(diagnosis, job_id)))
     print()
-    print_batch_summary(diagnosis, config.storage.warehouse, reports)
-    return 0 if not (diagnosis.jobs["status"] == "error").any() else 1
+    print_batch_summary(diagnosis, config.storage.warehouse, reports, kept)
+    return EXIT_PARTIAL if (diagnosis.jobs["status"] == "error").any() else EXIT_OK
 
 
-def print_batch_summary(diagnosis, warehouse: str, reports: dict) -> None:
+def print_batch_summary(diagnosis, warehouse: str, reports: dict, kept: list[str]) -> None:
     jobs = diagnosis.jobs
     ok = jobs[jobs["status"] == "diagnosed"]
     print(f"diagnosis run {diagnosis.run_id} -> {warehouse}/diagnosis_*")
     print(f"  jobs diagnosed  {len(ok)}   errors {len(jobs) - len(ok)}")
     for row in jobs.itertuples():
         if row.status == "error":
-            print(f"  {row.job_id}: ERROR {row.error}")
+            print(f"  {row.job_id}: ERROR {row.error}"
+                  + ("; its last good diagnosis is kept" if row.job_id in kept else ""))
             continue
         pattern = row.matched_patterns[0] if len(row.matched_patterns) else "no known pattern"
         iteration = "" if row.failure_iteration is None or row.failure_iteration != row.failure_iteration \

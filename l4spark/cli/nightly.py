@@ -7,6 +7,7 @@ from datetime import date
 from pathlib import Path
 
 from l4spark.cli.common import add_common_options, config_from_args, locked_session, progress_printer
+from l4spark.errors import EXIT_OK, EXIT_PARTIAL
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -40,4 +41,4 @@ def run(args: argparse.Namespace) -> int:
     with locked_session(config, "nightly") as spark:
         result = run_nightly(spark, config, args.logs_root, args.date, args.rediagnose_older, reports, progress)
     print("\n".join(summary_lines(result)))
-    return 0
+    return EXIT_PARTIAL if result.errors else EXIT_OK

@@ -64,6 +64,11 @@ DIAGNOSIS_EVENTS_SCHEMA = (
     "sample_ts timestamp, level string, keep_reason string"
 )
 DIAGNOSIS_EVENTS_COLUMNS = [c.split()[0] for c in DIAGNOSIS_EVENTS_SCHEMA.split(", ")]
+# One row per job that a diagnosis was attempted on: its last attempt, and how many attempts in a
+# row failed on the same input (the parse it read); the nightly gives up after nightly.max_attempts.
+ATTEMPTS_TABLE = "diagnosis_attempts"
+ATTEMPTS_SCHEMA = ("job_id string, run_id string, attempted_at timestamp, status string, error string, "
+                   "failed_attempts int, parsed_at timestamp, version string")
 ITERATION_COLUMNS = ["job_id", "iteration", "score", "anomalous", "event_ids"]
 
 
@@ -231,16 +236,14 @@ def diagnose_jobs(spark: SparkSession, config: Config, job_ids: Iterable[str], r
             parts.append(_diagnose_batch(spark, config, ready, registry, progress))
         except Exception as exc:  # a step failed on some job's data: isolate it
             if len(ready) == 1:
-                log.exception("diagnosis of %s failed", ready[0])
-                errors[ready[0]] = f"diagnosis failed: {type(exc).__name__}: {str(exc).splitlines()[0][:500]}"
+                errors[ready[0]] = _failed(ready[0], exc)
             else:
                 progress(f"batch diagnosis failed ({type(exc).__name__}); diagnosing the {len(ready)} jobs one by one")
                 for job_id in ready:
                     try:
                         parts.append(_diagnose_batch(spark, config, [job_id], registry, progress))
                     except Exception as one:  # noqa: BLE001 - reported as the job's error row
-                        log.exception("diagnosis of %s failed", job_id)
-                        errors[job_id] = f"diagnosis failed: {type(one).__name__}: {str(one).splitlines()[0][:500]}"
+                        errors[job_id] = _failed(job_id, one)
     merged = _merge_parts(parts)
     rows = [*merged.pop("job_rows")]
     for job_id, reason in sorted(errors.items()):
@@ -250,6 +253,14 @@ def diagnose_jobs(spark: SparkSession, config: Config, job_ids: Iterable[str], r
     jobs["run_id"], jobs["processed_at"], jobs["version"] = run_id, processed_at, __version__
     jobs = jobs.sort_values("job_id").reset_index(drop=True)
     return Diagnosis(run_id=run_id, jobs=jobs, **merged)
+
+
+def _failed(job_id: str, exc: Exception) -> str:
+    """The error text of a job whose diagnosis raised; logged in one line (the stack trace only
+    when logging is verbose: it is the job's error row that an operator reads)."""
+    reason = f"diagnosis failed: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:500]}"
+    log.error("%s: %s", job_id, reason, exc_info=log.isEnabledFor(logging.INFO))
+    return reason
 
 
 def _merge_parts(parts: list[dict]) -> dict:
@@ -412,17 +423,22 @@ def _report_inputs(spark: SparkSession, lines: DataFrame, flagged: pd.DataFrame)
 # ---- writing and reports ----------------------------------------------------------------------
 
 
-def write_diagnosis(spark: SparkSession, config: Config, diagnosis: Diagnosis) -> None:
-    """Replace the four diagnosis tables' rows of every job in ``diagnosis.jobs``.
+def write_diagnosis(spark: SparkSession, config: Config, diagnosis: Diagnosis) -> list[str]:
+    """Record every job of ``diagnosis.jobs`` in ``diagnosis_attempts`` and replace the four
+    diagnosis tables' rows of its jobs, except that a job whose diagnosis failed keeps the last
+    good diagnosis it has (its failure is in ``diagnosis_attempts``); returns those kept jobs.
 
     The per-event, node and iteration tables are written first and ``diagnosis_jobs`` last: a
     job's row there is the mark that its diagnosis is complete (a crash in between leaves the
-    previous diagnosis row, and a rerun replaces everything of the job).
+    previous diagnosis row, and a rerun replaces everything of the job). A failed job without an
+    earlier good diagnosis gets an error row, so that analysts see it.
     """
     from l4spark.spatial.ranking import DIAGNOSIS_NODES_SCHEMA
 
     storage = config.storage
-    job_ids = diagnosis.jobs["job_id"].tolist()
+    failed = set(diagnosis.jobs.loc[diagnosis.jobs["status"] == "error", "job_id"])
+    kept = sorted(failed & _diagnosed_before(spark, config, failed))
+    job_ids = [j for j in diagnosis.jobs["job_id"] if j not in kept]
 
     def frame(rows: pd.DataFrame, schema: str) -> DataFrame:
         fields = [c.split(maxsplit=1) for c in schema.split(", ")]
@@ -440,10 +456,65 @@ def write_diagnosis(spark: SparkSession, config: Config, diagnosis: Diagnosis) -
         iteration_schema += ", threshold double"
     if "reason" in diagnosis.iterations.columns:
         iteration_schema += ", reason string"
-    write(diagnosis.events, DIAGNOSIS_EVENTS_SCHEMA, "diagnosis_events")
-    write(diagnosis.nodes, DIAGNOSIS_NODES_SCHEMA, "diagnosis_nodes")
-    write(diagnosis.iterations, iteration_schema, "diagnosis_iterations")
-    write(diagnosis.jobs, DIAGNOSIS_JOBS_SCHEMA, "diagnosis_jobs")
+    attempts = attempt_rows(diagnosis.jobs, _parsed_at(spark, config, diagnosis.jobs["job_id"]),
+                            _attempts(spark, config, diagnosis.jobs["job_id"]))
+    write_job_rows(frame(attempts, ATTEMPTS_SCHEMA).localCheckpoint(), storage, ATTEMPTS_TABLE,
+                   attempts["job_id"].tolist(), small=True)
+
+    def of_written(rows: pd.DataFrame) -> pd.DataFrame:
+        return rows[rows["job_id"].isin(job_ids)] if len(rows) else rows
+
+    write(of_written(diagnosis.events), DIAGNOSIS_EVENTS_SCHEMA, "diagnosis_events")
+    write(of_written(diagnosis.nodes), DIAGNOSIS_NODES_SCHEMA, "diagnosis_nodes")
+    write(of_written(diagnosis.iterations), iteration_schema, "diagnosis_iterations")
+    write(of_written(diagnosis.jobs), DIAGNOSIS_JOBS_SCHEMA, "diagnosis_jobs")
+    return kept
+
+
+def attempt_rows(jobs: pd.DataFrame, parsed_at: dict, previous: pd.DataFrame) -> pd.DataFrame:
+    """``diagnosis_attempts`` rows of a batch (``jobs``: ``diagnosis_jobs`` columns). A failed
+    job's ``failed_attempts`` counts on from its previous attempt when that failed too on the same
+    parse (``parsed_at``); a new parse of the job, or a success, starts it again."""
+    before = previous.set_index("job_id") if len(previous) else pd.DataFrame()
+    rows = []
+    for job in jobs.itertuples():
+        parsed = parsed_at.get(job.job_id)
+        count = 0
+        if job.status == "error":
+            count = 1
+            if job.job_id in before.index:
+                last = before.loc[job.job_id]
+                same_input = last["parsed_at"] is not None and parsed is not None and \
+                    pd.Timestamp(last["parsed_at"]) == pd.Timestamp(parsed)
+                if last["status"] == "error" and same_input:
+                    count += int(last["failed_attempts"])
+        rows.append({"job_id": job.job_id, "run_id": job.run_id, "attempted_at": job.processed_at,
+                     "status": job.status, "error": job.error, "failed_attempts": count, "parsed_at": parsed,
+                     "version": job.version})
+    return pd.DataFrame(rows, columns=[c.split()[0] for c in ATTEMPTS_SCHEMA.split(", ")])
+
+
+def _diagnosed_before(spark: SparkSession, config: Config, job_ids) -> set[str]:
+    """Jobs of ``job_ids`` that have a good (``diagnosed``) row in ``diagnosis_jobs``."""
+    if not job_ids or not table_exists(config.storage, "diagnosis_jobs"):
+        return set()
+    return {r.job_id for r in read_table(spark, config.storage, "diagnosis_jobs")
+            .where(F.col("job_id").isin(sorted(job_ids)) & (F.col("status") == "diagnosed"))
+            .select("job_id").collect()}
+
+
+def _parsed_at(spark: SparkSession, config: Config, job_ids) -> dict:
+    if not table_exists(config.storage, "jobs"):
+        return {}
+    return {r.job_id: r.parsed_at for r in read_table(spark, config.storage, "jobs")
+            .where(F.col("job_id").isin(list(job_ids))).select("job_id", "parsed_at").collect()}
+
+
+def _attempts(spark: SparkSession, config: Config, job_ids) -> pd.DataFrame:
+    if not table_exists(config.storage, ATTEMPTS_TABLE):
+        return pd.DataFrame()
+    return (read_table(spark, config.storage, ATTEMPTS_TABLE).where(F.col("job_id").isin(list(job_ids)))
+            .select("job_id", "status", "failed_attempts", "parsed_at").toPandas())
 
 
 def _python_value(value, kind: str):

@@ -11,14 +11,17 @@ tables as one clean run:
 2. parse the stale jobs (all in one parse: one read of their files), which extends the template
    store and replaces their rows;
 3. bring the normal pool up to date with the successful jobs (incremental);
-4. select the failed jobs (ended on or before ``--date`` when given) whose diagnosis is missing,
-   older than their parse, or (``--rediagnose-older``) made by an older l4spark version;
+4. select the failed jobs (ended on or before ``--date`` when given) without a good diagnosis
+   made after their last parse (or, ``--rediagnose-older``, by this l4spark version); a job whose
+   last ``nightly.max_attempts`` diagnoses failed on the same parse is given up (listed, not tried);
 5. diagnose them together and write the diagnosis tables (per job replaced; ``diagnosis_jobs``
    last) and their reports;
 6. record the run in the ``runs`` table (run id, date, counts, errors, seconds per step).
 
-A broken job becomes a ``diagnosis_jobs`` error row and the others finish. The run's own row
-is written last; a run that died has no row, and the next run picks its work up.
+A job whose diagnosis fails is recorded in ``diagnosis_attempts`` and keeps its last good
+diagnosis (or gets a ``diagnosis_jobs`` error row when it has none); the others finish, and the
+command exits 3 (``l4spark.errors.EXIT_PARTIAL``). The run's own row is written last; a run that
+died has no row, and the next run picks its work up.
 """
 
 from __future__ import annotations
@@ -58,6 +61,8 @@ class NightlyRun:
     selected: list[str] = field(default_factory=list)
     diagnosed: list[str] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
+    given_up: dict[str, str] = field(default_factory=dict)
+    kept: list[str] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     scanned: int = 0
     reports: dict[str, tuple] = field(default_factory=dict)
@@ -111,13 +116,15 @@ def run_nightly(spark: SparkSession, config: Config, logs_root: str | Path, run_
     update_normal_pool(spark, config, config.normal_pool, progress=progress)
     lap("normal_pool")
     kill_point("after_normal_pool")
-    run.selected = jobs_to_diagnose(spark, config, run_date, rediagnose_older)
-    progress(f"{len(run.selected)} failed jobs to diagnose")
+    selection = jobs_to_diagnose(spark, config, run_date, rediagnose_older)
+    run.selected, run.given_up = selection.selected, selection.given_up
+    progress(f"{len(run.selected)} failed jobs to diagnose" +
+             (f"; given up on {len(run.given_up)}: {', '.join(run.given_up)}" if run.given_up else ""))
     if run.selected:
         diagnosis = diagnose_jobs(spark, config, run.selected, run_id=run.run_id, progress=progress)
         lap("diagnose")
         kill_point("after_diagnose")
-        write_diagnosis(spark, config, diagnosis)
+        run.kept = write_diagnosis(spark, config, diagnosis)
         run.diagnosed = diagnosis.diagnosed
         run.errors = {r.job_id: r.error for r in diagnosis.jobs.itertuples() if r.status == "error"}
         lap("write")
@@ -125,7 +132,7 @@ def run_nightly(spark: SparkSession, config: Config, logs_root: str | Path, run_
             run.reports = write_job_reports(diagnosis, reports_dir)
             lap("reports")
     kill_point("before_runs_row")
-    record_run(spark, config, run, "succeeded")
+    record_run(spark, config, run, "partial" if run.errors else "succeeded")
     return run
 
 
@@ -144,6 +151,9 @@ def summary_lines(run: NightlyRun) -> list[str]:
             f"  parsed          {len(run.parsed)} (new or changed)",
             f"  diagnosed       {len(run.diagnosed)} of {len(run.selected)} selected; errors {len(run.errors)}",
             *[f"    {job}: {error}" for job, error in sorted(run.errors.items())],
+            *([f"  kept the last good diagnosis of {', '.join(run.kept)}"] if run.kept else []),
+            f"  given up        {len(run.given_up)} (nightly.max_attempts failed attempts on the same input)",
+            *[f"    {job}: {reason}" for job, reason in run.given_up.items()],
             f"  seconds         {json.dumps(run.seconds)}"]
 
 

@@ -7,6 +7,7 @@ spatial`` and the evaluations all choose their jobs here.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import date
 
 import pandas as pd
@@ -55,11 +56,28 @@ def failed_jobs(spark: SparkSession, config: Config) -> list[str]:
                   .where(F.col("status") == "failed").select("job_id").collect())
 
 
-def jobs_to_diagnose(spark: SparkSession, config: Config, run_date: date | None, rediagnose_older: bool) -> list[str]:
-    """Failed jobs (ended on or before ``run_date`` when given) without a current diagnosis."""
+@dataclass
+class DiagnosisSelection:
+    """The failed jobs to diagnose now, and those the nightly gave up on (job -> last error)."""
+
+    selected: list[str]
+    given_up: dict[str, str] = field(default_factory=dict)
+
+
+def jobs_to_diagnose(spark: SparkSession, config: Config, run_date: date | None,
+                     rediagnose_older: bool) -> DiagnosisSelection:
+    """Failed jobs (ended on or before ``run_date`` when given) without a current good diagnosis.
+
+    Current: a ``diagnosed`` row in ``diagnosis_jobs`` made after the job's last parse (and, with
+    ``rediagnose_older``, by this l4spark version). An error row is not current: the job is tried
+    again, unless its last ``nightly.max_attempts`` attempts failed on the same parse
+    (``diagnosis_attempts``), when it is given up until it is parsed again.
+    """
+    from l4spark.diagnosis.assemble import ATTEMPTS_TABLE
+
     storage = config.storage
     if not table_exists(storage, "jobs"):
-        return []
+        return DiagnosisSelection([])
     jobs = read_table(spark, storage, "jobs").where(F.col("status") == "failed").select(
         "job_id", "end_time", "parsed_at").toPandas()
     if run_date is not None:
@@ -68,12 +86,24 @@ def jobs_to_diagnose(spark: SparkSession, config: Config, run_date: date | None,
     done = {}
     if table_exists(storage, "diagnosis_jobs"):
         done = {r.job_id: (r.processed_at, r.version) for r in
-                read_table(spark, storage, "diagnosis_jobs").select("job_id", "processed_at", "version").collect()}
-    chosen = []
+                read_table(spark, storage, "diagnosis_jobs").where(F.col("status") == "diagnosed")
+                .select("job_id", "processed_at", "version").collect()}
+    attempts = {}
+    if table_exists(storage, ATTEMPTS_TABLE):
+        attempts = {r.job_id: r for r in read_table(spark, storage, ATTEMPTS_TABLE)
+                    .select("job_id", "status", "error", "failed_attempts", "parsed_at").collect()}
+    chosen, given_up = [], {}
     for row in jobs.itertuples():
         previous = done.get(row.job_id)
-        if previous is None or previous[0] is None or pd.Timestamp(previous[0]) < pd.Timestamp(row.parsed_at):
-            chosen.append(row.job_id)
-        elif rediagnose_older and previous[1] != __version__:
-            chosen.append(row.job_id)
-    return sorted(chosen)
+        current = previous is not None and previous[0] is not None and \
+            pd.Timestamp(previous[0]) >= pd.Timestamp(row.parsed_at) and \
+            not (rediagnose_older and previous[1] != __version__)
+        if current:
+            continue
+        last = attempts.get(row.job_id)
+        if (last is not None and last.status == "error" and last.failed_attempts >= config.nightly.max_attempts
+                and last.parsed_at is not None and pd.Timestamp(last.parsed_at) == pd.Timestamp(row.parsed_at)):
+            given_up[row.job_id] = f"given up after {last.failed_attempts} failed attempts: {last.error}"
+            continue
+        chosen.append(row.job_id)
+    return DiagnosisSelection(sorted(chosen), dict(sorted(given_up.items())))
