@@ -54,13 +54,12 @@ def _session(url: str):
     return _SESSIONS[url]
 
 
-def _write_job_rows(url: str, warehouse: str, table: str, rows: list, job_ids: list, with_rows: list,
-                    small: bool) -> str:
+def _write_job_rows(url: str, warehouse: str, table: str, rows: list, job_ids: list, with_rows: list) -> str:
     from l4spark.warehouse.storage import write_job_rows
 
     spark = _session(url)
     write_job_rows(spark.createDataFrame(rows, LINES_SCHEMA), _config(url, warehouse).storage, table, job_ids,
-                   set(with_rows), small=small)
+                   set(with_rows))
     return type(spark).__module__
 
 
@@ -175,25 +174,25 @@ def test_replace_where_escapes_values_for_spark_sql():
 def test_job_rows_replaced_one_commit_per_write(connect, tmp_path):
     warehouse = tmp_path / "warehouse"
     storage = StorageConfig(str(warehouse), "delta")
-    path = warehouse / "lines"
+    path = warehouse / "events"
     a_first, b_rows = lines("job-a", 3, "first"), lines(TRICKY_JOB, 2, "only")
-    assert not table_exists(storage, "lines")
+    assert not table_exists(storage, "events")
 
-    session_module = connect(_write_job_rows, str(warehouse), "lines", a_first + b_rows,
-                             ["job-a", TRICKY_JOB], ["job-a", TRICKY_JOB], False)
+    session_module = connect(_write_job_rows, str(warehouse), "events", a_first + b_rows,
+                             ["job-a", TRICKY_JOB], ["job-a", TRICKY_JOB])
     assert session_module.startswith("pyspark.sql.connect")
-    assert table_exists(storage, "lines")
+    assert table_exists(storage, "events")
     assert deltalake.DeltaTable(str(path)).metadata().partition_columns == ["job_id"]
     assert delta_rows(path) == as_read(a_first + b_rows)
 
     a_second = lines("job-a", 1, "second")
-    connect(_write_job_rows, str(warehouse), "lines", a_second, ["job-a"], ["job-a"], True)
+    connect(_write_job_rows, str(warehouse), "events", a_second, ["job-a"], ["job-a"])
     assert delta_rows(path) == as_read(a_second + b_rows)
 
-    connect(_write_job_rows, str(warehouse), "lines", [], ["job-a"], [], True)
+    connect(_write_job_rows, str(warehouse), "events", [], ["job-a"], [])
     assert delta_rows(path) == as_read(b_rows)
-    assert table_exists(storage, "lines")
-    assert connect(_read_table, str(warehouse), "lines") == as_read(b_rows)
+    assert table_exists(storage, "events")
+    assert connect(_read_table, str(warehouse), "events") == as_read(b_rows)
 
     # one atomic commit per write: every version holds exactly the state after that write
     assert [version for version, _ in history(path)] == [0, 1, 2]
@@ -205,7 +204,7 @@ def test_job_rows_replaced_one_commit_per_write(connect, tmp_path):
     assert predicates == ["`job_id` IN ('job-a')"] * 2
 
     # no job ids: replaces nothing (Sail commits nothing; delta-spark would add an empty commit)
-    connect(_write_job_rows, str(warehouse), "lines", [], [], [], True)
+    connect(_write_job_rows, str(warehouse), "events", [], [], [])
     assert [version for version, _ in history(path)] in ([0, 1, 2], [0, 1, 2, 3])
     assert delta_rows(path) == as_read(b_rows)
 

@@ -333,16 +333,15 @@ def test_slowdown_and_lasting_change_fail_in_training(spark):
     assert points["c"] == ("training", 5)  # the change began in training
 
 
-def test_write_diagnosis_iterations_keeps_threshold(spark, test_config):
-    from l4spark.warehouse.storage import read_table
-    from l4spark.temporal.jobs import write_diagnosis_iterations
+def test_diagnosis_iterations_keep_threshold_and_reason(spark, test_config):
+    from l4spark.warehouse.storage import read_table, write_job_rows
 
     rows = spark.createDataFrame(
         [("j1", 1, 1.0, False, [], 0.7, None), ("j1", 2, 0.2, True, ["E1"], 0.7, "dtw"),
          ("j2", 1, None, None, None, None, None)],
         "job_id string, iteration long, score double, anomalous boolean, event_ids array<string>, "
         "threshold double, reason string")
-    write_diagnosis_iterations(rows, test_config.storage, ["j1", "j2"])
+    write_job_rows(rows, test_config.storage, "diagnosis_iterations", ["j1", "j2"])
     back = read_table(spark, test_config.storage, "diagnosis_iterations")
     assert {"threshold", "reason"} <= set(back.columns)
     assert sorted((r.job_id, r.iteration, r.threshold) for r in back.collect()) == [

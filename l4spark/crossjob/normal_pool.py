@@ -61,29 +61,16 @@ from l4spark.crossjob.reasons import (
     RARE_IN_POOL,
     RATE_ABOVE_NORMAL,
 )
-from l4spark.parse.pipeline import FORMS_TABLE
 from l4spark.warehouse.session import materialize
 from l4spark.warehouse.storage import read_table, table_exists, table_path, write_job_rows, write_json, write_table
+from l4spark.warehouse.tables import JOB_EVENT_FORMS, NORMAL_POOL, NORMAL_POOL_LEDGER, NORMAL_POOL_VARIANTS
 from l4spark.parse.structure import with_masked
 from l4spark.parse.textrules import MaskRule
 
 log = logging.getLogger(__name__)
 
-POOL_TABLE = "normal_pool"
-VARIANTS_TABLE = "normal_pool_variants"
-LEDGER_TABLE = "normal_pool_ledger"
 STATE_FILE = Path("_normal_pool") / "state.json"
 
-POOL_SCHEMA = (
-    "level int, level_name string, settings_key string, settings string, event_id string, n_jobs long, "
-    "group_jobs long, support double, median_lines_per_node double, max_lines_per_node double, "
-    "median_lines double, variant_novelty double"
-)
-VARIANTS_SCHEMA = "level int, settings_key string, event_id string, masked string, n_jobs long"
-LEDGER_SCHEMA = (
-    "job_id string, event_id string, masked string, n_lines long, job_nodes long, settings string, "
-    "parse_run_id string"
-)
 HISTORY_SCHEMA = "job_id string, history string, level int, settings_key string, group_jobs long"
 
 
@@ -91,8 +78,8 @@ HISTORY_SCHEMA = "job_id string, history string, level int, settings_key string,
 class NormalPool:
     """The pool as the filter reads it: event entries and their masked variants."""
 
-    entries: DataFrame  # POOL_SCHEMA
-    variants: DataFrame  # VARIANTS_SCHEMA
+    entries: DataFrame  # NORMAL_POOL.schema
+    variants: DataFrame  # NORMAL_POOL_VARIANTS.schema
 
 
 @dataclass
@@ -140,25 +127,25 @@ def update_normal_pool(spark: SparkSession, config: Config, pool_config: NormalP
     progress(f"{len(successful)} successful jobs; {len(added)} to count, {len(removed)} to drop from the pool")
 
     if added or removed:
-        rows = _ledger_rows(spark, config, added, progress) if added else spark.createDataFrame([], LEDGER_SCHEMA)
-        write_job_rows(rows, storage, LEDGER_TABLE, added + removed, added, small=True)
+        rows = _ledger_rows(spark, config, added, progress) if added else spark.createDataFrame([], NORMAL_POOL_LEDGER.schema)
+        write_job_rows(rows, storage, NORMAL_POOL_LEDGER.name, added + removed, added)
 
     # the state is written last: after a crash between the ledger and the pool it still names the
     # old job set, so the next run rebuilds the pool even though the ledger is already current
     target = {"grouping": pool_config.grouping_signature(), "masking": masks, "counted_jobs": dict(sorted(successful.items()))}
     stale = ({k: state.get(k) for k in target} != target
-             or not table_exists(storage, POOL_TABLE) or not table_exists(storage, VARIANTS_TABLE))
+             or not table_exists(storage, NORMAL_POOL.name) or not table_exists(storage, NORMAL_POOL_VARIANTS.name))
     if stale:
-        ledger = (read_table(spark, storage, LEDGER_TABLE) if successful and table_exists(storage, LEDGER_TABLE)
-                  else spark.createDataFrame([], LEDGER_SCHEMA))
+        ledger = (read_table(spark, storage, NORMAL_POOL_LEDGER.name) if successful and table_exists(storage, NORMAL_POOL_LEDGER.name)
+                  else spark.createDataFrame([], NORMAL_POOL_LEDGER.schema))
         groups = _job_groups(spark, ledger, pool_config).localCheckpoint()
         pool = build_pool(ledger, groups).localCheckpoint()
-        write_table(pool, storage, POOL_TABLE)
-        write_table(build_variants(ledger, groups).localCheckpoint(), storage, VARIANTS_TABLE)
+        write_table(pool, storage, NORMAL_POOL.name)
+        write_table(build_variants(ledger, groups).localCheckpoint(), storage, NORMAL_POOL_VARIANTS.name)
         write_json(Path(storage.warehouse) / STATE_FILE, target)
         update.rebuilt = True
     else:
-        pool = read_table(spark, storage, POOL_TABLE)
+        pool = read_table(spark, storage, NORMAL_POOL.name)
     summary = pool.agg(F.count(F.lit(1)).alias("rows"), F.countDistinct("settings_key").alias("groups")).first()
     update.pool_rows, update.groups = int(summary["rows"]), int(summary["groups"])
     progress(f"normal pool: {update.pool_rows} rows in {update.groups} groups"
@@ -168,10 +155,10 @@ def update_normal_pool(spark: SparkSession, config: Config, pool_config: NormalP
 
 def read_normal_pool(spark: SparkSession, storage: StorageConfig) -> NormalPool:
     """The pool tables, or empty ones with their schema when none was built (every job: no history)."""
-    if not (table_exists(storage, POOL_TABLE) and table_exists(storage, VARIANTS_TABLE)):
-        return NormalPool(spark.createDataFrame([], POOL_SCHEMA), spark.createDataFrame([], VARIANTS_SCHEMA))
-    return NormalPool(_read_with_schema(spark, storage, POOL_TABLE, POOL_SCHEMA),
-                      _read_with_schema(spark, storage, VARIANTS_TABLE, VARIANTS_SCHEMA))
+    if not (table_exists(storage, NORMAL_POOL.name) and table_exists(storage, NORMAL_POOL_VARIANTS.name)):
+        return NormalPool(spark.createDataFrame([], NORMAL_POOL.schema), spark.createDataFrame([], NORMAL_POOL_VARIANTS.schema))
+    return NormalPool(_read_with_schema(spark, storage, NORMAL_POOL.name, NORMAL_POOL.schema),
+                      _read_with_schema(spark, storage, NORMAL_POOL_VARIANTS.name, NORMAL_POOL_VARIANTS.schema))
 
 
 def _read_with_schema(spark: SparkSession, storage: StorageConfig, table: str, schema: str) -> DataFrame:
@@ -180,9 +167,9 @@ def _read_with_schema(spark: SparkSession, storage: StorageConfig, table: str, s
 
 
 def build_pool(ledger: DataFrame, groups: DataFrame) -> DataFrame:
-    """``normal_pool`` rows from ledger rows (``LEDGER_SCHEMA``) and job groups (``_job_groups``).
+    """``normal_pool`` rows from ledger rows (``NORMAL_POOL_LEDGER.schema``) and job groups (``_job_groups``).
 
-    Output: ``POOL_SCHEMA``, ordered by level, settings_key, event_id. Ledger rows with a null
+    Output: ``NORMAL_POOL.schema``, ordered by level, settings_key, event_id. Ledger rows with a null
     event_id count their job in group_jobs only. ``variant_novelty`` is the leave-one-out rate at
     which the group's own healthy jobs write a masked form of the event that no other healthy job
     of the group wrote: 0 for an event whose forms are stable (every form of ``NCCL INFO <*> <*>
@@ -291,17 +278,17 @@ def _ledger_rows(spark: SparkSession, config: Config, job_ids: list[str],
     storage = config.storage
     jobs = (read_table(spark, storage, "jobs").where(F.col("job_id").isin(job_ids))
             .select("job_id", "settings", F.col("run_id").alias("parse_run_id")))
-    columns = [c.split()[0] for c in LEDGER_SCHEMA.split(", ")]
+    columns = [c.split()[0] for c in NORMAL_POOL_LEDGER.schema.split(", ")]
     if not table_exists(storage, "events"):
-        rates = spark.createDataFrame([], LEDGER_SCHEMA).drop("settings", "parse_run_id")
+        rates = spark.createDataFrame([], NORMAL_POOL_LEDGER.schema).drop("settings", "parse_run_id")
     else:
         events = read_table(spark, storage, "events")
-        forms = (read_table(spark, storage, FORMS_TABLE).where(F.col("job_id").isin(job_ids)).localCheckpoint()
-                 if table_exists(storage, FORMS_TABLE) else None)
+        forms = (read_table(spark, storage, JOB_EVENT_FORMS.name).where(F.col("job_id").isin(job_ids)).localCheckpoint()
+                 if table_exists(storage, JOB_EVENT_FORMS.name) else None)
         by_forms = _jobs_with_forms(spark, config, job_ids, forms)
         by_lines = sorted(set(job_ids) - set(by_forms))
         progress(f"ledger: {len(by_forms)} jobs from the parse's message forms, {len(by_lines)} by masking their lines")
-        rates = spark.createDataFrame([], LEDGER_SCHEMA).drop("settings", "parse_run_id")
+        rates = spark.createDataFrame([], NORMAL_POOL_LEDGER.schema).drop("settings", "parse_run_id")
         if by_forms:
             nodes = (events.where(F.col("job_id").isin(by_forms)).groupBy("job_id")
                      .agg(F.countDistinct(_node()).cast("long").alias("job_nodes")))
@@ -330,9 +317,9 @@ def _jobs_with_forms(spark: SparkSession, config: Config, job_ids: list[str],
     of ``job_ids`` when the caller has read them (None: read here)."""
     storage = config.storage
     if forms is None:
-        if not table_exists(storage, FORMS_TABLE):
+        if not table_exists(storage, JOB_EVENT_FORMS.name):
             return []
-        forms = read_table(spark, storage, FORMS_TABLE).where(F.col("job_id").isin(job_ids))
+        forms = read_table(spark, storage, JOB_EVENT_FORMS.name).where(F.col("job_id").isin(job_ids))
     current = {(r.job_id, r.run_id, int(r.n_lines or 0))
                for r in read_table(spark, storage, "jobs").where(F.col("job_id").isin(job_ids))
                .select("job_id", "run_id", "n_lines").collect()}
@@ -345,10 +332,10 @@ def _jobs_with_forms(spark: SparkSession, config: Config, job_ids: list[str],
 
 def _ledger_jobs(spark: SparkSession, storage: StorageConfig) -> dict[str, str]:
     """Counted job -> the parse run it was counted from."""
-    if not table_exists(storage, LEDGER_TABLE):
+    if not table_exists(storage, NORMAL_POOL_LEDGER.name):
         return {}
     return {row.job_id: row.parse_run_id
-            for row in read_table(spark, storage, LEDGER_TABLE).select("job_id", "parse_run_id").distinct().collect()}
+            for row in read_table(spark, storage, NORMAL_POOL_LEDGER.name).select("job_id", "parse_run_id").distinct().collect()}
 
 
 def _read_state(storage: StorageConfig) -> dict:

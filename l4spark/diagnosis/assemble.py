@@ -43,33 +43,19 @@ from l4spark.crossjob.reasons import NO_HISTORY
 from l4spark.diagnosis.config import DiagnosisConfig
 from l4spark.diagnosis.scoring import SEVERITY, job_patterns, pattern_hit_rows, rank_matches, score_events
 from l4spark.warehouse.session import materialize
-from l4spark.spatial.ranking import rank_nodes, spatial_events
+from l4spark.spatial.ranking import rank_nodes, spatial_events, write_diagnosis_nodes
 from l4spark.warehouse.storage import read_table, table_exists, write_job_rows
+from l4spark.warehouse.tables import DIAGNOSIS_ATTEMPTS, DIAGNOSIS_EVENTS, DIAGNOSIS_ITERATIONS, DIAGNOSIS_JOBS, DIAGNOSIS_NODES, columns
 from l4spark.temporal.jobs import analyse_iterations, job_failure_points, temporal_events
 from l4spark.temporal.lines import node_clock_offsets, with_stage_and_iteration
 from l4spark.temporal.lines import STAGED_COLUMNS
 
 log = logging.getLogger(__name__)
 
-DIAGNOSIS_JOBS_SCHEMA = (
-    "job_id string, status string, failure_stage string, failure_iteration long, suspect_nodes array<string>, "
-    "matched_patterns array<string>, n_lines long, n_candidate_events long, error string, run_id string, "
-    "processed_at timestamp, version string, history string, n_events long, n_flagged_events long, "
-    "fault_class string, root_cause string, remedy string, pattern_confidence double"
-)
-DIAGNOSIS_JOBS_COLUMNS = [c.split()[0] for c in DIAGNOSIS_JOBS_SCHEMA.split(", ")]
-DIAGNOSIS_EVENTS_SCHEMA = (
-    "job_id string, event_id string, template string, rank int, score double, sources array<string>, "
-    "n_lines long, n_nodes long, first_ts timestamp, stage string, sample string, sample_node string, "
-    "sample_ts timestamp, level string, keep_reason string"
-)
-DIAGNOSIS_EVENTS_COLUMNS = [c.split()[0] for c in DIAGNOSIS_EVENTS_SCHEMA.split(", ")]
+DIAGNOSIS_JOBS_COLUMNS = columns(DIAGNOSIS_JOBS.schema)
+DIAGNOSIS_EVENTS_COLUMNS = columns(DIAGNOSIS_EVENTS.schema)
 # One row per job that a diagnosis was attempted on: its last attempt, and how many attempts in a
 # row failed on the same input (the parse it read); the nightly gives up after nightly.max_attempts.
-ATTEMPTS_TABLE = "diagnosis_attempts"
-ATTEMPTS_SCHEMA = ("job_id string, run_id string, attempted_at timestamp, status string, error string, "
-                   "failed_attempts int, parsed_at timestamp, version string")
-ITERATION_COLUMNS = ["job_id", "iteration", "score", "anomalous", "event_ids"]
 
 
 # ---- Spark: per-(job, event) evidence ---------------------------------------------------------
@@ -190,7 +176,7 @@ class Diagnosis:
     jobs: pd.DataFrame  # DIAGNOSIS_JOBS_COLUMNS, one row per requested job
     events: pd.DataFrame  # DIAGNOSIS_EVENTS_COLUMNS (flagged events only)
     nodes: pd.DataFrame  # DIAGNOSIS_NODES_COLUMNS
-    iterations: pd.DataFrame  # ITERATION_COLUMNS (+ threshold when the temporal step gives it)
+    iterations: pd.DataFrame  # diagnosis_iterations columns (threshold and reason when the temporal step gives them)
     scored: pd.DataFrame  # every candidate event with its evidence (``score_events``)
     patterns: dict[str, list[dict]]  # job -> matched patterns with root cause and remedy
     stages: pd.DataFrame  # job_id, node, stage, start_ts, end_ts
@@ -433,8 +419,6 @@ def write_diagnosis(spark: SparkSession, config: Config, diagnosis: Diagnosis) -
     previous diagnosis row, and a rerun replaces everything of the job). A failed job without an
     earlier good diagnosis gets an error row, so that analysts see it.
     """
-    from l4spark.spatial.ranking import DIAGNOSIS_NODES_SCHEMA
-
     storage = config.storage
     failed = set(diagnosis.jobs.loc[diagnosis.jobs["status"] == "error", "job_id"])
     kept = sorted(failed & _diagnosed_before(spark, config, failed))
@@ -442,32 +426,29 @@ def write_diagnosis(spark: SparkSession, config: Config, diagnosis: Diagnosis) -
 
     def frame(rows: pd.DataFrame, schema: str) -> DataFrame:
         fields = [c.split(maxsplit=1) for c in schema.split(", ")]
-        columns = rows.reindex(columns=[name for name, _ in fields])
+        ordered = rows.reindex(columns=[name for name, _ in fields])
         records = [tuple(_python_value(value, kind) for value, (_, kind) in zip(record, fields))
-                   for record in columns.itertuples(index=False, name=None)]
+                   for record in ordered.itertuples(index=False, name=None)]
         return spark.createDataFrame(records, schema)
 
     def write(rows: pd.DataFrame, schema: str, table: str) -> None:
         with_rows = set(rows["job_id"]) if len(rows) else set()
-        write_job_rows(frame(rows, schema).localCheckpoint(), storage, table, job_ids, with_rows, small=True)
+        write_job_rows(frame(rows, schema).localCheckpoint(), storage, table, job_ids, with_rows)
 
-    iteration_schema = "job_id string, iteration long, score double, anomalous boolean, event_ids array<string>"
-    if "threshold" in diagnosis.iterations.columns:
-        iteration_schema += ", threshold double"
-    if "reason" in diagnosis.iterations.columns:
-        iteration_schema += ", reason string"
+    optional = {"threshold", "reason"} - set(diagnosis.iterations.columns)
+    iteration_schema = ", ".join(c for c in DIAGNOSIS_ITERATIONS.schema.split(", ") if c.split()[0] not in optional)
     attempts = attempt_rows(diagnosis.jobs, _parsed_at(spark, config, diagnosis.jobs["job_id"]),
                             _attempts(spark, config, diagnosis.jobs["job_id"]))
-    write_job_rows(frame(attempts, ATTEMPTS_SCHEMA).localCheckpoint(), storage, ATTEMPTS_TABLE,
-                   attempts["job_id"].tolist(), small=True)
+    write_job_rows(frame(attempts, DIAGNOSIS_ATTEMPTS.schema).localCheckpoint(), storage, DIAGNOSIS_ATTEMPTS.name,
+                   attempts["job_id"].tolist())
 
     def of_written(rows: pd.DataFrame) -> pd.DataFrame:
         return rows[rows["job_id"].isin(job_ids)] if len(rows) else rows
 
-    write(of_written(diagnosis.events), DIAGNOSIS_EVENTS_SCHEMA, "diagnosis_events")
-    write(of_written(diagnosis.nodes), DIAGNOSIS_NODES_SCHEMA, "diagnosis_nodes")
+    write(of_written(diagnosis.events), DIAGNOSIS_EVENTS.schema, "diagnosis_events")
+    write_diagnosis_nodes(frame(of_written(diagnosis.nodes), DIAGNOSIS_NODES.schema).localCheckpoint(), storage, job_ids)
     write(of_written(diagnosis.iterations), iteration_schema, "diagnosis_iterations")
-    write(of_written(diagnosis.jobs), DIAGNOSIS_JOBS_SCHEMA, "diagnosis_jobs")
+    write(of_written(diagnosis.jobs), DIAGNOSIS_JOBS.schema, "diagnosis_jobs")
     return kept
 
 
@@ -491,7 +472,7 @@ def attempt_rows(jobs: pd.DataFrame, parsed_at: dict, previous: pd.DataFrame) ->
         rows.append({"job_id": job.job_id, "run_id": job.run_id, "attempted_at": job.processed_at,
                      "status": job.status, "error": job.error, "failed_attempts": count, "parsed_at": parsed,
                      "version": job.version})
-    return pd.DataFrame(rows, columns=[c.split()[0] for c in ATTEMPTS_SCHEMA.split(", ")])
+    return pd.DataFrame(rows, columns=[c.split()[0] for c in DIAGNOSIS_ATTEMPTS.schema.split(", ")])
 
 
 def _diagnosed_before(spark: SparkSession, config: Config, job_ids) -> set[str]:
@@ -511,9 +492,9 @@ def _parsed_at(spark: SparkSession, config: Config, job_ids) -> dict:
 
 
 def _attempts(spark: SparkSession, config: Config, job_ids) -> pd.DataFrame:
-    if not table_exists(config.storage, ATTEMPTS_TABLE):
+    if not table_exists(config.storage, DIAGNOSIS_ATTEMPTS.name):
         return pd.DataFrame()
-    return (read_table(spark, config.storage, ATTEMPTS_TABLE).where(F.col("job_id").isin(list(job_ids)))
+    return (read_table(spark, config.storage, DIAGNOSIS_ATTEMPTS.name).where(F.col("job_id").isin(list(job_ids)))
             .select("job_id", "status", "failed_attempts", "parsed_at").toPandas())
 
 

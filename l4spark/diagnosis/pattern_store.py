@@ -15,19 +15,17 @@ from pyspark.sql import SparkSession
 from l4spark.config import StorageConfig
 from l4spark.diagnosis.patterns import FaultPattern, PatternError, pattern_from_dict, seed_patterns
 from l4spark.warehouse.storage import read_table, table_exists, write_table
+from l4spark.warehouse.tables import FAULT_PATTERNS
 
 log = logging.getLogger(__name__)
-TABLE = "fault_patterns"
-SCHEMA = ("pattern_id string, name string, fault_class string, root_cause string, remedy string, "
-          "signature array<string>, stage string, created_at string, source_job_id string")
 
 
 def stored_patterns(spark: SparkSession, storage: StorageConfig) -> list[FaultPattern]:
     """The patterns of the table (not the seeds); invalid rows are logged and skipped."""
-    if not table_exists(storage, TABLE):
+    if not table_exists(storage, FAULT_PATTERNS.name):
         return []
     patterns = []
-    for row in read_table(spark, storage, TABLE).toPandas().to_dict("records"):
+    for row in read_table(spark, storage, FAULT_PATTERNS.name).toPandas().to_dict("records"):
         row["signature"] = list(row["signature"]) if row["signature"] is not None else []
         try:
             patterns.append(pattern_from_dict(row))
@@ -51,8 +49,8 @@ def save_pattern(spark: SparkSession, storage: StorageConfig, pattern: FaultPatt
         raise PatternError(f"pattern {pattern.pattern_id!r} already exists; use another id or replace it")
     stored[pattern.pattern_id] = pattern
     rows = [{**p.__dict__, "signature": list(p.signature)} for p in sorted(stored.values(), key=lambda p: p.pattern_id)]
-    frame = spark.createDataFrame(pd.DataFrame(rows), schema=SCHEMA)
-    write_table(frame.localCheckpoint(), storage, TABLE)
+    frame = spark.createDataFrame(pd.DataFrame(rows), schema=FAULT_PATTERNS.schema)
+    write_table(frame.localCheckpoint(), storage, FAULT_PATTERNS.name)
 
 
 def template_regex(template: str, max_gap: int = 200) -> str:

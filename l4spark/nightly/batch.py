@@ -44,12 +44,10 @@ from l4spark.nightly.selection import jobs_to_diagnose, missing_jobs, stale_jobs
 from l4spark.parse.layout import scan_logs_root
 from l4spark.parse.pipeline import parse_jobs
 from l4spark.warehouse.storage import write_job_rows
+from l4spark.warehouse.tables import RUNS
 
 log = logging.getLogger(__name__)
 
-RUNS_SCHEMA = ("run_id string, run_date string, started_at timestamp, finished_at timestamp, status string, "
-               "n_scanned_jobs long, n_parsed_jobs long, n_selected_jobs long, n_diagnosed long, n_errors long, "
-               "errors string, seconds string, version string")
 
 
 @dataclass
@@ -141,8 +139,8 @@ def record_run(spark: SparkSession, config: Config, run: NightlyRun, status: str
     row = (run.run_id, run.run_date, run.started_at, datetime.now(timezone.utc).replace(tzinfo=None), status,
            run.scanned, len(run.parsed), len(run.selected), len(run.diagnosed), len(run.errors),
            json.dumps(run.errors, sort_keys=True), json.dumps(run.seconds), __version__)
-    frame = spark.createDataFrame([row], RUNS_SCHEMA)
-    write_job_rows(frame, config.storage, "runs", [run.run_id], small=True, key="run_id")
+    frame = spark.createDataFrame([row], RUNS.schema)
+    write_job_rows(frame, config.storage, "runs", [run.run_id])
 
 
 def summary_lines(run: NightlyRun) -> list[str]:

@@ -37,6 +37,7 @@ from l4spark.parse.structure import with_masked, with_structure
 from l4spark.parse.template_store import load_template_store, save_template_store
 from l4spark.parse.templates import TemplateStore
 from l4spark.warehouse.storage import read_table, table_exists, write_job_rows, write_table
+from l4spark.warehouse.tables import JOB_EVENT_COUNTS, JOB_EVENT_FORMS, JOBS, QUARANTINE
 from l4spark.parse.textrules import message_form
 
 log = logging.getLogger(__name__)
@@ -96,8 +97,8 @@ def parse_jobs(spark: SparkSession, config: Config, logs_root: str | Path, jobs:
 
     counts = _event_counts(spark, config, scan, job_ids)
     summary.events = int(counts["event_id"].nunique())
-    write_job_rows(spark.createDataFrame(counts[["job_id", "event_id", "n_lines", "first_ts"]], schema=_COUNTS_SCHEMA),
-                   config.storage, "job_event_counts", job_ids, set(counts["job_id"]), small=True)
+    write_job_rows(spark.createDataFrame(counts[["job_id", "event_id", "n_lines", "first_ts"]], schema=JOB_EVENT_COUNTS.schema),
+                   config.storage, "job_event_counts", job_ids, set(counts["job_id"]))
     _write_forms(spark, config, forms, job_ids, run_id)
     _write_templates(spark, config, store)
     issues = scan.issues + file_issues + _unmatched_lines(counts) + _lines_outside_job_time(counts)
@@ -216,8 +217,6 @@ def _forms(counts: pd.DataFrame) -> pd.DataFrame:
             .reset_index()[["job_id", "event_id", "masked", "n_lines"]])
 
 
-FORMS_TABLE = "job_event_forms"
-FORMS_SCHEMA = "job_id string, event_id string, masked string, n_lines long, masks string, run_id string"
 
 
 def _write_forms(spark: SparkSession, config: Config, forms: pd.DataFrame, job_ids: list[str], run_id: str) -> None:
@@ -227,8 +226,8 @@ def _write_forms(spark: SparkSession, config: Config, forms: pd.DataFrame, job_i
     (``normal_pool``) checks the totals against ``jobs.n_lines`` and masks that job's lines then."""
     rows = forms.assign(n_lines=forms["n_lines"].astype("int64"),
                         masks=json.dumps(config.mask_signature()), run_id=run_id)
-    write_job_rows(spark.createDataFrame(rows, schema=FORMS_SCHEMA), config.storage, FORMS_TABLE, job_ids,
-                   set(rows["job_id"]), small=True)
+    write_job_rows(spark.createDataFrame(rows, schema=JOB_EVENT_FORMS.schema), config.storage, JOB_EVENT_FORMS.name, job_ids,
+                   set(rows["job_id"]))
 
 
 def _year_reference(scan: LayoutScan) -> Column | None:
@@ -317,7 +316,6 @@ def _unmatched_lines(counts: pd.DataFrame) -> list[Issue]:
                   int(r.n_lines)) for r in missing.itertuples()]
 
 
-_COUNTS_SCHEMA = "job_id string, event_id string, n_lines long, first_ts timestamp"
 CLOCK_SLACK = pd.Timedelta(days=1)  # a line this far outside its job's start..end counts as ts_outside_job
 
 
@@ -396,7 +394,7 @@ def _per_job(scan: LayoutScan, counts: pd.DataFrame, issues: list[Issue]) -> lis
 def _write_templates(spark: SparkSession, config: Config, store) -> None:
     """The templates table: every event of the store with its line count over all jobs."""
     counts = (read_table(spark, config.storage, "job_event_counts") if table_exists(config.storage, "job_event_counts")
-              else spark.createDataFrame([], _COUNTS_SCHEMA))
+              else spark.createDataFrame([], JOB_EVENT_COUNTS.schema))
     totals = (
         counts.groupBy("event_id")
         .agg(F.sum("n_lines").alias("n_lines"), F.countDistinct("job_id").alias("n_jobs"),
@@ -428,25 +426,16 @@ def _write_jobs(spark: SparkSession, config: Config, scan: LayoutScan, summary: 
             "n_set_aside_lines": job["set_aside_lines"], "n_issues": sum(job["issues"].values()),
             "run_id": summary.run_id, "parsed_at": parsed_at, "parser_version": __version__,
         })
-    frame = spark.createDataFrame(pd.DataFrame(rows), schema=JOBS_SCHEMA)
-    write_job_rows(frame, config.storage, "jobs", summary.jobs, small=True)
+    frame = spark.createDataFrame(pd.DataFrame(rows), schema=JOBS.schema)
+    write_job_rows(frame, config.storage, "jobs", summary.jobs)
 
 
-JOBS_SCHEMA = (
-    "job_id string, status string, settings string, start_time string, end_time string, meta_error string, "
-    "n_files long, n_bytes long, n_lines long, n_events long, n_set_aside_lines long, n_issues long, "
-    "run_id string, parsed_at timestamp, parser_version string"
-)
-QUARANTINE_SCHEMA = (
-    "job_id string, file string, reason string, detail string, n_lines long, n_bytes long, line_no long, "
-    "sample string, run_id string"
-)
 
 
 def _write_quarantine(spark: SparkSession, config: Config, issues: list[Issue], job_ids: list[str],
                       run_id: str) -> None:
     rows = [(i.job_id, i.file, i.reason, i.detail, i.n_lines, i.n_bytes, i.line_no, i.sample, run_id)
             for i in issues if i.job_id is not None]
-    frame = spark.createDataFrame(rows, schema=QUARANTINE_SCHEMA)
+    frame = spark.createDataFrame(rows, schema=QUARANTINE.schema)
     if rows or table_exists(config.storage, "quarantine"):
-        write_job_rows(frame, config.storage, "quarantine", job_ids, {r[0] for r in rows}, small=True)
+        write_job_rows(frame, config.storage, "quarantine", job_ids, {r[0] for r in rows})

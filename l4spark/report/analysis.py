@@ -32,12 +32,12 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from l4spark.config import StorageConfig
+from l4spark.warehouse import tables
 from l4spark.errors import L4SparkError
 from l4spark.diagnosis.patterns import FaultPattern
 from l4spark.warehouse.storage import escape_partition_value, table_exists
 
 UNKNOWN = "unknown"
-PARTITION_KEYS = {"runs": "run_id"}  # every other partitioned table is partitioned by job_id
 
 
 class AnalysisError(L4SparkError):
@@ -261,7 +261,7 @@ def _exists(warehouse: str | Path, table: str) -> bool:
 
 def _dataset(base: Path, table: str) -> ds.Dataset:
     # Partition values stay strings: pyarrow would infer an all-digit job id as an integer.
-    key = PARTITION_KEYS.get(table, "job_id")
+    key = tables.table(table).key
     return ds.dataset(base, format="parquet", partitioning=ds.partitioning(pa.schema([(key, pa.string())]), flavor="hive"))
 
 

@@ -66,6 +66,7 @@ from pyspark.sql import functions as F
 from l4spark.config import StorageConfig
 from l4spark.spatial.config import SpatialConfig
 from l4spark.warehouse.storage import write_job_rows
+from l4spark.warehouse.tables import DIAGNOSIS_NODES, columns
 
 log = logging.getLogger(__name__)
 
@@ -77,16 +78,7 @@ QUIET_LEVELS = ("INFO", "DEBUG", "TRACE")  # other levels, and lines without one
 IPV4_PATTERN = r"\b(?:\d{1,3}\.){3}\d{1,3}\b"
 HOST_PATTERN = r"\b[A-Za-z][A-Za-z0-9_.-]*[0-9][A-Za-z0-9_.-]*\b"
 RANK_PATTERN = r"(?i)\brank\W{0,3}(\d+)"
-
-DIAGNOSIS_NODES_SCHEMA = (
-    "job_id string, node string, process_rank int, rank int, score double, suspect boolean, "
-    "silent boolean, silent_gap_s double, n_lines long, evidence array<string>, "
-    "evidence_scores array<double>, named_by int, onset_lag_s double, combined_score double, "
-    "signals array<string>"
-)
-DIAGNOSIS_NODES_COLUMNS = ["job_id", "node", "process_rank", "rank", "score", "suspect", "silent",
-                           "silent_gap_s", "n_lines", "evidence", "evidence_scores", "named_by",
-                           "onset_lag_s", "combined_score", "signals"]
+DIAGNOSIS_NODES_COLUMNS = columns(DIAGNOSIS_NODES.schema)
 
 # Long-form per-job input of rank_units: one row per unit x event (token null) with its line
 # count and first timestamp, and one row per unit x event x token a line of it names.
@@ -671,7 +663,7 @@ def rank_unit_inputs(facts: DataFrame, activity: DataFrame, config: SpatialConfi
 
     return (
         facts.groupBy("job_id").cogroup(activity.groupBy("job_id"))
-        .applyInPandas(per_job, schema=DIAGNOSIS_NODES_SCHEMA)
+        .applyInPandas(per_job, schema=DIAGNOSIS_NODES.schema)
         .select(*DIAGNOSIS_NODES_COLUMNS)
     )
 
@@ -684,7 +676,7 @@ def rank_nodes(events: DataFrame, config: SpatialConfig = SpatialConfig(),
     when present: peer mentions, timestamp cover); ``candidates`` (job_id, event_id) from
     cross-job filtering, or None to compare over every event. A job whose candidate set is
     empty still gets its units ranked by silence (all scores 0.5). Output
-    (DIAGNOSIS_NODES_SCHEMA): one row per unit; process_rank is null at node granularity.
+    (DIAGNOSIS_NODES.schema): one row per unit; process_rank is null at node granularity.
     """
     return rank_unit_inputs(*unit_inputs(events, config.granularity, candidates), config)
 
@@ -731,7 +723,7 @@ def write_diagnosis_nodes(node_rows: DataFrame, storage: StorageConfig, job_ids:
     """Replace the ``diagnosis_nodes`` rows of ``job_ids`` with ``node_rows`` (those jobs only)."""
     job_ids = sorted(set(job_ids))
     with_rows = {r.job_id for r in node_rows.select("job_id").distinct().collect()}
-    write_job_rows(node_rows.select(*DIAGNOSIS_NODES_COLUMNS), storage, "diagnosis_nodes", job_ids, with_rows, small=True)
+    write_job_rows(node_rows.select(*DIAGNOSIS_NODES_COLUMNS), storage, "diagnosis_nodes", job_ids, with_rows)
     log.info("diagnosis_nodes: wrote %d jobs (%d with rows)", len(job_ids), len(with_rows))
 
 

@@ -18,9 +18,7 @@ import pandas as pd
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from l4spark.config import StorageConfig
 from l4spark.warehouse.session import materialize
-from l4spark.warehouse.storage import write_job_rows
 from l4spark.temporal.config import TemporalConfig
 from l4spark.temporal.dtw import LASTING, RECOVERED, aftermath, analyse_progress, score_iterations
 from l4spark.temporal.lines import counted_marker, iteration_marker, node_clock_offsets, stage_marker
@@ -341,13 +339,3 @@ def temporal_events(staged: DataFrame, iterations: DataFrame) -> DataFrame:
     return (flagged.groupBy("job_id", "event_id")
             .agg(F.max(1 - F.col("score")).alias("score"), F.min("iteration").alias("iteration"))
             .select("job_id", "event_id", "score", "iteration", F.lit("training").alias("stage")))
-
-
-def write_diagnosis_iterations(iterations: DataFrame, storage: StorageConfig, job_ids: list[str]) -> None:
-    """Replace the ``diagnosis_iterations`` rows of ``job_ids`` (job_id, iteration, score,
-    anomalous, event_ids, threshold, and reason when ``iterations`` has it); jobs without
-    iterations lose their old rows. ``threshold`` is the job's anomaly line (the report draws it)."""
-    extra = [c for c in ("threshold", "reason") if c in iterations.columns]
-    rows = materialize(iterations.select("iteration", "score", "anomalous", "event_ids", *extra, "job_id"))
-    with_rows = [r.job_id for r in rows.select("job_id").distinct().collect()]
-    write_job_rows(rows, storage, "diagnosis_iterations", job_ids, with_rows, small=True)

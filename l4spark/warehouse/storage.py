@@ -23,6 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from l4spark.config import StorageConfig
 from l4spark.killpoints import kill_point
+from l4spark.warehouse import tables
 
 
 def table_path(storage: StorageConfig, table: str) -> str:
@@ -57,16 +58,22 @@ def read_table(spark: SparkSession, storage: StorageConfig, table: str) -> DataF
 
 
 def write_job_rows(rows: DataFrame, storage: StorageConfig, table: str, job_ids: Iterable[str],
-                   jobs_with_rows: Iterable[str] | None = None, small: bool = False, key: str = "job_id") -> None:
-    """Replace the rows of ``job_ids`` in ``table`` (partitioned by job_id, or by ``key``) with ``rows``.
+                   jobs_with_rows: Iterable[str] | None = None) -> None:
+    """Replace the rows of ``job_ids`` (values of the table's partition key, ``tables.py``) in
+    ``table`` with ``rows``.
 
     ``rows`` must hold only those jobs. Rows of other jobs are untouched. ``jobs_with_rows``
     (default: all) says which jobs ``rows`` has; Parquet: the others' old partitions are deleted,
     as a dynamic overwrite only replaces partitions that the new data has. Delta: one commit
     replaces the rows of all ``job_ids`` (an empty ``rows`` deletes them), so ``jobs_with_rows``
-    is not needed. ``small``: the rows of many jobs in one task, sorted by job, so that one file
-    writer is open at a time (a writer per job and task would hold a Parquet row-group buffer each).
+    is not needed. A table declared ``small``: the rows of many jobs in one task, sorted by job, so
+    that one file writer is open at a time (a writer per job and task would hold a Parquet row-group
+    buffer each).
     """
+    declared = tables.table(table)
+    key, small = declared.key, declared.small
+    if key is None:
+        raise ValueError(f"'{table}' is not partitioned: rewrite it whole with write_table")
     if small:
         rows = rows.coalesce(1).sortWithinPartitions(key)
     job_ids = sorted(set(job_ids))
@@ -82,8 +89,7 @@ def write_job_rows(rows: DataFrame, storage: StorageConfig, table: str, job_ids:
         return
     (rows.write.mode("overwrite").option("partitionOverwriteMode", "dynamic")
      .partitionBy(key).parquet(path))
-    delete_job_partitions(storage, table, set(job_ids) - set(jobs_with_rows if jobs_with_rows is not None else job_ids),
-                          key)
+    delete_job_partitions(storage, table, set(job_ids) - set(jobs_with_rows if jobs_with_rows is not None else job_ids))
     kill_point(f"after_write:{table}")
 
 
@@ -98,7 +104,7 @@ def replace_where(key: str, values: Iterable[str]) -> str:
     return f"`{key}` IN ({', '.join(literals)})" if literals else "false"
 
 
-def delete_job_partitions(storage: StorageConfig, table: str, job_ids: Iterable[str], key: str = "job_id") -> None:
+def delete_job_partitions(storage: StorageConfig, table: str, job_ids: Iterable[str]) -> None:
     """Remove every row of ``job_ids`` (values of ``key``) from a Parquet table by removing their
     partition folders. Parquet only: a Delta table's files are owned by its log, and
     ``write_job_rows`` drops a job's Delta rows in its ``replaceWhere`` commit."""
@@ -106,6 +112,7 @@ def delete_job_partitions(storage: StorageConfig, table: str, job_ids: Iterable[
         raise ValueError(f"delete_job_partitions removes Parquet partition folders; the table '{table}' "
                          f"is {storage.format}: replace its rows with write_job_rows instead")
     base = Path(table_path(storage, table))
+    key = tables.table(table).key
     for job_id in job_ids:
         folder = base / (key + "=" + escape_partition_value(job_id))
         if folder.is_dir():
@@ -127,6 +134,8 @@ def escape_partition_value(value: str) -> str:
 def write_table(rows: DataFrame, storage: StorageConfig, table: str) -> None:
     """Rewrite a small unpartitioned table whole (Delta: one overwrite commit; the schema is
     replaced too, as a Parquet overwrite replaces it)."""
+    if tables.table(table).key is not None:
+        raise ValueError(f"'{table}' is partitioned by {tables.table(table).key}: replace rows with write_job_rows")
     writer = rows.write.format(storage.format).mode("overwrite")
     if storage.format == "delta":
         writer = writer.option("overwriteSchema", "true")
