@@ -134,3 +134,32 @@ def test_pure_scoring_runs_without_pyspark():
             "import l4spark.diagnosis.scoring, l4spark.spatial.config, l4spark.config\n"
             "l4spark.config.load_config()\n")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+SHARED_OPTIONS = {"--verbose", "--warehouse", "--conf", "--master", "--format", "--lock-wait"}
+
+
+def _commands(parser, prefix=()):
+    """(name, parser) of every leaf command under ``parser``."""
+    import argparse
+
+    actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not actions:
+        yield " ".join(prefix), parser
+        return
+    for name, sub in actions[0].choices.items():
+        yield from _commands(sub, (*prefix, name))
+
+
+def test_every_command_that_starts_spark_offers_the_shared_options():
+    from l4spark.cli import build_parser
+
+    commands = dict(_commands(build_parser()))
+    assert set(commands) == {"simulate", "patterns list", "patterns add", "patterns confirm", "spatial",
+                             "normal-pool", "diagnose", "evaluate", "nightly", "parse"}
+    for name, parser in commands.items():
+        options = {o for a in parser._actions for o in a.option_strings}
+        if name == "simulate":  # writes files, starts no Spark and takes no lock
+            assert not options & (SHARED_OPTIONS - {"--verbose"}), name
+        else:
+            assert SHARED_OPTIONS <= options, (name, sorted(SHARED_OPTIONS - options))
