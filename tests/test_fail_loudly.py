@@ -19,6 +19,7 @@ import pytest
 import l4spark.diagnosis.assemble as assemble
 from l4spark.cli import main
 from l4spark.errors import EXIT_PARTIAL, EXIT_USAGE
+from l4spark.report.diagnosed import write_job_reports
 from l4spark.warehouse.storage import read_table
 
 from tests.nightly_support import DIAGNOSIS_TABLES, nightly_config, snapshot
@@ -91,7 +92,9 @@ def test_a_failed_diagnosis_keeps_the_last_good_one(spark, nightly_clean, tmp_pa
     monkeypatch.setattr(assemble, "_diagnose_batch", failing_for({job}))
     diagnosis = assemble.diagnose_jobs(spark, config, [job])
     assert diagnosis.jobs["status"].tolist() == ["error"]
-    assert assemble.write_diagnosis(spark, config, diagnosis) == [job]
+    kept = assemble.write_diagnosis(spark, config, diagnosis)
+    assert kept == [job]
+    assert write_job_reports(diagnosis, tmp_path / "reports", skip=kept) == {}  # its good report stays too
 
     after = snapshot(spark, warehouse, DIAGNOSIS_TABLES, jobs=[job])
     for table in DIAGNOSIS_TABLES:

@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         reports = {}
         if not args.no_reports:  # <warehouse>/_reports by default: still under the lock
             out = Path(args.reports or Path(config.storage.warehouse) / "_reports")
-            reports = write_job_reports(diagnosis, out)
+            reports = write_job_reports(diagnosis, out, skip=kept)
     shown = [j for j in diagnosis.diagnosed][: max(0, args.show)]
     for job_id in shown:
         print()

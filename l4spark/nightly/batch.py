@@ -39,15 +39,16 @@ from pyspark.sql import SparkSession
 from l4spark import __version__
 from l4spark.config import Config
 from l4spark.crossjob.normal_pool import update_normal_pool
+from l4spark.diagnosis.assemble import diagnose_jobs, new_run_id, write_diagnosis
 from l4spark.killpoints import kill_point
 from l4spark.nightly.selection import jobs_to_diagnose, missing_jobs, stale_jobs
 from l4spark.parse.layout import scan_logs_root
 from l4spark.parse.pipeline import parse_jobs
+from l4spark.report.diagnosed import write_job_reports
 from l4spark.warehouse.storage import write_job_rows
 from l4spark.warehouse.tables import RUNS
 
 log = logging.getLogger(__name__)
-
 
 
 @dataclass
@@ -89,9 +90,6 @@ def catch_up(spark: SparkSession, config: Config, logs_root: str | Path,
 def run_nightly(spark: SparkSession, config: Config, logs_root: str | Path, run_date: date | None = None,
                 rediagnose_older: bool = False, reports_dir: str | Path | None = None,
                 progress: Callable[[str], None] = log.info) -> NightlyRun:
-    from l4spark.diagnosis.assemble import diagnose_jobs, new_run_id, write_diagnosis
-    from l4spark.report.diagnosed import write_job_reports
-
     run = NightlyRun(new_run_id("nightly"), (run_date or datetime.now(timezone.utc).date()).isoformat(),
                      datetime.now(timezone.utc).replace(tzinfo=None))
     clock = time.perf_counter()
@@ -127,7 +125,7 @@ def run_nightly(spark: SparkSession, config: Config, logs_root: str | Path, run_
         run.errors = {r.job_id: r.error for r in diagnosis.jobs.itertuples() if r.status == "error"}
         lap("write")
         if reports_dir is not None:
-            run.reports = write_job_reports(diagnosis, reports_dir)
+            run.reports = write_job_reports(diagnosis, reports_dir, skip=run.kept)
             lap("reports")
     kill_point("before_runs_row")
     record_run(spark, config, run, "partial" if run.errors else "succeeded")

@@ -3,6 +3,8 @@ report files of every job of a diagnosis batch."""
 
 from __future__ import annotations
 
+from typing import Iterable
+
 import numpy as np
 import pandas as pd
 
@@ -30,6 +32,9 @@ def job_report(diagnosis: Diagnosis, job_id: str):
     return JobReport(job=row, patterns=diagnosis.patterns.get(job_id, []), **kwargs)
 
 
-def write_job_reports(diagnosis: Diagnosis, out_dir) -> dict[str, tuple]:
-    """HTML and Markdown report of every job of ``diagnosis`` under ``out_dir``: job -> (html, md)."""
-    return {job_id: write_reports(job_report(diagnosis, job_id), out_dir) for job_id in diagnosis.jobs["job_id"]}
+def write_job_reports(diagnosis: Diagnosis, out_dir, skip: Iterable[str] = ()) -> dict[str, tuple]:
+    """HTML and Markdown report of every job of ``diagnosis`` but ``skip`` (jobs whose failed
+    rediagnosis kept the last good one: their reports stay too) under ``out_dir``: job -> (html, md)."""
+    skip = set(skip)
+    return {job_id: write_reports(job_report(diagnosis, job_id), out_dir) for job_id in diagnosis.jobs["job_id"]
+            if job_id not in skip}
