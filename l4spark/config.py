@@ -42,7 +42,7 @@ class SparkConfig:
 class StorageConfig:
     warehouse: str = "./warehouse"
     format: str = "parquet"
-    lock_wait_s: float = 0.0  # a writing run waits this long for the warehouse lock (l4spark/warehouse/lock.py)
+    lock_wait_s: float = 0.0  # a writing run waits this long for the warehouse lock (l4spark/io/lock.py)
     lock_stale_s: float = 86400.0  # a lock older than this is stale even when its holder cannot be checked
 
 

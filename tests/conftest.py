@@ -19,7 +19,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 @pytest.fixture(scope="session")
 def spark():
-    from l4spark.warehouse.session import build_session
+    from l4spark.io.session import build_session
 
     config = load_config(overrides={"spark.master": "local[2]", "spark.shuffle_partitions": 2,
                                     "spark.driver_memory": "2g"})

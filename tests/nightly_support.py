@@ -8,7 +8,7 @@ import pandas as pd
 
 from l4spark.config import load_config
 from l4spark.simulate import FleetOptions
-from l4spark.warehouse.storage import read_table, table_exists
+from l4spark.io.storage import read_table, table_exists
 
 RESULT_TABLES = ("jobs", "events", "templates", "normal_pool", "diagnosis_jobs", "diagnosis_events",
                  "diagnosis_nodes", "diagnosis_iterations")

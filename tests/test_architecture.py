@@ -15,7 +15,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "l4spark"
 # the steps of the method and the shared layers, in the order data flows; a module may import its
-# own layer and the layers after it, never one before it (cli -> nightly -> steps -> warehouse)
+# own layer and the layers after it, never one before it (cli -> nightly -> steps -> io)
 LAYERS = [
     {"cli"},
     {"bench", "evaluation"},
@@ -26,7 +26,7 @@ LAYERS = [
     {"crossjob"},
     {"parse"},
     {"simulate"},
-    {"warehouse"},
+    {"io"},
     {"config", "errors", "regexsafety", "killpoints", "__init__"},
 ]
 # typed settings are read by ``l4spark.config`` before Spark starts: these import no Spark and

@@ -1,4 +1,4 @@
-"""The Delta path for real: l4spark.warehouse.storage with ``storage.format = "delta"`` over Spark Connect
+"""The Delta path for real: l4spark.io.storage with ``storage.format = "delta"`` over Spark Connect
 to a local Sail server (pysail), every table read back with delta-rs (``deltalake``), which
 knows nothing of Spark.
 
@@ -25,8 +25,8 @@ from pysail.spark import SparkConnectServer
 from pyspark.errors import AnalysisException
 
 from l4spark.config import SparkConfig, StorageConfig, load_config
-from l4spark.warehouse.session import remote_url
-from l4spark.warehouse.storage import replace_where, table_exists
+from l4spark.io.session import remote_url
+from l4spark.io.storage import replace_where, table_exists
 
 pytestmark = pytest.mark.spark
 
@@ -48,14 +48,14 @@ def _config(url: str, warehouse: str):
 def _session(url: str):
     """The worker's Connect session, built by l4spark's own factory from the conf."""
     if url not in _SESSIONS:
-        from l4spark.warehouse.session import build_session
+        from l4spark.io.session import build_session
 
         _SESSIONS[url] = build_session(_config(url, "unused").spark)
     return _SESSIONS[url]
 
 
 def _write_job_rows(url: str, warehouse: str, table: str, rows: list, job_ids: list, with_rows: list) -> str:
-    from l4spark.warehouse.storage import write_job_rows
+    from l4spark.io.storage import write_job_rows
 
     spark = _session(url)
     write_job_rows(spark.createDataFrame(rows, LINES_SCHEMA), _config(url, warehouse).storage, table, job_ids,
@@ -64,13 +64,13 @@ def _write_job_rows(url: str, warehouse: str, table: str, rows: list, job_ids: l
 
 
 def _write_table(url: str, warehouse: str, table: str, rows: list, schema: str) -> None:
-    from l4spark.warehouse.storage import write_table
+    from l4spark.io.storage import write_table
 
     write_table(_session(url).createDataFrame(rows, schema), _config(url, warehouse).storage, table)
 
 
 def _read_table(url: str, warehouse: str, table: str) -> list[tuple]:
-    from l4spark.warehouse.storage import read_table
+    from l4spark.io.storage import read_table
 
     frame = read_table(_session(url), _config(url, warehouse).storage, table)
     return sorted(tuple(row) for row in frame.select(*sorted(frame.columns)).collect())

@@ -60,7 +60,7 @@ def diagnosis(spark, fleet):
 
 
 def _table(spark, config, name):
-    from l4spark.warehouse.storage import read_table
+    from l4spark.io.storage import read_table
     return read_table(spark, config.storage, name)
 
 

@@ -20,7 +20,7 @@ import l4spark.diagnosis.assemble as assemble
 from l4spark.cli import main
 from l4spark.errors import EXIT_PARTIAL, EXIT_USAGE
 from l4spark.report.diagnosed import write_job_reports
-from l4spark.warehouse.storage import read_table
+from l4spark.io.storage import read_table
 
 from tests.nightly_support import DIAGNOSIS_TABLES, nightly_config, snapshot
 
@@ -36,7 +36,7 @@ TYPOS = {
 @pytest.fixture
 def no_spark(monkeypatch):
     """Starting Spark fails the test: a config error must be found before."""
-    import l4spark.warehouse.session as session
+    import l4spark.io.session as session
 
     def refuse(*args, **kwargs):
         raise AssertionError("a SparkSession was started")

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from l4spark.warehouse.storage import read_table, table_exists
+from l4spark.io.storage import read_table, table_exists
 
 from tests.nightly_support import assert_same, nightly_config as _config, snapshot
 

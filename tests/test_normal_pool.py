@@ -18,7 +18,7 @@ from l4spark.crossjob.normal_pool import (
     update_normal_pool,
 )
 from l4spark.parse.pipeline import JOBS_SCHEMA
-from l4spark.warehouse.storage import read_table, write_job_rows
+from l4spark.io.storage import read_table, write_job_rows
 
 pytestmark = pytest.mark.spark
 
@@ -283,7 +283,7 @@ def test_ledger_from_the_parse_forms_equals_masking_every_line(spark, tmp_path, 
     from l4spark.crossjob.normal_pool import _jobs_with_forms, _ledger_rows
     from l4spark.parse.pipeline import FORMS_TABLE, parse_jobs
     from l4spark.simulate import FleetOptions, simulate_fleet
-    from l4spark.warehouse.storage import delete_job_partitions
+    from l4spark.io.storage import delete_job_partitions
 
     config = load_config(overrides={"storage.warehouse": str(tmp_path / "warehouse"), "spark.master": "local[2]",
                                     "structure.max_shapes": max_shapes})

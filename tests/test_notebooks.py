@@ -143,7 +143,7 @@ def nightly(spark, tmp_path_factory):
 
 
 def spark_table(spark, storage, table):
-    from l4spark.warehouse.storage import read_table
+    from l4spark.io.storage import read_table
 
     return read_table(spark, storage, table)
 

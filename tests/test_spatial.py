@@ -414,7 +414,7 @@ def test_rank_nodes_counts_the_peers_naming_a_node(message_events):
 def test_generated_fleet_faulty_nodes_rank_first(spark, test_config, tmp_path):
     from l4spark.parse.pipeline import parse_jobs
     from l4spark.simulate import FleetOptions, simulate_fleet
-    from l4spark.warehouse.storage import read_table
+    from l4spark.io.storage import read_table
 
     fleet = tmp_path / "fleet"
     simulate_fleet(fleet, FleetOptions(seed=3, jobs=3, nodes=(8, 8), ranks_per_node=2, iterations=20,

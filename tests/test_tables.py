@@ -1,4 +1,4 @@
-"""The table registry (l4spark/warehouse/tables.py) is the one declaration of the warehouse's tables."""
+"""The table registry (l4spark/io/tables.py) is the one declaration of the warehouse's tables."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from l4spark.config import StorageConfig
-from l4spark.warehouse import tables
-from l4spark.warehouse.storage import write_job_rows, write_table
+from l4spark.io import tables
+from l4spark.io.storage import write_job_rows, write_table
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -334,7 +334,7 @@ def test_slowdown_and_lasting_change_fail_in_training(spark):
 
 
 def test_diagnosis_iterations_keep_threshold_and_reason(spark, test_config):
-    from l4spark.warehouse.storage import read_table, write_job_rows
+    from l4spark.io.storage import read_table, write_job_rows
 
     rows = spark.createDataFrame(
         [("j1", 1, 1.0, False, [], 0.7, None), ("j1", 2, 0.2, True, ["E1"], 0.7, "dtw"),
@@ -372,7 +372,7 @@ def test_end_to_end_generated_fleet(spark, test_config, tmp_path):
     from l4spark.evaluation.labels import load_labels
     from l4spark.parse.pipeline import parse_jobs
     from l4spark.simulate import FleetOptions, simulate_fleet
-    from l4spark.warehouse.storage import read_table
+    from l4spark.io.storage import read_table
 
     fleet = tmp_path / "fleet"
     simulate_fleet(fleet, FleetOptions(seed=3, jobs=4, nodes=(2, 2), ranks_per_node=2, iterations=60,

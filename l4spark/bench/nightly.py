@@ -264,7 +264,7 @@ def _nightly_process(fleet: str, warehouse: str, master: str, conf_files: list[s
     """Child process: one Spark application, one nightly run, its rows read back, a JSON result."""
     from l4spark.config import load_config
     from l4spark.nightly.batch import run_nightly
-    from l4spark.warehouse.session import build_session
+    from l4spark.io.session import build_session
 
     config = load_config(*conf_files, overrides={"spark.master": master, "storage.warehouse": warehouse})
     started = time.perf_counter()
@@ -294,7 +294,7 @@ def _read_back(spark, config, run_id: str) -> dict:
     bytes, lines) and the diagnosis rows by status, from the warehouse tables."""
     from pyspark.sql import functions as F
 
-    from l4spark.warehouse.storage import read_table
+    from l4spark.io.storage import read_table
 
     storage = config.storage
     rows = read_table(spark, storage, "runs").where(F.col("run_id") == run_id).collect()

@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from l4spark.parse.layout import scan_logs_root
-    from l4spark.warehouse.session import build_session
+    from l4spark.io.session import build_session
 
     fleet = Path(args.fleet)
     measures: list[Measure] = []

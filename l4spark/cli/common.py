@@ -39,7 +39,7 @@ def config_from_args(args: argparse.Namespace, overrides: Mapping[str, Any] | No
 @contextmanager
 def spark_session(config) -> Iterator:
     """A Spark session for a command that only reads the warehouse."""
-    from l4spark.warehouse.session import build_session
+    from l4spark.io.session import build_session
 
     spark = build_session(config.spark)
     try:
@@ -51,8 +51,8 @@ def spark_session(config) -> Iterator:
 @contextmanager
 def locked_session(config, command: str) -> Iterator:
     """A Spark session for a command that writes the warehouse: the warehouse lock is taken
-    before Spark starts and released after it stops (l4spark/warehouse/lock.py)."""
-    from l4spark.warehouse.lock import warehouse_lock
+    before Spark starts and released after it stops (l4spark/io/lock.py)."""
+    from l4spark.io.lock import warehouse_lock
 
     with warehouse_lock(config.storage, f"l4spark {command}"):
         with spark_session(config) as spark:

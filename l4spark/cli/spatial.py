@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
 
     from l4spark.nightly.selection import failed_jobs
     from l4spark.spatial.ranking import rank_nodes, write_diagnosis_nodes
-    from l4spark.warehouse.storage import read_table
+    from l4spark.io.storage import read_table
 
     config = config_from_args(args, {f"spatial.{key}": getattr(args, key)
                                      for key in ("granularity", "normalisation", "top_k")})

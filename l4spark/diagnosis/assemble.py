@@ -42,10 +42,10 @@ from l4spark.diagnosis.pattern_store import pattern_library
 from l4spark.crossjob.reasons import NO_HISTORY
 from l4spark.diagnosis.config import DiagnosisConfig
 from l4spark.diagnosis.scoring import SEVERITY, job_patterns, pattern_hit_rows, rank_matches, score_events
-from l4spark.warehouse.session import materialize
+from l4spark.io.session import materialize
 from l4spark.spatial.ranking import rank_nodes, spatial_events, write_diagnosis_nodes
-from l4spark.warehouse.storage import read_table, table_exists, write_job_rows
-from l4spark.warehouse.tables import DIAGNOSIS_ATTEMPTS, DIAGNOSIS_EVENTS, DIAGNOSIS_ITERATIONS, DIAGNOSIS_JOBS, DIAGNOSIS_NODES, columns
+from l4spark.io.storage import read_table, table_exists, write_job_rows
+from l4spark.io.tables import DIAGNOSIS_ATTEMPTS, DIAGNOSIS_EVENTS, DIAGNOSIS_ITERATIONS, DIAGNOSIS_JOBS, DIAGNOSIS_NODES, columns
 from l4spark.temporal.jobs import analyse_iterations, job_failure_points, temporal_events
 from l4spark.temporal.lines import node_clock_offsets, with_stage_and_iteration
 from l4spark.temporal.lines import STAGED_COLUMNS

@@ -14,8 +14,8 @@ from pyspark.sql import SparkSession
 
 from l4spark.config import StorageConfig
 from l4spark.diagnosis.patterns import FaultPattern, PatternError, pattern_from_dict, seed_patterns
-from l4spark.warehouse.storage import read_table, table_exists, write_table
-from l4spark.warehouse.tables import FAULT_PATTERNS
+from l4spark.io.storage import read_table, table_exists, write_table
+from l4spark.io.tables import FAULT_PATTERNS
 
 log = logging.getLogger(__name__)
 

@@ -96,7 +96,7 @@ def evaluate_fleet(spark, config, fleet: Path, ablation: bool = True, dump: Path
     from l4spark.evaluation.labels import indicating_events, load_labels
     from l4spark.nightly.batch import catch_up
     from l4spark.spatial.ranking import baseline_rankings
-    from l4spark.warehouse.storage import read_table
+    from l4spark.io.storage import read_table
 
     labels = load_labels(fleet)
     started = time.perf_counter()

@@ -173,8 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from l4spark.diagnosis.assemble import with_line_flags
     from l4spark.evaluation.labels import indicating_events, load_labels
     from l4spark.nightly.batch import parse_missing
-    from l4spark.warehouse.session import build_session
-    from l4spark.warehouse.storage import read_table
+    from l4spark.io.session import build_session
+    from l4spark.io.storage import read_table
 
     fleet = Path(args.fleet)
     warehouse = args.warehouse or str(fleet.resolve().with_name(fleet.resolve().name + ".warehouse"))

@@ -40,7 +40,7 @@ from l4spark.config import Config, load_config
 from l4spark.errors import ConfigError, L4SparkError
 from l4spark.evaluation.grouping import grouping_accuracy, parsing_accuracy
 from l4spark.parse.pipeline import parse_jobs
-from l4spark.warehouse.storage import read_table
+from l4spark.io.storage import read_table
 from l4spark.parse.structure import with_masked
 from l4spark.parse.textrules import LineStructurer, compile_pattern, fold_digits, fuse_masks
 

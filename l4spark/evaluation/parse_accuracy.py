@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         system_config,
         verdict,
     )
-    from l4spark.warehouse.session import build_session
+    from l4spark.io.session import build_session
 
     benchmarks = Path(args.benchmarks)
     if not benchmarks.is_dir():

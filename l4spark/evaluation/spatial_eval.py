@@ -110,9 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     from l4spark.config import load_config
     from l4spark.evaluation.labels import load_labels
     from l4spark.parse.pipeline import parse_jobs
-    from l4spark.warehouse.session import build_session
+    from l4spark.io.session import build_session
     from l4spark.spatial.ranking import baseline_rankings, rank_unit_inputs, unit_inputs
-    from l4spark.warehouse.storage import read_table, table_exists
+    from l4spark.io.storage import read_table, table_exists
 
     labels = load_labels(fleet)
     faulty = {j: label.faulty_nodes for j, label in labels.items() if label.faulty_nodes}

@@ -81,7 +81,7 @@ def candidate_events(spark, config, events, jobs):
         read_normal_pool,
         update_normal_pool,
     )
-    from l4spark.warehouse.storage import read_table, table_exists
+    from l4spark.io.storage import read_table, table_exists
 
     settings = config.normal_pool
     update_normal_pool(spark, config, settings, progress=lambda m: print(m, file=sys.stderr))
@@ -151,8 +151,8 @@ def run(fleet: Path, warehouse: Path, parse: bool, indicating: str = "candidates
 
     from l4spark.config import load_config
     from l4spark.parse.pipeline import parse_jobs
-    from l4spark.warehouse.session import build_session
-    from l4spark.warehouse.storage import read_table
+    from l4spark.io.session import build_session
+    from l4spark.io.storage import read_table
     from l4spark.temporal.jobs import analyse_iterations, job_failure_points
     from l4spark.temporal.lines import with_stage_and_iteration
 

@@ -45,8 +45,8 @@ from l4spark.nightly.selection import jobs_to_diagnose, missing_jobs, stale_jobs
 from l4spark.parse.layout import scan_logs_root
 from l4spark.parse.pipeline import parse_jobs
 from l4spark.report.diagnosed import write_job_reports
-from l4spark.warehouse.storage import write_job_rows
-from l4spark.warehouse.tables import RUNS
+from l4spark.io.storage import write_job_rows
+from l4spark.io.tables import RUNS
 
 log = logging.getLogger(__name__)
 

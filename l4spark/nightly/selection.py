@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from l4spark import __version__
 from l4spark.config import Config
 from l4spark.parse.layout import LayoutScan
-from l4spark.warehouse.storage import read_table, table_exists
+from l4spark.io.storage import read_table, table_exists
 
 
 def parsed_files(spark: SparkSession, config: Config) -> dict[str, tuple[int, int]]:

@@ -36,8 +36,8 @@ from l4spark.parse.shapes import shape_numbers, shapes_frame, shapes_usable, str
 from l4spark.parse.structure import with_masked, with_structure
 from l4spark.parse.template_store import load_template_store, save_template_store
 from l4spark.parse.templates import TemplateStore
-from l4spark.warehouse.storage import read_table, table_exists, write_job_rows, write_table
-from l4spark.warehouse.tables import JOB_EVENT_COUNTS, JOB_EVENT_FORMS, JOBS, QUARANTINE
+from l4spark.io.storage import read_table, table_exists, write_job_rows, write_table
+from l4spark.io.tables import JOB_EVENT_COUNTS, JOB_EVENT_FORMS, JOBS, QUARANTINE
 from l4spark.parse.textrules import message_form
 
 log = logging.getLogger(__name__)

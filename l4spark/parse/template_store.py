@@ -19,7 +19,7 @@ from l4spark.config import DrainConfig, StorageConfig
 from l4spark.errors import TemplateStoreError
 from l4spark.killpoints import kill_point
 from l4spark.parse.templates import TemplateStore
-from l4spark.warehouse.storage import atomic_write_bytes
+from l4spark.io.storage import atomic_write_bytes
 
 STORE_DIR = "_template_store"
 KEEP_STORE_VERSIONS = 3

@@ -11,7 +11,7 @@ line); it is only ever read one job at a time, from that job's partition folder,
 that Parquet statistics push down (the anchor line's event, then a line-number window of one
 file), so a drill-down reads kilobytes whatever the size of the warehouse and nothing collects a
 whole table. Spark stays the tool for fleet-wide questions over ``events`` (Spark SQL on
-``l4spark.warehouse.storage.read_table``).
+``l4spark.io.storage.read_table``).
 
 Only Parquet warehouses (the default format) are read here: a Delta table's folder also holds
 files its log has removed, so reading it as plain Parquet would be wrong; such a table raises
@@ -32,10 +32,10 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from l4spark.config import StorageConfig
-from l4spark.warehouse import tables
+from l4spark.io import tables
 from l4spark.errors import L4SparkError
 from l4spark.diagnosis.patterns import FaultPattern
-from l4spark.warehouse.storage import escape_partition_value, table_exists
+from l4spark.io.storage import escape_partition_value, table_exists
 
 UNKNOWN = "unknown"
 
@@ -250,7 +250,7 @@ def _table_dir(warehouse: str | Path, table: str) -> Path:
                             "`make demo`, `l4spark diagnose` or `l4spark nightly` write the result tables")
     base = Path(warehouse) / table
     if (base / "_delta_log").is_dir():
-        raise AnalysisError(f"{base} is a Delta table; read it with Spark (l4spark.warehouse.storage.read_table), "
+        raise AnalysisError(f"{base} is a Delta table; read it with Spark (l4spark.io.storage.read_table), "
                             "this module reads Parquet warehouses")
     return base
 

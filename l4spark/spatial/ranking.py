@@ -65,8 +65,8 @@ from pyspark.sql import functions as F
 
 from l4spark.config import StorageConfig
 from l4spark.spatial.config import SpatialConfig
-from l4spark.warehouse.storage import write_job_rows
-from l4spark.warehouse.tables import DIAGNOSIS_NODES, columns
+from l4spark.io.storage import write_job_rows
+from l4spark.io.tables import DIAGNOSIS_NODES, columns
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from l4spark.warehouse.lock import warehouse_lock
-from l4spark.warehouse.storage import read_table
+from l4spark.io.lock import warehouse_lock
+from l4spark.io.storage import read_table
 from tests.nightly_support import DIAGNOSIS_TABLES, assert_same, nightly_config, snapshot
 from tests.reliability.corpus import write_bad_corpus
 

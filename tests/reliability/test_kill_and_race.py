@@ -19,8 +19,8 @@ import sys
 import pytest
 
 from l4spark.killpoints import ENV, KILLED_EXIT
-from l4spark.warehouse.lock import lock_path, read_holder, warehouse_lock
-from l4spark.warehouse.storage import read_table, table_exists
+from l4spark.io.lock import lock_path, read_holder, warehouse_lock
+from l4spark.io.storage import read_table, table_exists
 from tests.nightly_support import assert_same, nightly_config, snapshot
 
 pytestmark = pytest.mark.reliability

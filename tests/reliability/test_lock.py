@@ -12,14 +12,14 @@ import time
 import pytest
 
 from l4spark.config import StorageConfig
-from l4spark.warehouse.lock import LOCK_NAME, WarehouseLockedError, read_holder, warehouse_lock
+from l4spark.io.lock import LOCK_NAME, WarehouseLockedError, read_holder, warehouse_lock
 
 pytestmark = pytest.mark.reliability
 
 HOLD = """
 import sys, time
 from l4spark.config import StorageConfig
-from l4spark.warehouse.lock import WarehouseLockedError, warehouse_lock
+from l4spark.io.lock import WarehouseLockedError, warehouse_lock
 storage = StorageConfig(warehouse=sys.argv[1], lock_wait_s=float(sys.argv[2]))
 try:
     with warehouse_lock(storage, "child " + sys.argv[3]):

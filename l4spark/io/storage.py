@@ -23,7 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from l4spark.config import StorageConfig
 from l4spark.killpoints import kill_point
-from l4spark.warehouse import tables
+from l4spark.io import tables
 
 
 def table_path(storage: StorageConfig, table: str) -> str:

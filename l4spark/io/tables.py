@@ -1,0 +1,96 @@
+"""Every table of the warehouse: its name, partition key, column schema and how it is written.
+
+The one place a table is declared. ``warehouse.storage`` looks a table up here to write it (its
+partition key, whether its rows go through one writer task) and refuses a name that is not
+here; the steps build their rows against the schemas below. The README's "Output tables" lists
+the same tables for people; tests/test_tables.py keeps the two in step.
+
+``events`` has no fixed schema here: the parse decides its columns (docs/parsing.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Table:
+    """A warehouse table. ``key``: the partition column (rows of one value replaced together),
+    None for a small table rewritten whole. ``small``: all rows of a write in one task (one file
+    per partition). ``schema``: Spark DDL of its columns, None where the writer decides them."""
+
+    name: str
+    key: str | None
+    schema: str | None
+    small: bool = True
+
+
+EVENTS = Table("events", "job_id", None, small=False)
+TEMPLATES = Table("templates", None, None)
+JOBS = Table("jobs", "job_id", (
+    "job_id string, status string, settings string, start_time string, end_time string, meta_error string, "
+    "n_files long, n_bytes long, n_lines long, n_events long, n_set_aside_lines long, n_issues long, "
+    "run_id string, parsed_at timestamp, parser_version string"))
+QUARANTINE = Table("quarantine", "job_id", (
+    "job_id string, file string, reason string, detail string, n_lines long, n_bytes long, line_no long, "
+    "sample string, run_id string"))
+JOB_EVENT_COUNTS = Table("job_event_counts", "job_id", "job_id string, event_id string, n_lines long, first_ts timestamp")
+JOB_EVENT_FORMS = Table("job_event_forms", "job_id",
+                        "job_id string, event_id string, masked string, n_lines long, masks string, run_id string")
+NORMAL_POOL = Table("normal_pool", None, (
+    "level int, level_name string, settings_key string, settings string, event_id string, n_jobs long, "
+    "group_jobs long, support double, median_lines_per_node double, max_lines_per_node double, "
+    "median_lines double, variant_novelty double"))
+NORMAL_POOL_VARIANTS = Table("normal_pool_variants", None,
+                             "level int, settings_key string, event_id string, masked string, n_jobs long")
+NORMAL_POOL_LEDGER = Table("normal_pool_ledger", "job_id", (
+    "job_id string, event_id string, masked string, n_lines long, job_nodes long, settings string, "
+    "parse_run_id string"))
+DIAGNOSIS_JOBS = Table("diagnosis_jobs", "job_id", (
+    "job_id string, status string, failure_stage string, failure_iteration long, suspect_nodes array<string>, "
+    "matched_patterns array<string>, n_lines long, n_candidate_events long, error string, run_id string, "
+    "processed_at timestamp, version string, history string, n_events long, n_flagged_events long, "
+    "fault_class string, root_cause string, remedy string, pattern_confidence double"))
+DIAGNOSIS_EVENTS = Table("diagnosis_events", "job_id", (
+    "job_id string, event_id string, template string, rank int, score double, sources array<string>, "
+    "n_lines long, n_nodes long, first_ts timestamp, stage string, sample string, sample_node string, "
+    "sample_ts timestamp, level string, keep_reason string"))
+DIAGNOSIS_NODES = Table("diagnosis_nodes", "job_id", (
+    "job_id string, node string, process_rank int, rank int, score double, suspect boolean, "
+    "silent boolean, silent_gap_s double, n_lines long, evidence array<string>, "
+    "evidence_scores array<double>, named_by int, onset_lag_s double, combined_score double, "
+    "signals array<string>"))
+# threshold and reason are written when the temporal step gives them
+DIAGNOSIS_ITERATIONS = Table("diagnosis_iterations", "job_id", (
+    "job_id string, iteration long, score double, anomalous boolean, event_ids array<string>, "
+    "threshold double, reason string"))
+# One row per job a diagnosis was attempted on: its last attempt, and how many attempts in a row
+# failed on the same input (the parse it read); the nightly gives up after nightly.max_attempts.
+DIAGNOSIS_ATTEMPTS = Table("diagnosis_attempts", "job_id", (
+    "job_id string, run_id string, attempted_at timestamp, status string, error string, "
+    "failed_attempts int, parsed_at timestamp, version string"))
+FAULT_PATTERNS = Table("fault_patterns", None, (
+    "pattern_id string, name string, fault_class string, root_cause string, remedy string, "
+    "signature array<string>, stage string, created_at string, source_job_id string"))
+RUNS = Table("runs", "run_id", (
+    "run_id string, run_date string, started_at timestamp, finished_at timestamp, status string, "
+    "n_scanned_jobs long, n_parsed_jobs long, n_selected_jobs long, n_diagnosed long, n_errors long, "
+    "errors string, seconds string, version string"))
+
+TABLES: dict[str, Table] = {t.name: t for t in (
+    EVENTS, TEMPLATES, JOBS, QUARANTINE, JOB_EVENT_COUNTS, JOB_EVENT_FORMS, NORMAL_POOL, NORMAL_POOL_VARIANTS,
+    NORMAL_POOL_LEDGER, DIAGNOSIS_JOBS, DIAGNOSIS_EVENTS, DIAGNOSIS_NODES, DIAGNOSIS_ITERATIONS,
+    DIAGNOSIS_ATTEMPTS, FAULT_PATTERNS, RUNS)}
+
+
+def table(name: str) -> Table:
+    """The declared table ``name``; a name that is not declared is a programming error."""
+    try:
+        return TABLES[name]
+    except KeyError:
+        raise KeyError(f"'{name}' is not a warehouse table (l4spark/io/tables.py): {sorted(TABLES)}") from None
+
+
+def columns(schema: str) -> list[str]:
+    """Column names of a Spark DDL schema string."""
+    return [part.split()[0] for part in schema.split(", ")]
