@@ -163,3 +163,24 @@ def test_every_command_that_starts_spark_offers_the_shared_options():
             assert not options & (SHARED_OPTIONS - {"--verbose"}), name
         else:
             assert SHARED_OPTIONS <= options, (name, sorted(SHARED_OPTIONS - options))
+
+
+def test_every_imported_l4spark_name_exists():
+    """Each ``from l4spark.x import name`` in the package, the tests and the jobs names a module or
+    an attribute that exists (a move that left a stale import fails here, not at run time)."""
+    import importlib
+
+    root = PACKAGE.parent
+    missing = []
+    for path in [*PACKAGE.rglob("*.py"), *(root / "tests").rglob("*.py"), *(root / "jobs").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if not (isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("l4spark")):
+                continue
+            module = importlib.import_module(node.module)
+            for alias in node.names:
+                if not hasattr(module, alias.name):
+                    try:
+                        importlib.import_module(f"{node.module}.{alias.name}")
+                    except ImportError:
+                        missing.append(f"{path.relative_to(root)}: from {node.module} import {alias.name}")
+    assert not missing, missing

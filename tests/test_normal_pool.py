@@ -17,7 +17,7 @@ from l4spark.crossjob.normal_pool import (
     read_normal_pool,
     update_normal_pool,
 )
-from l4spark.parse.pipeline import JOBS_SCHEMA
+from l4spark.io.tables import JOBS
 from l4spark.io.storage import read_table, write_job_rows
 
 pytestmark = pytest.mark.spark
@@ -41,7 +41,7 @@ def put_job(spark, config, job_id, status, settings, lines, run_id="run-1"):
     """Register a job and replace its events; ``lines`` are (node, event_id, message)."""
     job = [(job_id, status, json.dumps(settings, sort_keys=True), None, None, None, 0, 0, len(lines), 0, 0, 0,
             run_id, None, "test")]
-    write_job_rows(spark.createDataFrame(job, JOBS_SCHEMA), config.storage, "jobs", [job_id])
+    write_job_rows(spark.createDataFrame(job, JOBS.schema), config.storage, "jobs", [job_id])
     rows = [(job_id, node, 0, f"{node}/rank-0.log", n + 1, None, "INFO", event, message, None, None)
             for n, (node, event, message) in enumerate(lines)]
     write_job_rows(spark.createDataFrame(rows, EVENTS_SCHEMA), config.storage, "events", [job_id],
@@ -281,7 +281,7 @@ def test_ledger_from_the_parse_forms_equals_masking_every_line(spark, tmp_path, 
     lines, a table from before forms existed)."""
     from l4spark.config import load_config
     from l4spark.crossjob.normal_pool import _jobs_with_forms, _ledger_rows
-    from l4spark.parse.pipeline import FORMS_TABLE, parse_jobs
+    from l4spark.parse.pipeline import parse_jobs
     from l4spark.simulate import FleetOptions, simulate_fleet
     from l4spark.io.storage import delete_job_partitions
 
@@ -308,7 +308,7 @@ def test_ledger_from_the_parse_forms_equals_masking_every_line(spark, tmp_path, 
     write_job_rows(job.withColumn("n_lines", F.col("n_lines") + 1), config.storage, "jobs", [changed])
     assert _jobs_with_forms(spark, config, jobs) == jobs[1:]
     write_job_rows(job, config.storage, "jobs", [changed])
-    delete_job_partitions(config.storage, FORMS_TABLE, set(jobs))
+    delete_job_partitions(config.storage, "job_event_forms", set(jobs))
     assert _jobs_with_forms(spark, config, jobs) == []
     assert ledger(config) == from_forms
 

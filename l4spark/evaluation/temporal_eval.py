@@ -73,7 +73,6 @@ def candidate_events(spark, config, events, jobs):
     from pyspark.sql import functions as F
 
     from l4spark.crossjob.normal_pool import (
-        LEDGER_TABLE,
         NormalPool,
         build_pool,
         build_variants,
@@ -82,6 +81,7 @@ def candidate_events(spark, config, events, jobs):
         update_normal_pool,
     )
     from l4spark.io.storage import read_table, table_exists
+    from l4spark.io.tables import NORMAL_POOL_LEDGER
 
     settings = config.normal_pool
     update_normal_pool(spark, config, settings, progress=lambda m: print(m, file=sys.stderr))
@@ -95,8 +95,8 @@ def candidate_events(spark, config, events, jobs):
     failed_jobs = jobs.where(~F.col("status").isin(succeeded))
     parts = [kept(events.join(failed_jobs.select("job_id"), on="job_id", how="left_semi"), failed_jobs,
                   read_normal_pool(spark, config.storage))]
-    if table_exists(config.storage, LEDGER_TABLE):
-        ledger = read_table(spark, config.storage, LEDGER_TABLE)
+    if table_exists(config.storage, NORMAL_POOL_LEDGER.name):
+        ledger = read_table(spark, config.storage, NORMAL_POOL_LEDGER.name)
         held_out = sorted(r.job_id for r in ledger.select("job_id").distinct().collect())
         copies, groups = _leave_one_out(spark, ledger, settings)
         pools = NormalPool(build_pool(copies, groups).localCheckpoint(), build_variants(copies, groups).localCheckpoint())

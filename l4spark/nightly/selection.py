@@ -18,6 +18,7 @@ from l4spark import __version__
 from l4spark.config import Config
 from l4spark.parse.layout import LayoutScan
 from l4spark.io.storage import read_table, table_exists
+from l4spark.io.tables import DIAGNOSIS_ATTEMPTS
 
 
 def parsed_files(spark: SparkSession, config: Config) -> dict[str, tuple[int, int]]:
@@ -73,8 +74,6 @@ def jobs_to_diagnose(spark: SparkSession, config: Config, run_date: date | None,
     again, unless its last ``nightly.max_attempts`` attempts failed on the same parse
     (``diagnosis_attempts``), when it is given up until it is parsed again.
     """
-    from l4spark.diagnosis.assemble import ATTEMPTS_TABLE
-
     storage = config.storage
     if not table_exists(storage, "jobs"):
         return DiagnosisSelection([])
@@ -89,8 +88,8 @@ def jobs_to_diagnose(spark: SparkSession, config: Config, run_date: date | None,
                 read_table(spark, storage, "diagnosis_jobs").where(F.col("status") == "diagnosed")
                 .select("job_id", "processed_at", "version").collect()}
     attempts = {}
-    if table_exists(storage, ATTEMPTS_TABLE):
-        attempts = {r.job_id: r for r in read_table(spark, storage, ATTEMPTS_TABLE)
+    if table_exists(storage, DIAGNOSIS_ATTEMPTS.name):
+        attempts = {r.job_id: r for r in read_table(spark, storage, DIAGNOSIS_ATTEMPTS.name)
                     .select("job_id", "status", "error", "failed_attempts", "parsed_at").collect()}
     chosen, given_up = [], {}
     for row in jobs.itertuples():
