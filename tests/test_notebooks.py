@@ -178,7 +178,7 @@ def test_fleet_helpers_agree_with_spark(spark, nightly):
 
     runs = analysis.latest_runs(warehouse)
     assert runs[["run_id", "status", "n_selected_jobs", "n_errors"]].values.tolist() == [
-        [run.run_id, "succeeded", 4, 1]]
+        [run.run_id, "partial", 4, 1]]  # one job could not be diagnosed
 
 
 def test_job_helpers_give_one_jobs_diagnosis(spark, nightly):
