@@ -169,6 +169,23 @@ class BehaviourMixin:
                     self.natural[x], self.cause[x] = t, "net2"
                     self.blamed[x] = nb
 
+    def _store_host_leaves(self) -> None:
+        """The store host's agent shuts its workers (and the store) down soon after the first failure.
+
+        torchrun's c10d rendezvous store and the NCCL TCPStore live on the first node; once the
+        platform tears that node's launcher down (1-10 s after the first worker exits anywhere),
+        every surviving rank's store client fails against it until the rank itself ends.
+        """
+        if "store_host_retry" not in self.behaviours or 0 in self.faulty or self.propagation == "slow":
+            return
+        firsts = [e for e in self.end if e < INF]
+        if not firsts:
+            return
+        t_gone = min(firsts) + self.monitor + behaviour_rng(self.spec.seed, 4).uniform(1, 10)
+        for x in range(self.lay.ranks_per_node):
+            if self.end[x] > t_gone:
+                self.end[x], self.killed[x] = t_gone, True
+
     # -- lines ---------------------------------------------------------------------------------
     def second_hop_error(self, r: RankLog, t: float) -> None:
         """A rank beyond the neighbours: errors naming the neighbour that aborted, then the abort."""
@@ -211,7 +228,7 @@ class BehaviourMixin:
         t = gone + rng.uniform(0.2, 1.5)
         if t >= end:
             return
-        step = max(1.0, (end - t) / 1800.0)
+        step = max(1.0, (end - t) / 300.0)  # the heartbeat monitor polls the store about once a second
         if self.spec.c10_style >= 3:
             dump, dump_t = FORMATS["store_should_dump"].fill(r=r.rank)
             recv, recv_t = FORMATS["store_recv_failed"].fill(fd=rng.randint(40, 180), host=r.host, port=rng.randint(32768, 60999), master=master)

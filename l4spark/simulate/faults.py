@@ -417,6 +417,7 @@ class FaultPlan(ExtraKinds, BehaviourMixin):
             e = min(self.natural[r], agent_kill, self.t_kill)
             self.end[r] = e
             self.killed[r] = e < self.natural[r]
+        self._store_host_leaves()
         self.t_last = max(e for e in self.end if e < INF) if any(e < INF for e in self.end) else self.t_root
 
     # -- per-rank interface ------------------------------------------------------------------
