@@ -176,7 +176,8 @@ def test_peer_blame_and_first_failure_each_move_the_faulty_node_above_a_noisier_
     defaults = SpatialConfig()
     assert both["combined_score"] == pytest.approx(
         both["score"] + defaults.blame_weight * 1.0 + defaults.timing_weight * 1.0, abs=1e-6)
-    assert both["signals"][1:] == ["named by 2 peer(s): ip:10.0.0.6", "failed first, 7.0 s before the next unit"]
+    assert both["signals"][1:] == ["named by 2 peer(s) (weight 2.00 after discounting names given by design): ip:10.0.0.6",
+                                   "failed first, 7.0 s before the next unit"]
 
 
 def test_clock_offsets_come_from_early_events_not_from_the_failure():
