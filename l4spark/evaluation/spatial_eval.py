@@ -60,7 +60,6 @@ def ablations(base) -> dict[str, object]:
         f"l4spark ({base.normalisation})": base,
         "- peer blame": replace(base, blame_weight=0.0),
         "- store-host discount": replace(base, blame_discount=False),
-        "- blame follows onset": replace(base, blame_follows_onset=False),
         "- first to fail": replace(base, timing_weight=0.0),
         "- silence": replace(base, silence_weight=0.0, truncated_bonus=0.0),
         "- slowness": replace(base, slowness_weight=0.0),
@@ -69,7 +68,7 @@ def ablations(base) -> dict[str, object]:
         "isolation only": replace(base, evidence_required=False, **none),
     }
     for normalisation in NORMALISATIONS:
-        if normalisation not in (base.normalisation, "raw", "log"):  # raw and log: as share (session 3)
+        if normalisation != base.normalisation:
             variants[f"all signals, {normalisation}"] = replace(base, normalisation=normalisation)
     return variants
 

@@ -30,7 +30,6 @@ class SpatialConfig:
     truncated_share: float = 0.5  # fewer lines than this share of the peers' median: truncated
     evidence_required: bool = True  # isolation above 0.5 counts only for a unit with evidence
     blame_weight: float = 0.2  # combined score added for being the unit peers name most (names discounted by design)
-    blame_follows_onset: bool = True  # drop names given by a unit that failed before the unit it names
     blame_discount: bool = True  # discount a name by how many units give it (the store host is named by all by design)
     silence_weight: float = 0.25  # combined score added for stopping early without an error line / missing rank files
     slowness_weight: float = 0.5  # combined score added for being the unit every other unit waits for (a straggler)

@@ -78,8 +78,7 @@ def unit_signals(counts: pd.DataFrame, activity: pd.DataFrame, config: SpatialCo
         onsets = failure_onsets(first_seen.reindex(columns=_candidate_events(facts)), activity, offsets, config)
     else:
         offsets, onsets = pd.Series(0.0, index=activity.index), pd.Series(np.nan, index=activity.index)
-    named = peer_mentions(mentions, activity, offsets, onsets.min(), config.mention_window_s,
-                          onsets if config.blame_follows_onset else None, config.timing_scale_s)
+    named = peer_mentions(mentions, activity, offsets, onsets.min(), config.mention_window_s)
     # far fewer lines alone is weaker than stopping early: the node of rank 0 or of the last
     # pipeline stage logs more than the rest by role
     only_truncated = silent["truncated"] & silent["silent"] & (silent["missing_files"] == 0) & ~(

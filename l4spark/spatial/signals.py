@@ -237,8 +237,7 @@ def address_book(mentions: pd.DataFrame, nodes: Iterable[str]) -> dict[str, str]
 
 
 def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Series,
-                  since: float | None, window_s: float, onsets: pd.Series | None = None,
-                  tolerance_s: float = 2.0) -> pd.DataFrame:
+                  since: float | None, window_s: float) -> pd.DataFrame:
     """Which units the others' loud lines name, and how many others name each.
 
     ``mentions``: unit, node, event_id, token, n_loud, first_s, candidate rows;
@@ -258,12 +257,6 @@ def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Se
     or two units next to it, and so is a faulty node). A naming unit counts with its strongest
     name. Output indexed like ``activity``: named_by (distinct naming units), named_weight (the
     sum of their discounted names), names (up to 3 tokens used, sorted).
-
-    Blame flows backwards in time: a unit can only have been waiting on a unit that failed no
-    later than itself. With ``onsets`` (aligned failure onsets, NaN unknown), a name given by a
-    unit whose onset is more than ``tolerance_s`` before the named unit's is dropped: that is a
-    failing process describing its connections (NCCL flushing the work requests to its ring
-    neighbours), not a peer that timed out on it.
     """
     out = pd.DataFrame({"named_by": 0, "named_weight": 0.0, "names": [[] for _ in activity.index]},
                        index=activity.index)
@@ -297,11 +290,6 @@ def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Se
     if not pairs:
         return out
     frame = pd.DataFrame(pairs, columns=["by", "unit", "event", "token"])
-    if onsets is not None:
-        namer, named = frame["by"].map(onsets), frame["unit"].map(onsets)
-        frame = frame[~(namer < named - tolerance_s)]
-        if frame.empty:
-            return out
     others = max(1, len(activity) - 1)
     namers = frame.groupby(["event", "unit"])["by"].transform("nunique")
     held = {unit: ranks for unit, ranks in _unit_ranks(activity).items() if len(ranks)}
