@@ -19,7 +19,7 @@ from l4spark.simulate.cli import parse_range, parse_size
 from l4spark.simulate.formats import Clock, RankLog, Truth, template_of
 from l4spark.simulate.stats import label_stats
 
-SMALL = dict(jobs=40, failed_share=0.6, nodes=(2, 5), iterations=150)
+SMALL = dict(jobs=42, failed_share=0.6, nodes=(2, 5), iterations=150)
 
 
 def _read(path: Path) -> list[str]:
@@ -87,7 +87,7 @@ def test_layout_is_exactly_the_documented_one(fleet):
             per = job["settings"]["gpus_per_node"]
             assert ranks == list(range(i * per, (i + 1) * per))
     assert set(fleet.labels) == {j for j, d in fleet.jobs.items() if d["status"] == "failed"}
-    assert fleet.summary.n_jobs == 40 and fleet.summary.n_failed == 24 == len(fleet.labels)
+    assert fleet.summary.n_jobs == 42 and fleet.summary.n_failed == 25 == len(fleet.labels)
     assert fleet.summary.n_files == sum(1 for _ in fleet.root.glob("*/*/rank-*"))
 
 
@@ -115,7 +115,8 @@ def test_at_least_twelve_kinds_cover_every_class_and_all_appear(fleet):
     for lab in fleet.labels.values():
         assert lab["fault_class"] == FAULT_CLASSES[lab["fault_kind"]]
         assert lab["failure_stage"] in ("init", "data_loading", "model_loading", "training", "checkpoint_saving")
-        assert lab["indicating_messages"], lab["job_id"]
+        # a straggler logs no error: only the straggler detector's lines (when enabled) are indicating
+        assert lab["indicating_messages"] or lab["fault_kind"] == "straggler", lab["job_id"]
 
 
 # -- labels agree with the files ------------------------------------------------------------------
@@ -150,7 +151,7 @@ def test_labelled_stage_and_iteration_are_where_the_fault_lines_are(fleet):
             checked["pre-training"] += 1
         elif stage == "training":
             assert isinstance(lab["failure_iteration"], int)
-            if lab["fault_kind"] in ("slowdown", "loss_nan"):
+            if lab["fault_kind"] in ("slowdown", "loss_nan", "straggler"):
                 continue  # training goes on after the fault iteration
             if not its and lab["framework"] == "hf_trainer":
                 continue  # no progress bars in this job: only loss dicts, which carry no step
@@ -342,7 +343,7 @@ def test_several_timestamp_formats_and_untimestamped_continuations(fleet):
         if line.startswith('  File "') or line.startswith("[rank") and ']:   File "' in line:
             continuation += 1
     assert found == set(TIMESTAMPS)
-    assert continuation > 50
+    assert continuation > 40
 
 
 def test_clock_skew_is_applied_per_node():
@@ -388,6 +389,8 @@ def test_labelled_message_survives_wrappers(fleet):
     wrapped = 0
     for job, lab in fleet.labels.items():
         lines = fleet.lines(job)
+        if not lab["indicating_messages"]:
+            continue  # a straggler without the straggler detector logs nothing indicating
         m = lab["indicating_messages"][0]
         carrying = [line for line in lines if m["message"] in line]
         assert carrying
@@ -483,3 +486,144 @@ def test_parsers():
     with pytest.raises(Exception):
         parse_range("9-3")
     assert template_of("[Rank {r}] x {{y}}") == "[Rank <*>] x {y}"
+
+
+# -- issue #18: behaviours that blur where the fault is, and the kinds added with them ----------------
+def _fleet(tmp_path: Path, name: str, **kw) -> Fleet:
+    root = tmp_path / name
+    return Fleet(root, simulate_fleet(root, FleetOptions(**kw)))
+
+
+def _node_of(job: dict, node: str) -> int:
+    return job["nodes"].index(node)
+
+
+def test_original_kinds_without_behaviours_write_the_same_files_as_before(tmp_path):
+    """Old seeds stay comparable: the rank files of the simulator before issue #18 (golden hash)."""
+    from l4spark.simulate.faults import BASE_KINDS
+    root = tmp_path / "gold"
+    simulate_fleet(root, FleetOptions(seed=5, jobs=12, failed_share=0.6, nodes=(2, 3), iterations=60, ranks_per_node=2,
+                                      fault_kinds=BASE_KINDS, behaviours=()))
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and "_labels" not in p.parts:
+            h.update(str(p.relative_to(root)).encode())
+            h.update(p.read_bytes())
+    assert h.hexdigest() == "72037285e7032b394928451ed2a81cc400cb7202cb817a18292876b213ac6376"
+
+
+def test_every_rank_names_the_store_host_when_the_fault_is_elsewhere(tmp_path):
+    fleet = _fleet(tmp_path, "store", seed=21, jobs=10, failed_share=1.0, nodes=(4, 4), ranks_per_node=2, iterations=80,
+                   frameworks=("megatron",), fault_kinds=("gpu_ecc_error", "kernel_exec_failure", "oom", "host_oom_kill"),
+                   behaviours=("store_host_retry",))
+    every = 0
+    for job_id, lab in fleet.labels.items():
+        job = fleet.jobs[job_id]
+        store, faulty = job["nodes"][0], lab["faulty_nodes"]
+        if "store_host_retry" not in lab["behaviours"] or int(job["settings"]["torch_version"].split(".")[1]) < 4 or store in faulty:
+            continue
+        named = f"remote=[{store}]:29500"
+        others = {key: lines for key, lines in fleet.files(job_id).items() if key[0] not in (store, *faulty)}
+        if all(any(named in line for line in lines) for lines in others.values()):
+            every += 1
+            msgs = [m for m in lab["indicating_messages"] if named in m["message"]]
+            assert msgs and set().union(*(m["nodes"] for m in msgs)) == {k[0] for k in others}
+            assert not any(named in line for line in fleet.lines(job_id) if store + "]:" in line.split("addr=[")[-1][:len(store) + 2])
+    assert every >= 1
+
+
+def test_ring_neighbours_name_each_other_one_hop_beyond_the_faulty_node(tmp_path):
+    fleet = _fleet(tmp_path, "ring", seed=22, jobs=10, failed_share=1.0, nodes=(8, 8), ranks_per_node=2, iterations=80,
+                   frameworks=("deepspeed", "hf_trainer"), fault_kinds=("gpu_ecc_error", "host_oom_kill", "kernel_exec_failure"),
+                   behaviours=("neighbour_cascade",))
+    second_hop = faulty_names = 0
+    for job_id, lab in fleet.labels.items():
+        job = fleet.jobs[job_id]
+        n = len(job["nodes"])
+        f = _node_of(job, lab["faulty_nodes"][0])
+        files = fleet.files(job_id)
+        for step in (-1, 1):  # data parallel only: the ring is the node order
+            nb, beyond = (f + step) % n, (f + 2 * step) % n
+            nb_host, nb_ip = job["nodes"][nb], job["node_ips"][job["nodes"][nb]]
+            names_nb = re.compile(r"Got completion from peer %s<|Connection closed by remote peer %s<" % (re.escape(nb_ip), re.escape(nb_host)))
+            if any(names_nb.search(line) for (host, _), lines in files.items() if host == job["nodes"][beyond] for line in lines):
+                second_hop += 1
+                assert any(names_nb.search(m["message"]) and job["nodes"][beyond] in m["nodes"] for m in lab["indicating_messages"])
+            flushed = "Got completion from peer %s<" % nb_ip
+            if any(flushed in line and "with error 5," in line for (host, _), lines in files.items() if host == lab["faulty_nodes"][0] for line in lines):
+                faulty_names += 1
+    assert second_hop >= 3 and faulty_names >= 3
+
+
+def test_peers_time_out_before_the_stalled_node(tmp_path):
+    def first_watchdog(lab, on_faulty):  # the kernel's NETDEV WATCHDOG still comes first, when collected
+        return min(m["first_ts"] for m in lab["indicating_messages"] if "Watchdog caught" in m["message"]
+                   and bool(set(m["nodes"]) & set(lab["faulty_nodes"])) == on_faulty)
+    kw = dict(seed=23, jobs=8, failed_share=1.0, nodes=(4, 4), ranks_per_node=2, iterations=80, fault_kinds=("nccl_timeout",))
+    late = _fleet(tmp_path, "late", behaviours=("peers_time_out_first",), **kw)
+    early = _fleet(tmp_path, "early", behaviours=(), **kw)
+    on = [lab for lab in late.labels.values() if "peers_time_out_first" in lab["behaviours"]]
+    assert on and all(first_watchdog(lab, True) > first_watchdog(lab, False) for lab in on)
+    assert all(first_watchdog(lab, True) < first_watchdog(lab, False) for lab in early.labels.values())
+
+
+def test_wide_clock_skew_puts_nodes_seconds_apart(tmp_path):
+    kw = dict(seed=24, jobs=12, failed_share=1.0, nodes=(6, 6), ranks_per_node=2, iterations=60)
+    wide = _fleet(tmp_path, "wide", behaviours=("wide_clock_skew",), **kw)
+    spread = [max(s.values()) - min(s.values()) for s in (lab["node_clock_skew_s"] for lab in wide.labels.values()
+                                                           if "wide_clock_skew" in lab["behaviours"])]
+    assert spread
+    assert all(x > 1.0 for x in spread) and sum(spread) / len(spread) > 5
+
+
+def test_straggler_without_errors_is_the_rank_with_the_slowest_compute(tmp_path):
+    fleet = _fleet(tmp_path, "strag", seed=25, jobs=4, failed_share=1.0, nodes=(2, 4), ranks_per_node=4, iterations=200,
+                   frameworks=("megatron",), fault_kinds=("straggler",), behaviours=())
+    rank_line = re.compile(r"\s{5}rank +(\d+): ([\d.]+)$")
+    name_line = re.compile(r"\s{2}(forward-compute|backward-compute|all-grads-sync):$")
+    elapsed = re.compile(r"iteration +(\d+)/ *\d+ \| consumed samples: +\d+ \| elapsed time per iteration \(ms\): ([\d.]+)")
+    for job_id, lab in fleet.labels.items():
+        job = fleet.jobs[job_id]
+        assert lab["fault_kind"] == "straggler" and lab["failure_stage"] == "training" and len(lab["faulty_nodes"]) == 1
+        lines = fleet.lines(job_id)
+        assert not any("Watchdog caught" in line or "NCCL WARN" in line or "CUDA error" in line for line in lines)
+        # the only tracebacks are the launcher's, cancelled by the scheduler
+        assert sum("Traceback" in line for line in lines) == sum("SignalException: Process" in line for line in lines)
+        times = {int(m.group(1)): float(m.group(2)) for m in map(elapsed.search, lines) if m}
+        before = [v for it, v in times.items() if it < lab["failure_iteration"]]
+        after = [v for it, v in times.items() if it >= lab["failure_iteration"]]
+        assert before and after and min(after) > max(before)
+        # per-rank timers (or the straggler detector) single out a rank on the labelled node
+        slowest = Counter()
+        block, name = {}, None
+        for line in lines:  # wrappers (collector, torchrun, srun) precede the timer text
+            n = name_line.search(line)
+            if n:
+                name = n.group(1)
+            m = rank_line.search(line)
+            if m and name == "forward-compute":
+                block[int(m.group(1))] = float(m.group(2))
+                if len(block) == len(job["nodes"]) * 4:
+                    slowest[max(block, key=block.get)] += 1
+                    block = {}
+        detector = [int(re.search(r"MnRtt/Slo: [\d.]+ms/(\d+)", m["message"]).group(1)) for m in lab["indicating_messages"]]
+        named = {r for r, _ in slowest.most_common(1)} | set(detector)  # before the onset the slowest rank is noise
+        assert named and {job["nodes"][r // 4] for r in named} == set(lab["faulty_nodes"]), job_id
+
+
+def test_node_faults_added_for_issue_18_log_on_the_faulty_node(tmp_path):
+    fleet = _fleet(tmp_path, "kinds", seed=26, jobs=9, failed_share=1.0, nodes=(2, 4), ranks_per_node=2, iterations=80,
+                   fault_kinds=("host_oom_kill", "nic_down_init", "dataloader_bus_error"), behaviours=())
+    expect = {"host_oom_kill": r"failed \(exitcode: -9\)|Out of memory: Killed process \d+ \(python3\)|exits with return code = -9|srun: error",
+              "nic_down_init": r"Call to ibv_modify_qp failed with error (Network is unreachable|No such device)",
+              "dataloader_bus_error": r"DataLoader worker \(pid \d+\) is killed by signal: Bus error"}
+    seen = Counter()
+    for job_id, lab in fleet.labels.items():
+        kind = lab["fault_kind"]
+        seen[kind] += 1
+        pat = re.compile(expect[kind])
+        on_faulty = [line for (host, _), lines in fleet.files(job_id).items() if host in lab["faulty_nodes"] for line in lines]
+        assert any(pat.search(line) for line in on_faulty), job_id
+        if kind == "nic_down_init":
+            assert lab["failure_stage"] == "init"
+    assert set(seen) == set(expect)

@@ -176,7 +176,8 @@ def test_peer_blame_and_first_failure_each_move_the_faulty_node_above_a_noisier_
     defaults = SpatialConfig()
     assert both["combined_score"] == pytest.approx(
         both["score"] + defaults.blame_weight * 1.0 + defaults.timing_weight * 1.0, abs=1e-6)
-    assert both["signals"][1:] == ["named by 2 peer(s): ip:10.0.0.6", "failed first, 7.0 s before the next unit"]
+    assert both["signals"][1:] == ["named by 2 peer(s) (weight 2.00 after discounting names given by design): ip:10.0.0.6",
+                                   "failed first, 7.0 s before the next unit"]
 
 
 def test_clock_offsets_come_from_early_events_not_from_the_failure():
@@ -445,12 +446,113 @@ def test_a_node_most_peers_name_outranks_one_that_only_logs_less():
     rows += [_fact("n06", "role_warning", 5, 50.0)]
     counts = pd.DataFrame(rows, columns=UNIT_FACTS_COLUMNS[1:])
     activity = _activity(8, n_lines={6: 200}, last_s={3: 899.0})
-    ranked = rank_units("job-y", counts, activity, SpatialConfig()).set_index("node")
+    # one score, no tier: which wins is the weights' business. With blame worth 0.4 the named node
+    # leads; the default 0.2 (chosen leave-one-family-out, docs/spatial.md) lets n06's extra event
+    # and its far fewer lines (0.733 + 0.1) beat n03's 0.5 (isolated only by what it lacks) + 0.2
+    ranked = rank_units("job-y", counts, activity, SpatialConfig(blame_weight=0.4)).set_index("node")
     assert ranked.loc["n06", "silent"] and ranked.loc["n06", "signals"][0] == "silent: far fewer lines than its peers"
     assert ranked.loc["n03", "named_by"] == 7
     assert ranked.loc["n03", "rank"] == 1 and ranked.loc["n03", "suspect"]
     assert ranked.loc["n06", "rank"] > 1
+    default = rank_units("job-y", counts, activity, SpatialConfig()).set_index("node")
+    assert default.loc["n03", "combined_score"] == pytest.approx(0.5 + SpatialConfig().blame_weight)
     # the same quiet node that also stopped early without an error line is a dead machine: first
     stopped = _activity(8, n_lines={6: 200}, last_s={3: 899.0, 6: 400.0}, n_error={6: 0})
-    ranked = rank_units("job-y", counts, stopped, SpatialConfig()).set_index("node")
+    ranked = rank_units("job-y", counts, stopped, SpatialConfig(blame_weight=0.4)).set_index("node")
     assert ranked.loc["n06", "rank"] == 1 and ranked.loc["n03", "rank"] == 2
+
+
+# ---- issue #18: one score, names given by design, role-relative silence, stragglers ----------
+
+
+def _store_host_job() -> pd.DataFrame:
+    """8 nodes, rank 0 on n00 (the c10d store host). n05's GPU fails; its ring neighbours n04
+    and n06 name n05's address; once n00's launcher is torn down every survivor's store
+    client names n00 while it retries (n00 itself logs nothing unusual)."""
+    rows = []
+    for i in range(8):
+        node = f"n{i:02d}"
+        rows += [_fact(node, "init", 4, 10.0 + 0.01 * i), _fact(node, "iteration", 200, 20.0),
+                 _fact(node, "bootstrap", 4, 11.0), _mention(node, "bootstrap", f"ip:10.0.0.{i + 1}", None, loud=0)]
+        if node not in ("n00", "n05"):
+            rows += [_fact(node, "store_recv_failed", 40, 965.0), _mention(node, "store_recv_failed", "host:n00", 965.0)]
+    rows += [_fact("n05", "xid", 1, 950.0), _fact("n05", "cuda_error", 1, 950.2)]
+    for node in ("n04", "n06"):
+        rows += [_fact(node, "ib_error", 3, 957.0), _mention(node, "ib_error", "ip:10.0.0.6", 957.0)]
+    return pd.DataFrame(rows, columns=UNIT_FACTS_COLUMNS[1:])
+
+
+def test_the_store_host_named_by_every_survivor_is_not_the_suspect():
+    ranked = rank_units("job-s", _store_host_job(), _activity(8), SpatialConfig()).set_index("node")
+    assert ranked.loc["n00", "named_by"] == 6 and ranked.loc["n05", "named_by"] == 2
+    assert ranked.loc["n05", "rank"] == 1 and ranked.loc["n00", "rank"] > 1
+    # one score orders the units: ranks follow combined_score, whatever the signal behind it
+    ordered = ranked.sort_values("rank")["combined_score"].to_numpy()
+    assert (np.diff(ordered) <= 0).all()
+    # without the discount the six store-client names make n00 the most blamed unit
+    from l4spark.spatial.score import combine, unit_signals
+
+    signals, details = unit_signals(_store_host_job(), _activity(8), SpatialConfig())
+    nodes = details["activity"]["node"]
+    blame = combine(signals, SpatialConfig()).set_index(nodes)["blame"]
+    raw = combine(signals, SpatialConfig(blame_discount=False)).set_index(nodes)["blame"]
+    assert blame.idxmax() == "n05" and blame["n00"] < 0.5 * blame["n05"]
+    assert raw.idxmax() == "n00" and raw["n00"] == 1.0
+
+
+def test_a_silent_unit_gets_the_silence_weight_not_a_tier():
+    counts, activity = _neighbour_job(), _activity(8, last_s={2: 300.0}, n_error={2: 0})
+    ranked = rank_units("job-t", counts, activity, SpatialConfig()).set_index("node")
+    assert ranked.loc["n02", "silent"]
+    unweighted = rank_units("job-t", counts, activity, SpatialConfig(silence_weight=0.0)).set_index("node")
+    assert ranked.loc["n02", "combined_score"] - unweighted.loc["n02", "combined_score"] == pytest.approx(SpatialConfig().silence_weight)
+    # a silence weight below the faulty node's other evidence leaves the faulty node first
+    light = rank_units("job-t", counts, activity, SpatialConfig(silence_weight=0.1)).set_index("node")
+    assert light.loc["n05", "rank"] == 1 and light.loc["n02", "rank"] > 1
+
+
+def test_silence_is_judged_against_peers_of_the_same_role():
+    # rank 0's node and the last stage's log 5x more by role; three of six peers log 450 lines,
+    # three 1000: against every unit (median 1000) the 450s look truncated, against the peers
+    # (median 725) they do not
+    lines = {0: 5000, 7: 5000, 1: 1000, 2: 1000, 3: 1000, 4: 450, 5: 450, 6: 450}
+    activity = _activity(8, n_lines=lines).set_index("node")
+    result = silence(activity, SpatialConfig())
+    assert not result["silent"].any()
+    alone = silence(activity.drop(columns=["min_rank", "max_rank"]), SpatialConfig())  # no roles: all are peers
+    assert alone["silent"][alone["silent"]].index.tolist() == ["n04", "n05", "n06"]
+
+
+def test_the_rank_every_other_rank_waits_for_ranks_first_without_any_error():
+    rows = []
+    for i in range(8):
+        node = f"n{i:02d}"
+        rows += [_fact(node, "init", 4, 10.0), _fact(node, "iteration", 200, 20.0)]
+    rows += [_fact("n02", "role_warning", 9, 30.0)]  # a unit isolated by routine output
+    counts = pd.DataFrame(rows, columns=UNIT_FACTS_COLUMNS[1:])
+    activity = _activity(8, slow_z={3: 40.0}, n_error={i: 0 for i in range(8)})
+    ranked = rank_units("job-u", counts, activity, SpatialConfig()).set_index("node")
+    assert ranked.loc["n03", "rank"] == 1 and any(s.startswith("slow:") for s in ranked.loc["n03", "signals"])
+    # the straggler detector's reports (slow:<rank> tokens) name a rank of n06
+    detector = pd.DataFrame(rows + [_mention("n00", "straggler_report", "slow:13", 100.0 + k) for k in range(5)],
+                            columns=UNIT_FACTS_COLUMNS[1:])
+    ranked = rank_units("job-u", detector, _activity(8, n_error={i: 0 for i in range(8)}), SpatialConfig()).set_index("node")
+    assert ranked.loc["n06", "rank"] == 1
+    assert rank_units("job-u", detector, _activity(8), SpatialConfig(slowness_weight=0.0)).iloc[0]["node"] != "n06"
+
+
+@pytest.mark.spark
+def test_unit_slowness_reads_megatron_per_rank_timers(spark):
+    from l4spark.spatial.ranking import unit_slowness
+
+    rows, line = [], 0
+    for block in range(3):
+        for text in ["times across ranks (ms):", "  forward-compute:"] + \
+                [f"     rank {r:2d}: {(150.0 if r == 5 and block else 100.0) + 0.3 * ((r * 7 + block) % 5):.2f}" for r in range(8)]:
+            line += 1
+            rows.append(("job-v", "n3", 7, line, text))
+    for r in range(8):
+        rows.append(("job-v", f"n{r // 2}", r, 1, "start"))
+    events = spark.createDataFrame(rows, "job_id string, node string, rank int, line_no long, message string")
+    slow = unit_slowness(events).toPandas().set_index("node")["slow_z"]
+    assert slow.idxmax() == "n2" and slow["n2"] > 20 and slow.drop("n2").max() < 3

@@ -3,6 +3,8 @@
     python -m l4spark.evaluation.spatial_eval --generate 11 --out /tmp/spatial-fleet
     python -m l4spark.evaluation.spatial_eval --fleet /tmp/spatial-fleet [--compare]
 
+    python -m l4spark.evaluation.spatial_eval --fleet F1 --fleet F2 --compare --lofo
+
 ``--generate SEED`` writes a fleet of hardware-fault jobs (network, accelerator and node
 classes; 48 jobs of 8-256 nodes, 4 ranks per node, 40 iterations) first. The fleet is parsed
 into ``--warehouse`` (default ``<fleet>.warehouse``) unless it already holds every job. Every
@@ -13,6 +15,13 @@ timing) and with the other normalisations: the ablation table of docs/spatial.md
 ranking inputs are built once and ranked under every variant. Only this evaluation reads
 ``_labels``; the ranking sees the events and nothing else (no history: every event is a
 candidate, as for a new kind of job).
+
+The ranking inputs of each fleet are built in Spark once and kept as Parquet next to its
+warehouse (``<warehouse>/_spatial_inputs``); every variant is then ranked in pandas from the
+per-unit signals (``score.unit_signals``, computed once per normalisation), so an ablation or a
+weight search over several fleets takes seconds. ``--lofo`` chooses the weights on a grid with
+each family left out (a framework, or a fault class) and reports the held-out family's top-1
+with the weights chosen without it, next to the defaults'.
 """
 
 from __future__ import annotations
@@ -37,25 +46,42 @@ def generate_fleet(out: Path, seed: int, jobs: int = 48) -> None:
                                      failed_share=1.0, fault_kinds=kinds))
 
 
+GRID = {"blame_weight": (0.1, 0.2, 0.4, 0.8), "timing_weight": (0.05, 0.1, 0.2, 0.4),
+        "silence_weight": (0.25, 0.5, 1.0), "slowness_weight": (0.25, 0.5, 1.0)}
+
+
 def ablations(base) -> dict[str, object]:
     """Named SpatialConfig variants of ``base`` for the ablation table (``base`` first)."""
     from l4spark.spatial.config import NORMALISATIONS
 
     replace = dataclasses.replace
+    none = dict(blame_weight=0.0, timing_weight=0.0, silence_weight=0.0, slowness_weight=0.0, truncated_bonus=0.0)
     variants = {
         f"l4spark ({base.normalisation})": base,
         "- peer blame": replace(base, blame_weight=0.0),
+        "- store-host discount": replace(base, blame_discount=False),
         "- first to fail": replace(base, timing_weight=0.0),
+        "- silence": replace(base, silence_weight=0.0, truncated_bonus=0.0),
+        "- slowness": replace(base, slowness_weight=0.0),
         "- evidence rule": replace(base, evidence_required=False),
-        "isolation + evidence": replace(base, blame_weight=0.0, timing_weight=0.0),
-        "isolation only": replace(base, blame_weight=0.0, timing_weight=0.0, evidence_required=False),
+        "isolation + evidence": replace(base, **none),
+        "isolation only": replace(base, evidence_required=False, **none),
     }
     for normalisation in NORMALISATIONS:
         if normalisation != base.normalisation:
             variants[f"all signals, {normalisation}"] = replace(base, normalisation=normalisation)
-            variants[f"isolation only, {normalisation}"] = replace(
-                base, normalisation=normalisation, blame_weight=0.0, timing_weight=0.0, evidence_required=False)
     return variants
+
+
+def families(fleet: Path, labels: dict) -> dict[str, dict[str, str]]:
+    """job -> the families it belongs to for leave-one-family-out: framework, fault class."""
+    import json
+
+    out = {}
+    for job_id, label in labels.items():
+        raw = json.loads((fleet / "_labels" / f"{job_id}.json").read_text("utf-8"))
+        out[job_id] = {"framework": raw.get("framework", "?"), "fault class": label.fault_class}
+    return out
 
 
 def accuracy(rankings: dict[str, list[str]], faulty: dict[str, tuple[str, ...]]) -> dict[int, float]:
@@ -77,106 +103,184 @@ def _table(rows: list[tuple[str, dict[int, float]]]) -> str:
     return "\n".join([head, *body])
 
 
-def _describe(row) -> str:
-    if row is None:
-        return "-"
-    signals = "; ".join(row["signals"]) if len(row["signals"]) else "no signal"
-    return f"{row['node']} (combined {row['combined_score']:.3f}: {signals})"
+def build_inputs(fleet: Path, warehouse: Path, master: str, granularity: str, job_ids: list[str]) -> dict[str, pd.DataFrame]:
+    """facts, activity and baselines of ``job_ids`` (Spark once, then Parquet under the warehouse)."""
+    cache = warehouse / "_spatial_inputs"
+    names = ("facts", "activity", "baselines")
+    if all((cache / f"{n}.parquet").exists() for n in names):
+        frames = {n: pd.read_parquet(cache / f"{n}.parquet") for n in names}
+        if set(job_ids) <= set(frames["activity"]["job_id"]):
+            return frames
+    from pyspark.sql import functions as F
+
+    from l4spark.config import load_config
+    from l4spark.parse.pipeline import parse_jobs
+    from l4spark.spatial.ranking import baseline_rankings, unit_inputs
+    from l4spark.io.session import build_session
+    from l4spark.io.storage import read_table, table_exists
+
+    config = load_config(overrides={"storage.warehouse": str(warehouse), "spark.master": master})
+    spark = build_session(config.spark)
+    try:
+        parsed = set()
+        if table_exists(config.storage, "jobs"):
+            parsed = {r.job_id for r in read_table(spark, config.storage, "jobs").select("job_id").collect()}
+        if not set(job_ids) <= parsed:
+            print(f"parsing {fleet} into {warehouse}", flush=True)
+            parse_jobs(spark, config, fleet, progress=lambda m: print("  " + m, flush=True))
+        events = read_table(spark, config.storage, "events").where(F.col("job_id").isin(sorted(job_ids)))
+        facts, activity = unit_inputs(events, granularity)
+        frames = {"facts": facts.toPandas(), "activity": activity.toPandas(), "baselines": baseline_rankings(events).toPandas()}
+    finally:
+        spark.stop()
+    cache.mkdir(parents=True, exist_ok=True)
+    for name, frame in frames.items():
+        frame.to_parquet(cache / f"{name}.parquet")
+    return frames
+
+
+class Ranker:
+    """Ranks every job of some fleets under SpatialConfig variants, from per-unit signals computed
+    once per signal-shaping setting (normalisation and the rest); the weights only re-sum them."""
+
+    _WEIGHTS = ("blame_weight", "timing_weight", "silence_weight", "slowness_weight", "truncated_bonus",
+                "evidence_required", "blame_discount", "slow_z_min", "timing_scale_s", "top_k", "threshold")
+
+    def __init__(self, inputs: dict[str, dict[str, pd.DataFrame]]) -> None:
+        self.inputs = inputs  # fleet name -> frames
+        self._signals: dict[tuple, dict[str, pd.DataFrame]] = {}
+
+    def _key(self, config) -> tuple:
+        return tuple((f.name, getattr(config, f.name)) for f in dataclasses.fields(config) if f.name not in self._WEIGHTS)
+
+    def signals(self, config) -> dict[str, pd.DataFrame]:
+        """job -> unit signals (and node names) under ``config``'s signal settings."""
+        from l4spark.spatial.score import unit_signals
+
+        key = self._key(config)
+        if key not in self._signals:
+            out = {}
+            for frames in self.inputs.values():
+                facts = dict(tuple(frames["facts"].groupby("job_id")))
+                for job_id, activity in frames["activity"].groupby("job_id"):
+                    counts = facts.get(job_id, frames["facts"].iloc[0:0]).drop(columns=["job_id"])
+                    signals, details = unit_signals(counts, activity.drop(columns=["job_id"]), config)
+                    out[job_id] = signals.assign(node=details["activity"]["node"])
+            self._signals[key] = out
+        return self._signals[key]
+
+    def rankings(self, config) -> dict[str, list[str]]:
+        from l4spark.spatial.score import combine, order_units
+
+        out = {}
+        for job_id, signals in self.signals(config).items():
+            order = order_units(combine(signals, config)["combined"])
+            out[job_id] = list(signals.loc[order, "node"])
+        return out
+
+
+def _choose(ranker: Ranker, base, faulty: dict) -> tuple[object, dict[int, float]]:
+    """The grid point with the best mean top-1 (then top-3, then nearest the defaults) on ``faulty``."""
+    import itertools
+
+    best = None
+    for values in itertools.product(*GRID.values()):
+        variant = dataclasses.replace(base, **dict(zip(GRID, values)))
+        acc = accuracy(ranker.rankings(variant), faulty)
+        distance = sum(abs(v - getattr(base, k)) for k, v in zip(GRID, values))
+        key = (acc[1], acc[3], -distance)
+        if best is None or key > best[0]:
+            best = (key, variant, acc)
+    return best[1], best[2]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="spatial_eval", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--fleet", type=Path, help="a generated fleet (with _labels)")
+    source.add_argument("--fleet", type=Path, action="append", help="a generated fleet (with _labels); repeatable")
     source.add_argument("--generate", type=int, metavar="SEED", help="generate a hardware-fault fleet first")
     parser.add_argument("--out", type=Path, default=Path("/tmp/spatial-fleet"), help="where --generate writes")
     parser.add_argument("--jobs", type=int, default=48, help="jobs to generate (default 48)")
-    parser.add_argument("--warehouse", type=Path, help="default: <fleet>.warehouse")
+    parser.add_argument("--warehouse", type=Path, help="default: <fleet>.warehouse (one fleet only)")
     parser.add_argument("--normalisation", help="default: the SpatialConfig default (role)")
     parser.add_argument("--compare", action="store_true", help="also rank with the ablation variants")
+    parser.add_argument("--lofo", action="store_true", help="leave-one-family-out choice of the weights on a grid")
+    parser.add_argument("--misses", action="store_true", help="print every miss with its signals")
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
-    fleet = args.fleet
+    fleets = args.fleet or []
     if args.generate is not None:
-        fleet = args.out
-        print(f"generating fleet seed {args.generate} ({args.jobs} jobs) into {fleet}", flush=True)
-        generate_fleet(fleet, args.generate, args.jobs)
-
-    from pyspark.sql import functions as F
+        print(f"generating fleet seed {args.generate} ({args.jobs} jobs) into {args.out}", flush=True)
+        generate_fleet(args.out, args.generate, args.jobs)
+        fleets = [args.out]
 
     from l4spark.config import load_config
     from l4spark.evaluation.labels import load_labels
-    from l4spark.parse.pipeline import parse_jobs
-    from l4spark.io.session import build_session
-    from l4spark.spatial.ranking import baseline_rankings, rank_unit_inputs, unit_inputs
-    from l4spark.io.storage import read_table, table_exists
 
-    labels = load_labels(fleet)
-    faulty = {j: label.faulty_nodes for j, label in labels.items() if label.faulty_nodes}
-    skipped = sorted(set(labels) - set(faulty))
-    warehouse = args.warehouse or Path(str(fleet).rstrip("/") + ".warehouse")
-    config = load_config(overrides={"storage.warehouse": str(warehouse), "spark.master": args.master})
-    spark = build_session(config.spark)
-    try:
-        parsed = set()
-        if table_exists(config.storage, "jobs"):
-            parsed = {r.job_id for r in read_table(spark, config.storage, "jobs").select("job_id").collect()}
-        if not set(faulty) <= parsed:
-            print(f"parsing {fleet} into {warehouse}", flush=True)
-            parse_jobs(spark, config, fleet, progress=lambda m: print("  " + m, flush=True))
-        events = read_table(spark, config.storage, "events").where(F.col("job_id").isin(sorted(faulty)))
-        base = config.spatial
-        if args.normalisation:
-            base = dataclasses.replace(base, normalisation=args.normalisation)
-        variants = ablations(base) if args.compare else {f"l4spark ({base.normalisation})": base}
-        facts, activity = unit_inputs(events, base.granularity)
-        facts, activity = facts.cache(), activity.cache()
-        ranked = {}
-        for name, variant in variants.items():
-            ranked[name] = rank_unit_inputs(facts, activity, variant).toPandas()
-            print(f"  ranked: {name} ({time.perf_counter() - started:.0f}s)", flush=True)
-        facts.unpersist()
-        activity.unpersist()
-        baselines = baseline_rankings(events).toPandas()
-    finally:
-        spark.stop()
-
+    base = load_config().spatial
+    if args.normalisation:
+        base = dataclasses.replace(base, normalisation=args.normalisation)
+    labels, faulty, family, inputs = {}, {}, {}, {}
+    for fleet in fleets:
+        fleet_labels = load_labels(fleet)
+        fleet_faulty = {j: label.faulty_nodes for j, label in fleet_labels.items() if label.faulty_nodes}
+        warehouse = args.warehouse if args.warehouse and len(fleets) == 1 else Path(str(fleet).rstrip("/") + ".warehouse")
+        inputs[str(fleet)] = build_inputs(fleet, warehouse, args.master, base.granularity, sorted(fleet_faulty))
+        labels |= fleet_labels
+        faulty |= fleet_faulty
+        family |= families(fleet, fleet_labels)
+    ranker = Ranker(inputs)
+    variants = ablations(base) if args.compare else {f"l4spark ({base.normalisation})": base}
     names = list(variants)
-    ours = ranked[names[0]]
-    rankings = {"l4spark": _rankings(ours)}
+    rankings = {"l4spark": ranker.rankings(base)}
+    baselines = pd.concat([frames["baselines"] for frames in inputs.values()])
     for method in ("error_time", "error_count"):
         rankings[method] = _rankings(baselines[baselines["method"] == method])
-    sizes = ours.groupby("job_id")["node"].nunique()
-    print(f"\n{len(faulty)} hardware-fault jobs with a faulty node ({sizes.min()}-{sizes.max()} nodes); "
-          f"{len(skipped)} labelled jobs without a node-local fault skipped")
+    print(f"\n{len(faulty)} jobs with a faulty node in {len(fleets)} fleet(s): {', '.join(map(str, fleets))}")
     rows = [(names[0], accuracy(rankings["l4spark"], faulty)),
             ("Error_time", accuracy(rankings["error_time"], faulty)),
             ("Error_count", accuracy(rankings["error_count"], faulty))]
-    rows += [(name, accuracy(_rankings(ranked[name]), faulty)) for name in names[1:]]
+    rows += [(name, accuracy(ranker.rankings(variants[name]), faulty)) for name in names[1:]]
     print(_table(rows))
 
     print("\nper fault kind (l4spark top-1/3/5/8 | Error_time top-1 | Error_count top-1):")
-    kinds = sorted({labels[j].fault_kind for j in faulty})
-    for kind in kinds:
+    for kind in sorted({labels[j].fault_kind for j in faulty}):
         jobs = {j: n for j, n in faulty.items() if labels[j].fault_kind == kind}
         ours_acc = accuracy(rankings["l4spark"], jobs)
         print(f"  {kind:<22} n={len(jobs):<3}" + "".join(f"{ours_acc[k]:>7.2f}" for k in K_VALUES)
               + f"  | {accuracy(rankings['error_time'], jobs)[1]:.2f} | {accuracy(rankings['error_count'], jobs)[1]:.2f}")
 
-    print("\nmisses (faulty node not ranked first):")
-    by_job = ours.set_index(["job_id", "node"])
-    for job_id, nodes in sorted(faulty.items()):
-        ranking = rankings["l4spark"].get(job_id, [])
-        if ranking[:1] and ranking[0] in nodes:
-            continue
-        position = min((ranking.index(n) + 1 for n in nodes if n in ranking), default=None)
-        first = by_job.loc[(job_id, ranking[0])].to_dict() | {"node": ranking[0]} if ranking else None
-        truth = by_job.loc[(job_id, nodes[0])].to_dict() | {"node": nodes[0]} if (job_id, nodes[0]) in by_job.index else None
-        print(f"  {job_id:<36} {labels[job_id].fault_kind:<20} faulty at rank {position} of {sizes.get(job_id, 0)}\n"
-              f"      first:  {_describe(first)}\n      faulty: {_describe(truth)}")
+    if args.lofo:
+        print("\nleave-one-family-out: weights chosen on the other families, top-1 on the held-out one")
+        print(f"  {'held out':<34} {'n':>3} {'defaults':>9} {'chosen':>7}  weights chosen (blame, timing, silence, slowness)")
+        for axis in ("framework", "fault class"):
+            for value in sorted({family[j][axis] for j in faulty}):
+                held = {j: n for j, n in faulty.items() if family[j][axis] == value}
+                train = {j: n for j, n in faulty.items() if family[j][axis] != value}
+                if not train:
+                    continue
+                chosen, _ = _choose(ranker, base, train)
+                weights = ", ".join(f"{getattr(chosen, k):g}" for k in GRID)
+                print(f"  {axis + ' = ' + value:<34} {len(held):>3} {accuracy(rankings['l4spark'], held)[1]:>9.3f} "
+                      f"{accuracy(ranker.rankings(chosen), held)[1]:>7.3f}  {weights}")
+
+    if args.misses:
+        print("\nmisses (faulty node not ranked first):")
+        signals = ranker.signals(base)
+        for job_id, nodes in sorted(faulty.items()):
+            ranking = rankings["l4spark"].get(job_id, [])
+            if ranking[:1] and ranking[0] in nodes:
+                continue
+            position = min((ranking.index(n) + 1 for n in nodes if n in ranking), default=None)
+            from l4spark.spatial.score import combine
+
+            parts = combine(signals[job_id], base).assign(node=signals[job_id]["node"]).set_index("node")
+            show = lambda node: f"{node} " + ", ".join(f"{c} {parts.at[node, c]:.2f}" for c in parts.columns) if node in parts.index else "-"
+            print(f"  {job_id:<36} {labels[job_id].fault_kind:<20} faulty at rank {position} of {len(ranking)}\n"
+                  f"      first:  {show(ranking[0]) if ranking else '-'}\n      faulty: {show(nodes[0])}")
     print(f"\n{time.perf_counter() - started:.0f}s")
     return 0
 

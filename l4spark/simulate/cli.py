@@ -10,6 +10,7 @@ import argparse
 import re
 import sys
 
+from l4spark.simulate.behaviours import BEHAVIOURS
 from l4spark.simulate.faults import FAULT_CLASSES, FAULT_KINDS
 from l4spark.simulate.fleet import ALL_FRAMEWORKS, FleetOptions, simulate_fleet
 
@@ -61,8 +62,19 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="comma-separated fault kinds of the failed jobs: " + ",".join(FAULT_KINDS))
     parser.add_argument("--frameworks", type=_names(ALL_FRAMEWORKS, "framework"), default=None,
                         help="comma-separated frameworks: " + ",".join(ALL_FRAMEWORKS))
+    parser.add_argument("--behaviours", type=_behaviours, default=None,
+                        help="behaviours allowed, each on in its share of jobs: 'all' (default), 'none' or a comma-separated list of "
+                        + ",".join(BEHAVIOURS))
     parser.set_defaults(func=run)
     return parser
+
+
+def _behaviours(text: str) -> tuple[str, ...] | None:
+    if text == "all":
+        return None
+    if text == "none":
+        return ()
+    return _names(BEHAVIOURS, "behaviour")(text)
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -78,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     options = FleetOptions(seed=args.seed, jobs=args.jobs, nodes=tuple(args.nodes), ranks_per_node=args.ranks_per_node,
                            iterations=args.iterations, target_bytes=args.target_bytes, gzip=args.gzip,
-                           failed_share=args.failed_share, fault_kinds=args.fault_kinds, frameworks=args.frameworks)
+                           failed_share=args.failed_share, fault_kinds=args.fault_kinds, frameworks=args.frameworks,
+                           behaviours=args.behaviours)
     try:
         s = simulate_fleet(args.out, options)
     except ValueError as err:

@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import random
 
+from l4spark.simulate.behaviours import FORMATS as BEHAVIOUR_FORMATS
+from l4spark.simulate.behaviours import BehaviourMixin
 from l4spark.simulate.formats import RankLog, template_of
+from l4spark.simulate.kinds_extra import EXTRA_KINDS, ExtraKinds
 from l4spark.simulate.lifecycle import Ctx, rank_rng
 from l4spark.simulate.tracebacks import cpp_frames, python_traceback
 
@@ -50,11 +53,14 @@ _KINDS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "loss_nan": ("loss_divergence", ALL, ("training",)),
 }
 
+BASE_KINDS: tuple[str, ...] = tuple(_KINDS)  # the kinds before issue #18 (their draws stay as they were)
+_KINDS.update(EXTRA_KINDS)
 FAULT_KINDS: list[str] = list(_KINDS)
 FAULT_CLASSES: dict[str, str] = {k: v[0] for k, v in _KINDS.items()}
 FAULT_FRAMEWORKS: dict[str, tuple[str, ...]] = {k: v[1] for k, v in _KINDS.items()}
 FAULT_STAGES: dict[str, tuple[str, ...]] = {k: v[2] for k, v in _KINDS.items()}
 INF = float("inf")
+NATURAL_CAUSES = ("root", "net", "net2", "wd")  # a rank that ends by itself, not killed
 
 # templates of the indicating messages (str.format patterns; <*> in labels)
 T_WATCHDOG = "[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn={n}, NumelOut={n2}, Timeout(ms)={tmo}) ran for {ran} milliseconds before timing out."
@@ -78,7 +84,7 @@ def fill(pattern: str, **kw) -> tuple[str, str]:
     return pattern.format(**kw), template_of(pattern)
 
 
-class FaultPlan:
+class FaultPlan(ExtraKinds, BehaviourMixin):
     """The fault of one failed job, decided before its ranks are written."""
 
     def __init__(self, ctx: Ctx, rng: random.Random) -> None:
@@ -105,9 +111,12 @@ class FaultPlan:
         self.root_exit = 1
         self.iteration: int | None = None
         self.description = ""
+        self.behaviours = spec.behaviours
+        self.blamed: dict[int, int] = {}
         self.nccl_version = spec.settings.get("nccl_version", "2.20.5+cuda12.4").split("+")[0]
         self._choose_time()
         getattr(self, "_prep_" + self.kind)()
+        self._apply_peers_first()
         self._schedule()
 
     # -- when ------------------------------------------------------------------------------
@@ -387,6 +396,7 @@ class FaultPlan:
                 self.natural[r], self.cause[r] = t_net, "net"
             elif t_wd < INF:
                 self.natural[r], self.cause[r] = t_wd, "wd"
+        self._cascade_causes()
         R = lay.ranks_per_node
         self.node_first = [min(self.natural[n * R:(n + 1) * R]) for n in range(lay.n_nodes)]
         if self.propagation == "silent":
@@ -407,6 +417,7 @@ class FaultPlan:
             e = min(self.natural[r], agent_kill, self.t_kill)
             self.end[r] = e
             self.killed[r] = e < self.natural[r]
+        self._store_host_leaves()
         self.t_last = max(e for e in self.end if e < INF) if any(e < INF for e in self.end) else self.t_root
 
     # -- per-rank interface ------------------------------------------------------------------
@@ -437,6 +448,7 @@ class FaultPlan:
             held, r.out[-k:] = r.out[-k:], []
         scan_from = 0 if r.marked else len(r.out)
         self._store_gone(r, rng, node)
+        self.store_host_lines(r, node)
         if self.kind == "nic_link_down" and node in self.faulty and self.cause[rank] != "root":
             self._port_events(r, rng, self.end[rank])
         if self.propagation == "slow":
@@ -445,9 +457,12 @@ class FaultPlan:
             if not self.killed[rank]:
                 cause = self.cause[rank]
                 if cause == "root":
+                    self.faulty_names_neighbours(r, self.natural[rank])
                     getattr(self, "_root_" + self.kind)(r, rng, self.natural[rank])
                 elif cause == "net":
                     self.peer_network_error(r, rng, self.natural[rank])
+                elif cause == "net2":
+                    self.second_hop_error(r, self.natural[rank])
                 elif cause == "wd":
                     self.watchdog(r, rng, self.natural[rank])
             if self.cause[rank] == "hung":
@@ -510,12 +525,16 @@ class FaultPlan:
             else:
                 self._add(t + i * 1e-5, r.plain, line, True)
 
-    def peer_network_error(self, r: RankLog, rng: random.Random, t: float) -> None:
-        """A neighbour of the faulty node: IB completion errors naming it, then the abort."""
+    def peer_network_error(self, r: RankLog, rng: random.Random, t: float, peer_node: int | None = None) -> None:
+        """A neighbour of the faulty node (or of ``peer_node``): IB completion errors naming it, then the abort."""
         if self.spec.accelerator == "ascend":
             return self._hccl_socket_peer(r, rng, t)
         lay = self.lay
-        fnode = self.faulty[0]
+        fnode = self.faulty[0] if peer_node is None else peer_node
+        if self.kind == "nic_down_init":  # NCCL init: the bootstrap sockets of the failed ranks close
+            msg, tm = BEHAVIOUR_FORMATS["socket_closed"].fill(host=lay.nodes[fnode], port=rng.randint(32768, 60999))
+            self._add(t, r.nccl_warn, "misc/socket.cc:49", msg, r.pid + 60 + r.local, tmpl=tm)
+            return self._nccl_exception(r, rng, t + rng.uniform(0.05, 1.0), msg, tm)
         fip = lay.ips[fnode]
         tid = r.pid + 240 + r.local
         nerr = rng.randint(1, 4)
@@ -644,6 +663,9 @@ class FaultPlan:
     def kernel_lines(self, r: RankLog, rng: random.Random) -> None:
         """dmesg lines of the faulty node (present only when the job collects kernel logs)."""
         k, t = self.kind, self.t_root
+        extra = getattr(self, "_kernel_" + k, None)
+        if extra is not None:
+            return extra(r, rng)
         lay = self.lay
         R = lay.ranks_per_node
         bus = lambda l: "0000:%02x:00" % (0x18 + 0x11 * l)
@@ -863,6 +885,8 @@ class FaultPlan:
                     m, tm = fill(" | MnRtt/Slo: {a}ms/{sr} | MxRtt/Fst: {b}ms/{fr} | MnPwr/Slo: {pa}W/{sr} | MxPwr/Fst: {pb}W/{fr} | MnTmp/Slo: {ta}C/{sr} | MxTmp/Fst: {tb}C/{fr}",
                                  a="%.2f" % (base * 0.97), sr=node_rank, b="%.2f" % slow, fr=rng.randrange(lay.world), pa=rng.randint(280, 350), pb=rng.randint(600, 700), ta=rng.randint(88, 95), tb=rng.randint(60, 75))
                     self._add(tt + 0.01, r.plain, m, tmpl=tm, level=None)
+        elif self.kind == "straggler":
+            self.straggler_lines(r, rng)
         elif self.kind == "loss_nan" and self.spec.framework == "hf_trainer" and r.rank == 0:
             ex, ex_t = fill("RuntimeError: Loss is NaN at step {s}; stopping training (grad_norm=nan)", s=self.iteration_end)
             self._py_exception(r, rng, self.t_stop - 0.3, [ex], {0: ex_t})
@@ -886,7 +910,7 @@ class FaultPlan:
             return
         t_first = min(ends)
         first_rank = ranks[ends.index(t_first)]
-        natural_first = not self.killed[first_rank] and self.cause[first_rank] in ("root", "net", "wd")
+        natural_first = not self.killed[first_rank] and self.cause[first_rank] in NATURAL_CAUSES
         label = node in self.faulty
         code = self._exit_code(first_rank)
         t = t_first + self.monitor
@@ -936,8 +960,10 @@ class FaultPlan:
 
     def _exit_code(self, rank: int) -> int:
         cause = self.cause[rank]
-        if cause in ("net", "wd"):
+        if cause in ("net", "net2", "wd"):
             return -6
+        if cause == "root" and getattr(self, "root_signal", None):
+            return -self.root_signal
         if self.kind in ("nic_link_down", "ib_completion_error"):
             return -6
         return 1
@@ -945,7 +971,8 @@ class FaultPlan:
     def _child_failed(self, r: RankLog, rng: random.Random, t: float, first_rank: int, code: int) -> None:
         R = self.lay.ranks_per_node
         when = r.clock.sec(self.end[first_rank] + r.skew).replace(" ", "_")
-        sig = "Signal 6 (SIGABRT) received by PID %d" % (r.pid + first_rank % R) if code == -6 else "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"
+        signals = {-6: "SIGABRT", -9: "SIGKILL"}
+        sig = "Signal %d (%s) received by PID %d" % (-code, signals[code], r.pid + first_rank % R) if code in signals else "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"
         lines = ["Traceback (most recent call last):",
                  '  File "/usr/local/bin/torchrun", line 8, in <module>', "    sys.exit(main())",
                  '  File "/usr/local/lib/python3.10/dist-packages/torch/distributed/elastic/multiprocessing/errors/__init__.py", line 355, in wrapper',
@@ -972,7 +999,7 @@ class FaultPlan:
         R = lay.ranks_per_node
         t = self.t_kill + 1
         for x in range(lay.world):
-            if not self.killed[x] and self.cause[x] in ("root", "net", "wd"):
+            if not self.killed[x] and self.cause[x] in NATURAL_CAUSES:
                 node = lay.node_of(x)
                 m, tm = fill(T_SRUN_TASK, host=lay.nodes[node], r=x, code=self._exit_code(x) & 0xFF if self._exit_code(x) > 0 else 134)
                 r.lplain(max(t, self.end[x] + 0.2), m, True, tmpl=tm if node in self.faulty else None, level="ERROR")

@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from l4spark.simulate import noise
-from l4spark.simulate.faults import FAULT_CLASSES, FAULT_FRAMEWORKS, FAULT_KINDS, FAULT_STAGES, FaultPlan
+from l4spark.simulate import behaviours, noise
+from l4spark.simulate.faults import BASE_KINDS, FAULT_CLASSES, FAULT_FRAMEWORKS, FAULT_KINDS, FAULT_STAGES, FaultPlan
 from l4spark.simulate.formats import Clock, RankLog, Truth, iso
 from l4spark.simulate.lifecycle import FRAMEWORKS, PARAMS, Ctx, rank_rng
 from l4spark.simulate.spec import JobSpec, Timeline
@@ -43,6 +43,7 @@ class FleetOptions:
     fault_kinds: tuple[str, ...] | None = None  # restrict the failed jobs' kinds
     frameworks: tuple[str, ...] | None = None  # restrict the frameworks
     start_date: str = "2026-11-02"  # first job start (UTC); jobs follow over the next weeks
+    behaviours: tuple[str, ...] | None = None  # behaviours.BEHAVIOURS allowed (None: all, each in its share of jobs)
 
 
 @dataclass
@@ -180,8 +181,11 @@ def _plan(options: FleetOptions, n_jobs: int, frameworks: tuple[str, ...], kinds
     if n_failed and not kinds:
         raise ValueError("no fault kind is compatible with the frameworks %s" % (frameworks,))
     n_success = n_jobs - n_failed
-    order = kinds[:]
+    # the original kinds are shuffled with the planner's stream exactly as before; kinds added
+    # later are inserted from a generator of their own, so the rest of the plan keeps its draws
+    order = [k for k in kinds if k in BASE_KINDS]
     rng.shuffle(order)
+    order = behaviours.insert_kinds(order, [k for k in kinds if k not in BASE_KINDS], options.seed)
     failed_kinds = [order[i % len(order)] for i in range(n_failed)] if n_failed else []
     # settings groups: shared groups hold successful history for most failed jobs
     n_orphan = 0
@@ -351,10 +355,15 @@ def _job_spec(options: FleetOptions, rng: random.Random, seq: int, g: _Group, tr
             params["save_seconds"] = timeout_ms / 1000.0 * rng.uniform(1.6, 3.0)
         if kind == "slowdown" and not hid["log_straggler"] and kernel_style is None:
             kernel_style = "dmesg_T"
+    # Megatron's --timing-log-option all (per-rank timers), a group trait from a stream of its own
+    timing_all = (settings["framework"] in ("megatron", "mindspeed") and random.Random(g.rng_seed ^ 0x7157).random() < 0.35
+                  and (options.behaviours is None or behaviours.PER_RANK_TIMERS in options.behaviours))
+    if kind == "straggler" and not hid["log_straggler"]:
+        timing_all = True  # a straggler is only visible through per-rank timing
     spec_settings = dict(settings)
     spec_settings.update({"nccl_env": hid["nccl_env"], "log_timers": hid["log_timers"], "log_straggler": hid["log_straggler"],
                           "tqdm_lines": hid["tqdm_lines"], "colls_per_iter": hid["colls_per_iter"], "timeout_op": hid["timeout_op"],
-                          "timeout_numel": hid["timeout_numel"], "slurm_job_id": slurm_id,
+                          "timeout_numel": hid["timeout_numel"], "slurm_job_id": slurm_id, "timing_all_ranks": timing_all,
                           "entrypoint": {"megatron": "pretrain_gpt.py", "mindspeed": "pretrain_gpt.py"}.get(settings["framework"], "train.py")})
     spec = JobSpec(
         job_id=job_id, group_id=g.gid, status=status, framework=settings["framework"],
@@ -370,6 +379,9 @@ def _job_spec(options: FleetOptions, rng: random.Random, seq: int, g: _Group, tr
         ckpt_dir="/mnt/ckpt/%s/%s" % (settings["model"], g.gid), data_path="/mnt/data/%s_text_document" % rng.choice(("pile", "redpajama_v2", "fineweb_edu", "slimpajama")),
         fault_kind=kind, fault_params=params)
     _fit_intervals(spec)
+    spec.behaviours = behaviours.draw_behaviours(spec.seed, options.behaviours)
+    if "wide_clock_skew" in spec.behaviours:
+        spec.skews = behaviours.widen_skews(spec.skews, spec.seed)
     return spec
 
 
@@ -457,6 +469,7 @@ def _label(spec: JobSpec, plan: FaultPlan, truth: Truth) -> dict:
         "faulty_node_ips": [lay.ips[n] for n in sorted(plan.faulty)], "failure_stage": plan.stage,
         "failure_iteration": iteration, "root_cause_ts": iso(root_ts), "fault_ts": iso(min(plan.t_root, root_ts)), "description": plan.description,
         "framework": spec.framework, "node_clock_skew_s": {n: round(s, 6) for n, s in zip(lay.nodes, spec.skews)},
+        "behaviours": sorted(spec.behaviours),
         "indicating_messages": msgs,
     }
 

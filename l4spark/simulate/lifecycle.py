@@ -14,6 +14,7 @@ import random
 
 from l4spark.simulate import noise
 from l4spark.simulate.formats import RankLog
+from l4spark.simulate.kinds_extra import rank_timers_block
 from l4spark.simulate.spec import JobSpec, Timeline
 
 _ARGS = [
@@ -408,6 +409,7 @@ class Megatron(Framework):
         flops = 6.0 * self.ctx.n_params * gbs * spec.seq_len / lay.world / 1e12
         nan_from = tl.nan_from if tl.nan_from is not None else 1 << 62
         timers = self._TIMERS if spec.settings.get("log_timers") else ()
+        all_ranks = spec.settings.get("timing_all_ranks")
         start = ((first + L - 1) // L) * L
         next_ev = self.flush(r, rng, t_end[k0])
         for it in range(start, last + 1, L):
@@ -428,6 +430,8 @@ class Megatron(Framework):
                 out.append(pre + line)
             else:
                 out.append(tsw(t + skew + 0.0004, False) + pre + line)
+            if all_ranks and it % (L * 10) == 0:
+                rank_timers_block(r, spec, it, t, ms)
             if timers and it % (L * 10) == 0:
                 r.plain(t, "(min, max) time across ranks (ms):")
                 for name in timers:

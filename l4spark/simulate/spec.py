@@ -59,6 +59,7 @@ class JobSpec:
     data_path: str
     fault_kind: str | None = None
     fault_params: dict = field(default_factory=dict)
+    behaviours: frozenset = frozenset()  # behaviours.BEHAVIOURS switched on in this job
 
     @property
     def accelerator(self) -> str:

@@ -29,8 +29,11 @@ class SpatialConfig:
     silent_z: float = 5.0  # ...and this many robust spreads (1.4826 MAD) below their median
     truncated_share: float = 0.5  # fewer lines than this share of the peers' median: truncated
     evidence_required: bool = True  # isolation above 0.5 counts only for a unit with evidence
-    blame_weight: float = 0.4  # combined score added for being the unit peers name most
-    strong_blame_share: float = 0.5  # named by at least this share of the other units (and 2): ranked with the silent
+    blame_weight: float = 0.2  # combined score added for being the unit peers name most (names discounted by design)
+    blame_discount: bool = True  # discount a name by how many units give it (the store host is named by all by design)
+    silence_weight: float = 0.25  # combined score added for stopping early without an error line / missing rank files
+    slowness_weight: float = 0.5  # combined score added for being the unit every other unit waits for (a straggler)
+    slow_z_min: float = 6.0  # a per-rank timer this many robust spreads above the others starts to count as slow
     truncated_bonus: float = 0.1  # combined score added for far fewer lines than the peers (role can explain it)
     timing_weight: float = 0.1  # combined score added for the earliest failure onset...
     timing_scale_s: float = 2.0  # ...decaying by e for every this many seconds behind it
@@ -51,12 +54,13 @@ class SpatialConfig:
                 raise ConfigError(f"spatial.{key}: expected an integer >= 1, found {getattr(self, key)!r}")
         if not 0.0 <= self.threshold <= 1.0:
             raise ConfigError(f"spatial.threshold: expected a score in [0, 1], found {self.threshold!r}")
-        for key in ("blame_weight", "timing_weight", "mention_window_s", "truncated_bonus"):
+        for key in ("blame_weight", "timing_weight", "mention_window_s", "truncated_bonus", "silence_weight",
+                    "slowness_weight"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"spatial.{key}: expected a number >= 0, found {getattr(self, key)!r}")
-        for key in ("timing_scale_s", "burst_gap_s"):
+        for key in ("timing_scale_s", "burst_gap_s", "slow_z_min"):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"spatial.{key}: expected seconds > 0, found {getattr(self, key)!r}")
-        for key in ("terminal_share", "timestamp_cover", "strong_blame_share"):
+        for key in ("terminal_share", "timestamp_cover"):
             if not 0.0 < getattr(self, key) <= 1.0:
                 raise ConfigError(f"spatial.{key}: expected a share in (0, 1], found {getattr(self, key)!r}")

@@ -1,0 +1,252 @@
+"""Real behaviours of failing distributed jobs that blur *where* a fault is (issue #18).
+
+Each behaviour is switched on per job, in a share of jobs, from a generator of its own
+(``behaviour_rng``), so the draws of the rest of the simulator are untouched: with every
+behaviour off and only the original fault kinds, a seed gives byte-identical files to the
+simulator before these were added.
+
+* ``store_host_retry``: the c10d TCPStore lives with rank 0 (MASTER_ADDR, the first node).
+  Once that node's processes exit, *every* surviving rank's store client names the store
+  host while it retries, whatever node the fault was on.
+* ``neighbour_cascade``: NCCL errors name the peer of each connection. When a ring neighbour
+  of the faulty node aborts, *its* neighbours report errors naming it (blame spreads one hop
+  further), and the faulty process itself reports flushed work requests naming its neighbours.
+* ``peers_time_out_first``: a stalled node's own watchdog starts later (its collective was
+  enqueued later) or its process is stuck in the driver, so healthy peers log their watchdog
+  timeouts first and the first error in time is not on the faulty node.
+* ``wide_clock_skew``: the job's nodes are not NTP-synchronised; clocks disagree by seconds.
+
+Every message format used here is in ``FORMATS`` with where it was seen.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from l4spark.simulate.formats import RankLog, template_of
+
+INF = float("inf")
+
+
+@dataclass(frozen=True)
+class Format:
+    """A message pattern (``str.format``) and the public place it was seen."""
+
+    pattern: str
+    source: str
+
+    def fill(self, **kw) -> tuple[str, str]:
+        """(message, simulator template) of the pattern."""
+        return self.pattern.format(**kw), template_of(self.pattern)
+
+
+FORMATS: dict[str, Format] = {
+    # torch >= 2.4: the heartbeat monitor's store check, then the TCPStore client's read error
+    "store_should_dump": Format(
+        '[PG ID 0 PG GUID 0(default_pg) Rank {r}] Failed to check the "should dump" flag on TCPStore, '
+        "(maybe TCPStore server has shut down too early), with error: Connection reset by peer",
+        "https://github.com/sgl-project/sglang/issues/20859 (ProcessGroupNCCL.cpp heartbeat monitor)"),
+    "store_recv_failed": Format(
+        "[c10d] recvValue failed on SocketImpl(fd={fd}, addr=[{host}]:{port}, remote=[{master}]:29500): Connection reset by peer",
+        "https://github.com/sgl-project/sglang/issues/20859, https://github.com/pytorch/pytorch/pull/129985 (TCPStore.cpp:125)"),
+    "store_recv_exception": Format(
+        "Exception raised from recvBytes at ../torch/csrc/distributed/c10d/Utils.hpp:{line} (most recent call first):",
+        "https://github.com/sgl-project/sglang/issues/20859 (c10d/Utils.hpp recvBytes)"),
+    "store_client_retry": Format(
+        "[c10d] TCP client failed to connect/validate to host {master}:29500 - retrying (try={n}, timeout=1800000ms, delay={d}ms): Connection reset by peer",
+        "https://github.com/TheTom/vllm-swift/issues/9 (TCPStore.cpp:347, torch >= 2.4 connect retry)"),
+    "store_socket_refused": Format(
+        "[c10d] The client socket has failed to connect to [{master}]:29500 (errno: 111 - Connection refused).",
+        "pytorch/pytorch torch/csrc/distributed/c10d/socket.cpp (already in faults._master_unreachable)"),
+    # NCCL: a peer's connection closed (socket transport / bootstrap) and flushed IB work requests
+    "socket_closed": Format(
+        "socketProgress: Connection closed by remote peer {host}<{port}>",
+        "https://github.com/NVIDIA/nccl/issues/1232, https://github.com/NVIDIA/nccl-tests/issues/166 (misc/socket.cc:49)"),
+    "socket_trace": Format("misc/socket.cc:{line} -> 6",
+                           "https://github.com/NVIDIA/nccl-tests/issues/166"),
+    "socket_poll_failed": Format(
+        "Socket recv failed while polling for opId=0x{op}",
+        "https://github.com/NVIDIA/nccl-tests/issues/166 (proxy.cc:1143)"),
+    "ib_flushed": Format(
+        "NET/IB : Got completion from peer {ip}<{port}> with error 5, opcode 0, len 0, vendor err 249 (Recv) localGid ::ffff:{mine} remoteGid ::ffff:{ip}",
+        "NCCL transport/net_ib.cc completion-error format (https://github.com/NVIDIA/nccl-tests/issues/252); "
+        "status 5 = IBV_WC_WR_FLUSH_ERR with vendor_err 0xf9 (https://github.com/accelio/accelio/issues/181, "
+        "https://github.com/spdk/spdk/issues/298): outstanding work flushed when the local QP goes to error"),
+}
+
+# behaviour -> share of jobs in which it is on
+SHARES: dict[str, float] = {
+    "store_host_retry": 0.5,
+    "neighbour_cascade": 0.5,
+    "peers_time_out_first": 0.5,
+    "wide_clock_skew": 0.3,
+}
+# per job, in the shares above; plus a settings-group trait: Megatron's per-rank timers
+# (``--timing-log-option all``, ``kinds_extra.rank_timers_block``) in 35% of Megatron/MindSpeed groups
+PER_RANK_TIMERS = "per_rank_timers"
+BEHAVIOURS: tuple[str, ...] = tuple(SHARES) + (PER_RANK_TIMERS,)
+
+# kinds whose faulty process can stall (driver hang, stuck collective) instead of failing at once
+_STALLING_KINDS = ("nccl_timeout", "hccl_timeout", "gpu_fallen_off_bus")
+# kinds whose faulty process dies on the root cause while its NCCL connections are open
+_DYING_KINDS = ("gpu_ecc_error", "gpu_fallen_off_bus", "kernel_exec_failure", "oom", "host_oom_kill")
+
+
+def behaviour_rng(seed: int, salt: int = 0) -> random.Random:
+    """The generator of the behaviours of one job (independent of every other draw)."""
+    return random.Random((seed * 0x9E3779B1 + 0xB3 + salt * 7919) & 0xFFFFFFFFFFFF)
+
+
+def draw_behaviours(seed: int, enabled: tuple[str, ...] | None) -> frozenset[str]:
+    """The behaviours on in one job: each enabled one with its share (``None``: all enabled)."""
+    rng = behaviour_rng(seed)
+    on = {name for name in SHARES if rng.random() < SHARES[name]}  # one draw per behaviour, always
+    allowed = set(BEHAVIOURS if enabled is None else enabled)
+    return frozenset(on & allowed)
+
+
+def widen_skews(skews: list[float], seed: int) -> list[float]:
+    """Clocks of a job without NTP: every node off by a few seconds (sigma 4 s) on top."""
+    rng = behaviour_rng(seed, 1)
+    return [s + rng.gauss(0, 4.0) for s in skews]
+
+
+def insert_kinds(order: list[str], extra: list[str], seed: int) -> list[str]:
+    """Insert new fault kinds into an already shuffled kind order, from a generator of their own."""
+    rng = random.Random(seed * 1_000_033 + 0xA11)
+    out = list(order)
+    for kind in extra:
+        out.insert(rng.randint(0, len(out)), kind)
+    return out
+
+
+class BehaviourMixin:
+    """FaultPlan hooks for the behaviours (mixed into ``faults.FaultPlan``)."""
+
+    behaviours: frozenset[str] = frozenset()
+
+    # -- before the schedule: when the faulty process reports --------------------------------
+    def _apply_peers_first(self) -> None:
+        """Stalled faulty ranks report after the healthy peers' watchdogs, before their agent kills them.
+
+        Peers' watchdogs fire at ``t_root + Timeout + 5..90 ms``; the faulty node's agent reacts
+        ``monitor`` seconds after its first rank ends, so the faulty rank reports in between.
+        """
+        if "peers_time_out_first" not in self.behaviours or self.kind not in _STALLING_KINDS or not self.root_ranks:
+            return
+        rng = behaviour_rng(self.spec.seed, 2)
+        tmo = self.spec.timeout_ms / 1000.0
+        for r in self.root_ranks:
+            self.root_ranks[r] = self.t_root + tmo + 0.095 + rng.random() * (self.monitor - 0.1)
+        self.peers_first = True
+
+    # -- in the schedule: who dies of a network error naming whom -----------------------------
+    def _cascade_causes(self) -> None:
+        """Ranks on nodes one hop beyond the faulty node's neighbours die of errors naming a neighbour."""
+        self.blamed: dict[int, int] = {}
+        if ("neighbour_cascade" not in self.behaviours or self.spec.accelerator != "cuda"
+                or self.propagation not in ("death", "network", "silent") or not self.faulty):
+            return
+        lay = self.lay
+        R = lay.ranks_per_node
+        rng = behaviour_rng(self.spec.seed, 3)
+        first = set(self.neighbours)
+        for node in range(lay.n_nodes):
+            if node in first or node in self.faulty:
+                continue
+            via = [nb for nb in lay.ring_neighbours(node) if nb in first]
+            if not via:
+                continue
+            nb = via[0]
+            t_nb = min((self.natural[x] for x in range(nb * R, nb * R + R) if self.cause[x] == "net"), default=INF)
+            if t_nb == INF:
+                continue
+            delay = rng.uniform(0.5, 20)
+            for x in range(node * R, node * R + R):
+                t = t_nb + delay + rng.uniform(0, 2)
+                if t < self.natural[x] and self.cause[x] not in ("root", "hung"):
+                    self.natural[x], self.cause[x] = t, "net2"
+                    self.blamed[x] = nb
+
+    def _store_host_leaves(self) -> None:
+        """The store host's agent shuts its workers (and the store) down soon after the first failure.
+
+        torchrun's c10d rendezvous store and the NCCL TCPStore live on the first node; once the
+        platform tears that node's launcher down (1-10 s after the first worker exits anywhere),
+        every surviving rank's store client fails against it until the rank itself ends.
+        """
+        if "store_host_retry" not in self.behaviours or 0 in self.faulty or self.propagation == "slow":
+            return
+        firsts = [e for e in self.end if e < INF]
+        if not firsts:
+            return
+        t_gone = min(firsts) + self.monitor + behaviour_rng(self.spec.seed, 4).uniform(1, 10)
+        for x in range(self.lay.ranks_per_node):
+            if self.end[x] > t_gone:
+                self.end[x], self.killed[x] = t_gone, True
+
+    # -- lines ---------------------------------------------------------------------------------
+    def second_hop_error(self, r: RankLog, t: float) -> None:
+        """A rank beyond the neighbours: errors naming the neighbour that aborted, then the abort."""
+        rng = behaviour_rng(self.spec.seed, 1000 + r.rank)
+        nb = self.blamed[r.rank]
+        if rng.random() < 0.35:  # connections over the socket transport (or the bootstrap ring)
+            msg, tm = FORMATS["socket_closed"].fill(host=self.lay.nodes[nb], port=rng.randint(32768, 60999))
+            tid = r.pid + 240 + r.local
+            self._add(t, r.nccl_warn, "misc/socket.cc:49", msg, tid, tmpl=tm)
+            m2, t2 = FORMATS["socket_trace"].fill(line=749)
+            self._add(t + 1e-4, r.nccl, m2, tid, tmpl=t2)
+            m3, t3 = FORMATS["socket_poll_failed"].fill(op="%012x" % rng.getrandbits(44))
+            self._add(t + 2e-4, r.nccl_warn, "proxy.cc:1143", m3, tid, tmpl=t3)
+            self._nccl_exception(r, rng, t + rng.uniform(0.05, 1.0), msg, tm)
+        else:
+            self.peer_network_error(r, rng, t, peer_node=nb)
+
+    def faulty_names_neighbours(self, r: RankLog, t: float) -> None:
+        """The dying faulty process's proxy reports flushed work requests naming its ring neighbours."""
+        if ("neighbour_cascade" not in self.behaviours or self.kind not in _DYING_KINDS
+                or self.spec.accelerator != "cuda" or not self.neighbours):
+            return
+        rng = behaviour_rng(self.spec.seed, 2000 + r.rank)
+        tid = r.pid + 240 + r.local
+        for i, nb in enumerate(sorted(self.neighbours)[:3]):
+            msg, tm = FORMATS["ib_flushed"].fill(ip=self.lay.ips[nb], port=rng.randint(32768, 60999), mine=r.ip)
+            self._add(t + 0.02 + i * 0.001, r.nccl_warn, "transport/net_ib.cc:1696", msg, tid, tmpl=tm)
+
+    def store_host_lines(self, r: RankLog, node: int) -> None:
+        """The store host (node 0) is gone though the fault is elsewhere: every survivor names it."""
+        if "store_host_retry" not in self.behaviours or 0 in self.faulty or node == 0 or self.propagation == "slow":
+            return
+        R = self.lay.ranks_per_node
+        gone = min(self.end[:R])
+        if gone == INF:
+            return
+        rng = behaviour_rng(self.spec.seed, 3000 + r.rank)
+        master = self.lay.nodes[0]
+        end = self.end[r.rank]
+        t = gone + rng.uniform(0.2, 1.5)
+        if t >= end:
+            return
+        step = max(1.0, (end - t) / 300.0)  # the heartbeat monitor polls the store about once a second
+        if self.spec.c10_style >= 3:
+            dump, dump_t = FORMATS["store_should_dump"].fill(r=r.rank)
+            recv, recv_t = FORMATS["store_recv_failed"].fill(fd=rng.randint(40, 180), host=r.host, port=rng.randint(32768, 60999), master=master)
+            exc = FORMATS["store_recv_exception"].fill(line=679)[0]
+            while t < end:
+                self._add(t, r.c10, "W", "ProcessGroupNCCL.cpp:1771", dump, tmpl=dump_t)
+                self._add(t + 1e-4, r.c10, "W", "TCPStore.cpp:125", recv, tmpl=recv_t)
+                self._add(t + 2e-4, r.plain, exc, True)
+                t += step
+            if r.local == 0 and self.spec.launcher == "torchrun":  # the agent's store client backs off
+                retry_t, n, delay = gone + rng.uniform(0.5, 3), 1, rng.uniform(800, 1500)
+                while retry_t < end:
+                    msg, tm = FORMATS["store_client_retry"].fill(master=master, n=n, d=int(delay))
+                    self._add(retry_t, r.glog_plain, "W", "TCPStore.cpp:347", msg, tmpl=tm)
+                    retry_t += delay / 1000.0
+                    n, delay = n + 1, min(delay * rng.uniform(1.3, 2.0), 30000)
+        elif r.local == 0 and self.spec.launcher == "torchrun":
+            msg, tm = FORMATS["store_socket_refused"].fill(master=master)
+            while t < end:
+                self._add(t, r.glog_plain, "W", "socket.cpp:697", msg, tmpl=tm)
+                t += step * rng.uniform(0.5, 1.5)

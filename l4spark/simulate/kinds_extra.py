@@ -1,0 +1,203 @@
+"""Fault kinds added for issue #18: a straggler without errors and node faults seen in the field.
+
+They plug into ``faults.FaultPlan`` through its ``_prep_<kind>`` / ``_root_<kind>`` /
+``_kernel_<kind>`` dispatch (``ExtraKinds`` is mixed into it) and draw only from the plan's
+generator, so jobs of the original kinds are unchanged. Every message format is in
+``FORMATS`` with where it was seen.
+
+| kind | class | what the logs show |
+|---|---|---|
+| ``straggler`` | slowdown | nothing fails: one GPU computes 1.25-1.8x slower from an iteration on, so every iteration slows; only per-rank timers (``times across ranks (ms):``) or Megatron's straggler detector name it |
+| ``host_oom_kill`` | node | the kernel's OOM killer SIGKILLs one rank (kernel lines if collected); the rank writes nothing; its agent reports ``exitcode: -9`` |
+| ``nic_down_init`` | network | one node's HCA port is down at start: its ranks fail NCCL init (``ibv_modify_qp failed``, ``unhandled system error``); bootstrap neighbours see its sockets close |
+| ``dataloader_bus_error`` | node | a DataLoader worker on one node dies of SIGBUS (small ``/dev/shm`` in that node's container) |
+"""
+
+from __future__ import annotations
+
+import random
+
+from l4spark.simulate.behaviours import Format
+from l4spark.simulate.formats import RankLog
+
+CUDA = ("megatron", "deepspeed", "hf_trainer")
+ALL = CUDA + ("mindspeed",)
+
+# kind -> (fault class, frameworks, possible stages)
+EXTRA_KINDS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
+    "straggler": ("slowdown", ("megatron", "mindspeed"), ("training",)),
+    "host_oom_kill": ("node", ALL, ("training",)),
+    "nic_down_init": ("network", CUDA, ("init",)),
+    "dataloader_bus_error": ("node", ALL, ("data_loading", "training")),
+}
+
+FORMATS: dict[str, Format] = {
+    "timers_all_head": Format("times across ranks (ms):",
+                              "NVIDIA/Megatron-LM megatron/core/timers.py _get_all_ranks_time_string (--timing-log-option all)"),
+    "timers_all_name": Format("  {name}:", "NVIDIA/Megatron-LM megatron/core/timers.py _get_all_ranks_time_string"),
+    "timers_all_rank": Format("     rank {rank:2d}: {ms:.2f}", "NVIDIA/Megatron-LM megatron/core/timers.py _get_all_ranks_time_string"),
+    "straggler_detector": Format(
+        " | MnRtt/Slo: {a}ms/{sr} | MxRtt/Fst: {b}ms/{fr} | MnPwr/Slo: {pa}W/{sr} | MxPwr/Fst: {pb}W/{fr} | MnTmp/Slo: {ta}C/{sr} | MxTmp/Fst: {tb}C/{fr}",
+        "NVIDIA/Megatron-LM megatron/training/training.py + megatron/core/utils.py StragglerDetector report (--log-straggler); same format as faults.slow_lines"),
+    "oom_invoked": Format(
+        "python3 invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), order=0, oom_score_adj=0",
+        "Linux mm/oom_kill.c dump_header (kernel log of the OOM killer)"),
+    "oom_constraint": Format(
+        "oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0-1,global_oom,task_memcg=/kubepods/pod{pod},task=python3,pid={pid},uid=0",
+        "https://github.com/0jc1/py-autovod/issues/7 (Linux mm/oom_kill.c)"),
+    "oom_killed": Format(
+        "Out of memory: Killed process {pid} (python3) total-vm:{vm}kB, anon-rss:{rss}kB, file-rss:{frss}kB, shmem-rss:{shm}kB, UID:0 pgtables:{pgt}kB oom_score_adj:0",
+        "https://github.com/0jc1/py-autovod/issues/7, https://github.com/openbmc/openbmc/issues/1887 (Linux mm/oom_kill.c)"),
+    "ibv_modify_qp": Format("Call to ibv_modify_qp failed with error {err}",
+                            "https://github.com/NVIDIA/nccl-tests/issues/185, https://github.com/NVIDIA/nccl/issues/925 (misc/ibvwrap.cc)"),
+    "nccl_trace2": Format("{src} -> 2", "NCCL call-trace lines (https://github.com/NVIDIA/nccl/issues/302)"),
+    "nccl_unhandled_system": Format(
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:{line}, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version {v}",
+        "https://github.com/NVIDIA/nccl/issues/1657 (torch c10d NCCLUtils C10D_NCCL_CHECK)"),
+    "nccl_system_error": Format(
+        "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error. ",
+        "pytorch/pytorch torch/csrc/distributed/c10d/NCCLUtils.cpp getNcclErrorDetailStr"),
+    "link_down": Format("mlx5_core 0000:{b}.0 ibp{n}s0: Link down", "Linux mlx5_core port state change (as faults.nic_link_down)"),
+    "bus_error_worker": Format(
+        "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).",
+        "https://github.com/pytorch/pytorch/issues/5040, https://github.com/msr-fiddle/pipedream/issues/28 (torch/csrc/DataLoader.cpp SIGBUS handler)"),
+    "bus_error_raised": Format(
+        "RuntimeError: DataLoader worker (pid {pid}) is killed by signal: Bus error. It is possible that dataloader's workers are out of shared memory. Please try to raise your shared memory limit.",
+        "https://github.com/pytorch/pytorch/issues/108861, https://github.com/hkchengrex/STCN/issues/132 (torch/utils/data/_utils/signal_handling.py)"),
+}
+
+# per-rank timers printed with --timing-log-option all: compute timers grow on a straggler,
+# the gradient sync absorbs the others' wait
+_RANK_TIMERS = (("forward-compute", 0.30), ("backward-compute", 0.55), ("all-grads-sync", 0.10))
+
+
+def rank_timers_block(r: RankLog, spec, it: int, t: float, ms: float) -> None:
+    """Megatron's ``times across ranks (ms):`` block for one logged iteration (logging rank only).
+
+    ``ms`` is the iteration's elapsed time; with a straggler (``spec.fault_params['straggler']``)
+    from its onset its compute timers are ``factor`` times the others', whose sync time holds the wait.
+    """
+    rng = random.Random(spec.seed * 31 + it)
+    world = spec.layout.world
+    strag = spec.fault_params.get("straggler")
+    slow_rank, factor, mult = -1, 1.0, 1.0
+    if strag and it >= strag["from"]:
+        slow_rank, factor, mult = strag["rank"], strag["factor"], strag["mult"]
+    nominal = ms / mult
+    lines = [FORMATS["timers_all_head"].pattern]
+    rank_fmt = FORMATS["timers_all_rank"].pattern
+    for name, share in _RANK_TIMERS:
+        lines.append(FORMATS["timers_all_name"].pattern.format(name=name))
+        for rank in range(world):
+            noise = 1 + 0.02 * rng.uniform(-1, 1)
+            if name == "all-grads-sync":
+                wait = 0.0 if rank == slow_rank else (factor - 1) * 0.85 * nominal
+                v = nominal * share * noise + wait
+            else:
+                v = nominal * share * noise * (factor if rank == slow_rank else 1.0)
+            lines.append(rank_fmt.format(rank=rank, ms=v))
+    for line in lines:
+        r.plain(t, line)
+
+
+class ExtraKinds:
+    """``_prep_`` / ``_root_`` / ``_kernel_`` methods of the kinds in ``EXTRA_KINDS``."""
+
+    # -- straggler --------------------------------------------------------------------------
+    def _prep_straggler(self) -> None:
+        import numpy as np
+        tl, rng, lay = self.tl, self.rng, self.lay
+        rank = rng.randrange(lay.world)
+        self.faulty = [lay.node_of(rank)]
+        self.propagation = "slow"
+        factor = rng.uniform(1.25, 1.8)
+        mult = 1 + (factor - 1) * 0.85  # compute is ~85% of an iteration
+        k = self.iteration - int(tl.iters[0])
+        grow = np.ones(len(tl.iters))
+        grow[k:] = mult
+        tl.iter_s = tl.iter_s * grow
+        tl.finalize()
+        self.straggler_rank = rank
+        self.spec.fault_params["straggler"] = {"rank": rank, "from": self.iteration, "factor": factor, "mult": mult}
+        self.iteration_end = min(int(tl.iters[-1]), self.iteration + rng.randint(30, 400))
+        self.t_stop = tl.end_of(self.iteration_end) + 0.5
+        self.root_ranks = {}
+        self.description = "GPU of rank %d on %s computes %.2fx slower from iteration %d (no error); every iteration waits for it until the job was cancelled" % (
+            rank, lay.nodes[self.faulty[0]], factor, self.iteration)
+
+    def straggler_lines(self, r: RankLog, rng: random.Random) -> None:
+        """Megatron's straggler detector (when enabled) names the slow rank on rank 0."""
+        if r.rank != 0 or not self.spec.settings.get("log_straggler"):
+            return
+        L = self.spec.log_interval
+        base = self.spec.iter_seconds * 1000
+        fmt = FORMATS["straggler_detector"]
+        for it in range(self.iteration - self.iteration % L + L, int(self.tl.iters[-1]) + 1, L):
+            tt = self.tl.end_of(it)
+            if tt >= self.t_stop:
+                break
+            slow = float(self.tl.iter_s[it - int(self.tl.iters[0])]) * 1000
+            m, tm = fmt.fill(a="%.2f" % (base * 0.97), sr=self.straggler_rank, b="%.2f" % slow, fr=rng.randrange(self.lay.world),
+                             pa=rng.randint(280, 350), pb=rng.randint(600, 700), ta=rng.randint(60, 75), tb=rng.randint(60, 75))
+            self._add(tt + 0.01, r.plain, m, tmpl=tm, level=None)
+
+    # -- host OOM killer -------------------------------------------------------------------
+    def _prep_host_oom_kill(self) -> None:
+        self._one_rank_dies(lag=0.05)
+        self.root_signal = 9
+        self.description = "the kernel OOM killer SIGKILLed rank %d on %s (host memory exhausted)" % (
+            next(iter(self.root_ranks)), self.lay.nodes[self.faulty[0]])
+
+    def _root_host_oom_kill(self, r: RankLog, rng: random.Random, t: float) -> None:
+        return None  # SIGKILL: the process writes nothing
+
+    def _kernel_host_oom_kill(self, r: RankLog, rng: random.Random) -> None:
+        rank = next(iter(self.root_ranks))
+        pid = r.pid + rank % self.lay.ranks_per_node
+        t = self.t_root
+        for i, (key, kw) in enumerate((("oom_invoked", {}),
+                                       ("oom_constraint", dict(pod="%08x" % rng.getrandbits(32), pid=pid)),
+                                       ("oom_killed", dict(pid=pid, vm=rng.randint(10**8, 4 * 10**8), rss=rng.randint(9 * 10**7, 2 * 10**8),
+                                                           frss=rng.randint(10**4, 10**6), shm=rng.randint(10**5, 10**7), pgt=rng.randint(10**5, 10**6))))):
+            m, tm = FORMATS[key].fill(**kw)
+            self._add(t + i * 0.001, r.kern, m, tmpl=tm)
+
+    # -- NIC down at init ------------------------------------------------------------------
+    def _prep_nic_down_init(self) -> None:
+        node = self._pick_node()
+        self.faulty = [node]
+        self.nic = self.rng.randrange(min(8, self.lay.ranks_per_node))
+        R = self.lay.ranks_per_node
+        users = [node * R + l for l in range(R) if l // 2 == self.nic // 2]
+        self.root_ranks = {r: self.t_root + self.rng.uniform(0.1, 2) for r in users}
+        self.init_error = self.rng.choice(("Network is unreachable", "No such device"))
+        self.description = "IB port of mlx5_%d on %s was down at start; its ranks failed NCCL init (%s)" % (
+            self.nic, self.lay.nodes[node], self.init_error)
+
+    def _root_nic_down_init(self, r: RankLog, rng: random.Random, t: float) -> None:
+        tid = r.pid + 60 + r.local
+        m, tm = FORMATS["ibv_modify_qp"].fill(err=self.init_error)
+        self._add(t, r.nccl_warn, "misc/ibvwrap.cc:187", m, tid, tmpl=tm)
+        for i, src in enumerate(("transport/net_ib.cc:1043", "transport/net.cc:690", "init.cc:1341")):
+            mt, tt = FORMATS["nccl_trace2"].fill(src=src)
+            self._add(t + 1e-4 * (i + 1), r.nccl, mt, tid, tmpl=tt)
+        ex, ex_t = FORMATS["nccl_unhandled_system"].fill(line=1970, v=self.nccl_version)
+        sys_line = FORMATS["nccl_system_error"].pattern
+        self._py_exception(r, rng, t + 0.05, [ex, sys_line, "Last error:", m], {0: ex_t, 3: tm}, stage="init")
+
+    def _kernel_nic_down_init(self, r: RankLog, rng: random.Random) -> None:
+        m, tm = FORMATS["link_down"].fill(b="%02x:00" % (0x1a + 0x20 * self.nic), n=26 + 32 * self.nic)
+        self._add(self.t_root - rng.uniform(5, 60), r.kern, m, tmpl=tm)
+
+    # -- DataLoader worker bus error ---------------------------------------------------------
+    def _prep_dataloader_bus_error(self) -> None:
+        rank = self._one_rank_dies(lag=0.3)
+        self.description = "a DataLoader worker of rank %d on %s died of SIGBUS: /dev/shm of that node's container is too small" % (
+            rank, self.lay.nodes[self.faulty[0]])
+
+    def _root_dataloader_bus_error(self, r: RankLog, rng: random.Random, t: float) -> None:
+        m, tm = FORMATS["bus_error_worker"].fill()
+        for i in range(rng.randint(1, 3)):  # one per worker that hit the limit
+            self._add(t - 0.2 + i * 0.003, r.plain, m, True, tmpl=tm, level=None)
+        ex, ex_t = FORMATS["bus_error_raised"].fill(pid=r.pid + 1000 + rng.randint(1, 400))
+        self._py_exception(r, rng, t, [ex], {0: ex_t})

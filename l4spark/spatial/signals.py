@@ -1,0 +1,379 @@
+"""The per-unit signals of the spatial comparison, pure pandas/numpy (no Spark; milliseconds to test).
+
+Each function reads one job's small unit tables and returns one value per unit. ``score.py``
+combines them into the one score that orders the units; ``ranking.py`` builds their inputs
+in Spark. docs/spatial.md has what each signal means and its measured weight.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+
+from l4spark.spatial.config import SpatialConfig
+
+def roles(activity: pd.DataFrame) -> pd.Series:
+    """Role of each unit from the global ranks it holds: ``first`` (holds the job's lowest
+    rank), ``last`` (holds the highest), ``peer`` otherwise. Index: the activity's index."""
+    role = pd.Series("peer", index=activity.index)
+    if activity["max_rank"].notna().any():
+        role[activity["max_rank"] == activity["max_rank"].max()] = "last"
+    if activity["min_rank"].notna().any():
+        role[activity["min_rank"] == activity["min_rank"].min()] = "first"
+    return role
+
+
+def size_factors(counts: pd.DataFrame) -> pd.Series:
+    """How much each unit logs, robust to the few events that differ between units: the median
+    over the events every unit logs of count / (geometric mean of the event's counts), as for
+    sequencing depth (Anders & Huber's median of ratios). A unit that logs twice as much of
+    everything gets 2, whatever its role-only or failure-only events. 1.0 for every unit when
+    no event is on all units."""
+    shared = counts.loc[:, (counts > 0).all(axis=0)]
+    if shared.shape[1] == 0:
+        return pd.Series(1.0, index=counts.index)
+    logs = np.log(shared.astype(float))
+    factors = np.exp((logs - logs.mean(axis=0)).median(axis=1))
+    return factors.clip(lower=1e-6)
+
+
+def normalised_features(matrix: pd.DataFrame, activity: pd.DataFrame, normalisation: str) -> pd.DataFrame:
+    """The unit x event matrix transformed for comparison (see the module docstring).
+
+    ``matrix``: counts (index = unit keys, columns = event ids); ``activity``: indexed by unit
+    key, with min_rank and max_rank. Returns a float frame of the same rows; columns constant over the
+    units are dropped (they cannot tell units apart).
+    """
+    counts = matrix.astype(float)
+    if normalisation == "raw":
+        features = counts
+    elif normalisation == "log":
+        features = np.log1p(counts)
+    else:
+        features = np.log1p(counts.div(size_factors(counts), axis=0))
+        if normalisation == "role":
+            features = _relative_to_role(features, counts, activity.reindex(counts.index))
+    varying = features.columns[features.nunique(axis=0) > 1]
+    return features[varying]
+
+
+def _relative_to_role(features: pd.DataFrame, counts: pd.DataFrame, activity: pd.DataFrame) -> pd.DataFrame:
+    role = roles(activity)
+    out = features - features.median(axis=0)
+    for name, members in role.groupby(role).groups.items():
+        members = list(members)
+        if len(members) > 1:
+            out.loc[members] = features.loc[members] - features.loc[members].median(axis=0)
+            continue
+        # A role of one unit has no peer to compare with: compare it with everyone, except on
+        # the events only it logs. One job cannot tell its role's output (rank 0's banners and
+        # launcher lines, the last stage's iteration lines) from a fault there; cross-job
+        # filtering removes the routine part upstream, and silence still shows a dead unit.
+        others = [u for u in features.index if role[u] != name]
+        own_only = (counts.loc[others] == 0).all(axis=0)
+        out.loc[members, own_only[own_only].index] = 0.0
+    return out
+
+
+def isolation_scores(features: pd.DataFrame, config: SpatialConfig) -> pd.Series:
+    """Isolation Forest anomaly score per unit in (0, 1] (0.5 is ordinary); 0.5 everywhere when
+    fewer than 3 units or no varying feature (nothing to compare)."""
+    if len(features) < 3 or features.shape[1] == 0:
+        return pd.Series(0.5, index=features.index)
+    from sklearn.ensemble import IsolationForest
+
+    forest = IsolationForest(n_estimators=config.n_estimators, max_samples=min(256, len(features)),
+                             random_state=config.seed)
+    forest.fit(features.to_numpy())
+    return pd.Series(-forest.score_samples(features.to_numpy()), index=features.index)
+
+
+def silence(activity: pd.DataFrame, config: SpatialConfig) -> pd.DataFrame:
+    """Which units went silent, each judged against the peers of its own role.
+
+    Input indexed by unit: n_files, n_lines, n_error, last_s (min_rank, max_rank or ranks
+    optional: roles). Output (same index): silent (bool), silent_gap_s (how long before its
+    peers' median last line the unit stopped; null without timestamps), missing_files,
+    truncated. The peers of a unit are the units of its role (``roles``) when that role has at
+    least 3 members, else every unit: the node of rank 0 or of the last pipeline stage logs
+    more, and HF Trainer's non-main ranks less, by role, not by fault.
+    """
+    role = roles(activity) if {"min_rank", "max_rank"} <= set(activity.columns) else pd.Series("peer", index=activity.index)
+    sizes = role.map(role.value_counts())
+    group = role.where(sizes >= 3, "all")
+    last = activity["last_s"].astype(float)
+    reference = pd.Series(np.nan, index=activity.index)
+    spread = pd.Series(np.nan, index=activity.index)
+    line_median = pd.Series(np.nan, index=activity.index)
+    typical_files = pd.Series(0, index=activity.index)
+    for name in group.unique():
+        members = group.index[group == name] if name != "all" else group.index
+        targets = group.index[group == name]
+        peer_last = last.loc[members]
+        if peer_last.notna().any():
+            ref = peer_last.median()
+            reference.loc[targets] = ref
+            spread.loc[targets] = 1.4826 * (peer_last - ref).abs().median()
+        line_median.loc[targets] = activity.loc[members, "n_lines"].median()
+        typical_files.loc[targets] = activity.loc[members, "n_files"].mode().max() if len(members) else 0
+    gap = reference - last
+    by_time = (gap >= config.silent_min_gap_s) & (gap >= config.silent_z * spread)
+    missing = (typical_files - activity["n_files"]).clip(lower=0)
+    truncated = activity["n_lines"] < config.truncated_share * line_median
+    # A unit that stopped early but wrote errors crashed loudly: the count vectors show it.
+    # Silent means it stopped without a word (a dead machine), which only the timing can show.
+    quiet = activity["n_error"] == 0
+    silent = (by_time.fillna(False) & quiet) | (missing > 0) | truncated
+    return pd.DataFrame({"silent": silent.astype(bool), "silent_gap_s": gap.where(last.notna()),
+                         "missing_files": missing.astype(int), "truncated": truncated.astype(bool)})
+
+
+def deviations(features: pd.DataFrame) -> pd.DataFrame:
+    """Robust deviation of every unit on every event: (value - median) / spread, spread being
+    1.4826 MAD floored at 0.5 (a log-scale unit, so that an event on few units is not an
+    infinite deviation). Positive: the unit logs the event more than its peers."""
+    if features.empty:
+        return features
+    median = features.median(axis=0)
+    spread = (1.4826 * (features - median).abs().median(axis=0)).clip(lower=0.5)
+    return (features - median) / spread
+
+
+def clock_offsets(first_seen: pd.DataFrame, activity: pd.DataFrame, early_share: float = 0.5) -> pd.Series:
+    """Clock offset of every unit against the job's consensus time, in seconds.
+
+    ``first_seen``: unit x event first timestamps (NaN: none); ``activity`` (same index):
+    first_s, last_s. The offset is the median, over the events most units (at least half, and
+    2) log in the first ``early_share`` of the job, of the unit's first time minus the event's
+    median first time; 0 for a unit sharing no such event. Only early events are used: the
+    failure's own events (watchdogs, aborts, teardown) happen at different true times on
+    different units, and a node that failed seconds early would otherwise have its lead taken
+    for clock skew. (``temporal.lines.node_clock_offsets`` medians over every shared event,
+    which absorbs exactly that lead when a job's failure events outnumber its start-up ones.)
+    """
+    zero = pd.Series(0.0, index=first_seen.index)
+    if first_seen.empty:
+        return zero
+    shared = first_seen.loc[:, first_seen.notna().sum(axis=0) >= max(2, len(first_seen) / 2)]
+    start, end = activity["first_s"].median(), activity["last_s"].median()
+    if shared.empty or pd.isna(start) or pd.isna(end):
+        return zero
+    typical = shared.median(axis=0)
+    early = shared.loc[:, typical <= start + early_share * (end - start)]
+    if early.empty:
+        return zero
+    return early.sub(early.median(axis=0), axis=1).median(axis=1).fillna(0.0)
+
+
+def failure_onsets(first_seen: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Series,
+                   config: SpatialConfig) -> pd.Series:
+    """When each unit's failure began, on aligned clocks (epoch seconds; NaN: unknown).
+
+    ``first_seen``: unit x event first timestamps over the candidate events; ``activity``
+    (same index): first_s, last_s, ts_cover (optional). A unit's terminal events are those it
+    logs for the first time in the last ``terminal_share`` of its timestamped life (a crash
+    trace, a watchdog timeout, its launcher's kill lines: whatever it wrote as it went down).
+    Its onset is the start of the first burst of at least ``burst_events`` of them (first times
+    more than ``burst_gap_s`` apart split bursts): a failure shows as several new messages at
+    once (the error, its trace, the abort), and one unrelated new line shortly before the end
+    (a kernel perf warning) is not the start of it. Units whose rank files stop
+    being timestamped well before their end (``ts_cover`` below ``timestamp_cover``) have no
+    onset: their final lines' times are unknown. With fewer than ``min_timed_units`` onsets
+    there is nothing to compare and every onset is NaN.
+    """
+    onset = pd.Series(np.nan, index=activity.index)
+    if first_seen.empty:
+        return onset
+    first_seen = first_seen.reindex(activity.index)
+    start, end = activity["first_s"], activity["last_s"]
+    cutoff = start + (1.0 - config.terminal_share) * (end - start)
+    terminal = first_seen.where(first_seen.ge(cutoff, axis=0))
+    covered = activity["ts_cover"].fillna(1.0) >= config.timestamp_cover if "ts_cover" in activity.columns \
+        else pd.Series(True, index=activity.index)
+    for unit, times in terminal.iterrows():
+        times = np.sort(times.dropna().to_numpy())
+        if len(times) and covered[unit]:
+            onset[unit] = _burst_start(times, config.burst_gap_s, config.burst_events)
+    onset = onset - offsets.reindex(activity.index).fillna(0.0)
+    if onset.notna().sum() < config.min_timed_units:
+        return pd.Series(np.nan, index=activity.index)
+    return onset
+
+
+def _burst_start(times: np.ndarray, gap_s: float, min_events: int) -> float:
+    """Start of the first burst of at least ``min_events`` sorted ``times`` (bursts: runs with
+    no gap above ``gap_s``); the first time when no burst is that large."""
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(times) > gap_s) + 1])
+    sizes = np.diff(np.concatenate([starts, [len(times)]]))
+    large = starts[sizes >= min_events]
+    return float(times[large[0]] if len(large) else times[0])
+
+
+def address_book(mentions: pd.DataFrame, nodes: Iterable[str]) -> dict[str, str]:
+    """IPv4 address -> node, learnt from the job's identity lines.
+
+    ``mentions``: node, event_id, token rows (``ip:`` tokens are read). An identity event is
+    one that most nodes (at least half, and 2) log naming addresses, where (nearly, 90%) every
+    node names exactly one and (nearly) every address is named by one node: each node
+    announcing itself (NCCL's bootstrap interface, a launcher's own address). An address
+    named by several nodes (a master address everyone connects to) is nobody's.
+    """
+    n_nodes = len(set(nodes))
+    ips = mentions.loc[mentions["token"].str.startswith("ip:"), ["node", "event_id", "token"]].drop_duplicates()
+    book: dict[str, str] = {}
+    for _, rows in sorted(ips.groupby("event_id"), key=lambda item: str(item[0])):
+        per_node = rows.groupby("node")["token"].nunique()
+        per_token = rows.groupby("token")["node"].nunique()
+        if len(per_node) < max(2, n_nodes / 2) or (per_node == 1).mean() < 0.9 or (per_token == 1).mean() < 0.9:
+            continue
+        owners = rows.sort_values(["token", "node"]).drop_duplicates("token")
+        for token, node in owners[["token", "node"]].itertuples(index=False):
+            if per_token[token] == 1:
+                book.setdefault(token[3:], node)
+    return book
+
+
+def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Series,
+                  since: float | None, window_s: float) -> pd.DataFrame:
+    """Which units the others' loud lines name, and how many others name each.
+
+    ``mentions``: unit, node, event_id, token, n_loud, first_s, candidate rows;
+    ``activity``: indexed by unit, with node and ranks (or min_rank..max_rank). A token names a
+    unit by host name (``host:``), by an address of the job's identity lines (``ip:``, see
+    ``address_book``) or by a global rank it holds (``rank:``; numbers below the ranks per node
+    are skipped: a local rank 3 and global rank 3 read the same). Counted: loud lines of
+    candidate events, not older (aligned) than ``since - window_s`` when ``since`` is known
+    (the first failure onset: init-time warnings about the master are not blame), naming a
+    unit other than the line's own (for host and address: another node).
+
+    A name is discounted by how many units are expected to give it by design. The unit holding
+    the job's lowest rank hosts the rendezvous and the c10d store (MASTER_ADDR): every client
+    names it when the store goes away, whoever failed. Within one event, that unit named by
+    ``k`` of the ``n - 1`` other units carries ``1 - k / (n - 1)`` per naming unit (nothing when
+    all of them do); a name of any other unit carries 1 (a ring neighbour is named by the one
+    or two units next to it, and so is a faulty node). A naming unit counts with its strongest
+    name. Output indexed like ``activity``: named_by (distinct naming units), named_weight (the
+    sum of their discounted names), names (up to 3 tokens used, sorted).
+    """
+    out = pd.DataFrame({"named_by": 0, "named_weight": 0.0, "names": [[] for _ in activity.index]},
+                       index=activity.index)
+    if mentions.empty:
+        return out
+    book = address_book(mentions, activity["node"])
+    node_units = activity.groupby("node").groups
+    rank_units: dict[int, str] = {}
+    for unit, ranks in _unit_ranks(activity).items():
+        for rank in ranks:
+            rank_units.setdefault(int(rank), unit)
+    per_node = max((len(r) for r in _node_ranks(activity).values()), default=1)
+    loud = mentions[(mentions["n_loud"] > 0) & mentions["candidate"]]
+    if since is not None and not math.isnan(since):
+        aligned = loud["first_s"] - loud["unit"].map(offsets).fillna(0.0)
+        loud = loud[~(aligned < since - window_s)]
+    pairs = []
+    for unit, node, event, token in loud[["unit", "node", "event_id", "token"]].drop_duplicates().itertuples(index=False):
+        kind, _, value = token.partition(":")
+        if kind == "rank":
+            target = rank_units.get(int(value)) if int(value) >= per_node else None
+            if target is not None and target != unit:
+                pairs.append((unit, target, event, token))
+            continue
+        if kind not in ("host", "ip"):
+            continue
+        named_node = value if kind == "host" else book.get(value)
+        if named_node is None or named_node == node:
+            continue
+        pairs.extend((unit, target, event, token) for target in node_units.get(named_node, []))
+    if not pairs:
+        return out
+    frame = pd.DataFrame(pairs, columns=["by", "unit", "event", "token"])
+    others = max(1, len(activity) - 1)
+    namers = frame.groupby(["event", "unit"])["by"].transform("nunique")
+    held = {unit: ranks for unit, ranks in _unit_ranks(activity).items() if len(ranks)}
+    lowest = min((min(r) for r in held.values()), default=None)
+    hosts_store = frame["unit"].map(lambda u: lowest is not None and lowest in held.get(u, ())).astype(bool)
+    frame["weight"] = np.where(hosts_store, 1.0 - namers.clip(upper=others) / others, 1.0)
+    strongest = frame.groupby(["unit", "by"])["weight"].max()
+    named_by = frame.groupby("unit")["by"].nunique()
+    names = frame.groupby("unit")["token"].agg(lambda t: sorted(set(t))[:3])
+    out["named_by"] = named_by.reindex(out.index).fillna(0).astype(int)
+    out["named_weight"] = strongest.groupby(level="unit").sum().reindex(out.index).fillna(0.0)
+    out["names"] = [names.get(unit, []) for unit in out.index]
+    return out
+
+
+def _unit_ranks(activity: pd.DataFrame) -> dict[str, list[int]]:
+    if "ranks" in activity.columns:
+        return {u: [int(r) for r in (ranks if ranks is not None else [])] for u, ranks in activity["ranks"].items()}
+    return {u: list(range(int(lo), int(hi) + 1)) for u, lo, hi in
+            activity[["min_rank", "max_rank"]].dropna().itertuples()}
+
+
+def _node_ranks(activity: pd.DataFrame) -> dict[str, set[int]]:
+    ranks: dict[str, set[int]] = {}
+    for unit, held in _unit_ranks(activity).items():
+        ranks.setdefault(activity.at[unit, "node"], set()).update(held)
+    return ranks
+
+
+def blame_scores(named_by: pd.Series) -> pd.Series:
+    """Blame in [0, 1]: how far more peers name a unit than name the job's typical unit, as a
+    share of the most named unit's count (launcher summaries that name every node cancel out).
+    Input: per unit, the (discounted) naming count, ``named_weight`` of ``peer_mentions``."""
+    top = named_by.max() if len(named_by) else 0
+    if top <= 0:
+        return pd.Series(0.0, index=named_by.index)
+    return ((named_by - named_by.median()) / top).clip(lower=0.0, upper=1.0)
+
+
+def timing_scores(onset_lag_s: pd.Series, scale_s: float) -> pd.Series:
+    """Timing in [0, 1]: 1 for the earliest failure onset, e-fold smaller per ``scale_s``
+    seconds behind it; 0 without an onset."""
+    return np.exp(-onset_lag_s / scale_s).fillna(0.0)
+
+
+def _evidence(deviation: pd.DataFrame, unit: str, limit: int) -> tuple[list[str], list[float]]:
+    """The events on which ``unit`` exceeds its peers most (positive deviation above 1)."""
+    if deviation.empty or unit not in deviation.index:
+        return [], []
+    row = deviation.loc[unit]
+    row = row[row > 1.0]
+    # ties by event id, so the evidence is the same on every run
+    order = sorted(row.items(), key=lambda item: (-item[1], str(item[0])))[:limit]
+    return [str(e) for e, _ in order], [round(float(v), 4) for _, v in order]
+
+
+def slowness_scores(activity: pd.DataFrame, detector_votes: pd.Series, config: SpatialConfig) -> pd.Series:
+    """Slowness in [0, 1]: is this the unit every other unit waits for (a straggler)?
+
+    Two readings, the stronger one counts. ``activity['slow_z']`` (optional): the unit's
+    largest sustained robust z of a per-rank timer (Megatron's ``times across ranks (ms):``,
+    ``ranking.unit_slowness``), mapped linearly from ``slow_z_min`` (0) to twice that (1).
+    ``detector_votes``: per unit, the share of straggler-detector reports
+    (``MnRtt/Slo: <ms>/<rank>``) that name one of its ranks as the slowest. NaN and missing
+    read as 0.
+    """
+    z = activity["slow_z"].astype(float) if "slow_z" in activity.columns else pd.Series(0.0, index=activity.index)
+    by_timer = ((z - config.slow_z_min) / config.slow_z_min).clip(lower=0.0, upper=1.0).fillna(0.0)
+    votes = detector_votes.reindex(activity.index).fillna(0.0).clip(lower=0.0, upper=1.0)
+    return np.maximum(by_timer, votes)
+
+
+def detector_votes(mentions: pd.DataFrame, activity: pd.DataFrame) -> pd.Series:
+    """Per unit, the share of the job's straggler-detector lines (``slow:<rank>`` tokens) naming
+    one of its ranks. ``mentions``: unit, token, n_lines rows; ``activity`` indexed by unit."""
+    votes = pd.Series(0.0, index=activity.index)
+    slow = mentions[mentions["token"].str.startswith("slow:")] if len(mentions) else mentions
+    if slow.empty:
+        return votes
+    rank_units = {int(r): u for u, ranks in _unit_ranks(activity).items() for r in ranks}
+    per_rank = slow.assign(rank=slow["token"].str[5:].astype(int)).groupby("rank")["n_lines"].sum()
+    total = per_rank.sum()
+    for rank, n in per_rank.items():
+        unit = rank_units.get(int(rank))
+        if unit is not None:
+            votes[unit] += n / total
+    return votes
