@@ -129,9 +129,9 @@ def test_settings_and_pure_logic_import_no_spark(module):
 
 
 def test_pure_scoring_runs_without_pyspark():
-    """Event scoring and the spatial settings load with pyspark made unimportable."""
+    """Event scoring, the spatial signals and ranking, and the settings load with pyspark made unimportable."""
     code = ("import sys; sys.modules['pyspark'] = None\n"
-            "import l4spark.diagnosis.scoring, l4spark.spatial.config, l4spark.config\n"
+            "import l4spark.diagnosis.scoring, l4spark.spatial.score, l4spark.spatial.signals, l4spark.config\n"
             "l4spark.config.load_config()\n")
     subprocess.run([sys.executable, "-c", code], check=True)
 

@@ -11,27 +11,27 @@ import pyarrow.parquet as pq
 import pytest
 
 from l4spark.errors import ConfigError
+from l4spark.spatial.config import SpatialConfig
 from l4spark.spatial.ranking import (
-    DIAGNOSIS_NODES_COLUMNS,
     UNIT_FACTS_COLUMNS,
-    SpatialConfig,
-    address_book,
     baseline_rankings,
+    rank_nodes,
+    spatial_events,
+    unit_activity,
+    unit_mentions,
+    write_diagnosis_nodes,
+)
+from l4spark.spatial.score import DIAGNOSIS_NODES_COLUMNS, rank_units, top_k_hit
+from l4spark.spatial.signals import (
+    address_book,
     blame_scores,
     clock_offsets,
     failure_onsets,
     peer_mentions,
-    rank_nodes,
-    rank_units,
     roles,
     silence,
     size_factors,
-    spatial_events,
     timing_scores,
-    top_k_hit,
-    unit_activity,
-    unit_mentions,
-    write_diagnosis_nodes,
 )
 
 T0 = datetime(2026, 11, 20, 1, 0, 0)

@@ -52,7 +52,7 @@ def prf(tp: int, fp: int, fn: int) -> dict[str, float]:
 
 def node_hits(rankings: dict[str, list[str]], faulty: dict[str, tuple[str, ...]]) -> pd.DataFrame:
     """Per job with faulty nodes: the top-k hit share for each k."""
-    from l4spark.spatial.ranking import top_k_hit
+    from l4spark.spatial.score import top_k_hit
 
     return pd.DataFrame([{"job_id": j, **{f"top{k}": top_k_hit(rankings.get(j, []), nodes, k) for k in K_VALUES}}
                          for j, nodes in sorted(faulty.items())])

@@ -86,7 +86,7 @@ def families(fleet: Path, labels: dict) -> dict[str, dict[str, str]]:
 
 def accuracy(rankings: dict[str, list[str]], faulty: dict[str, tuple[str, ...]]) -> dict[int, float]:
     """Mean top-k hit share over the jobs of ``faulty`` (job -> faulty nodes, all non-empty)."""
-    from l4spark.spatial.ranking import top_k_hit
+    from l4spark.spatial.score import top_k_hit
 
     return {k: sum(top_k_hit(rankings.get(j, []), nodes, k) for j, nodes in faulty.items()) / len(faulty)
             for k in K_VALUES}

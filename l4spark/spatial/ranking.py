@@ -5,8 +5,7 @@ small long-form tables made here in the JVM (event counts and first times, what 
 name, how long and how loudly it logged, its per-rank timer reports); ``score.rank_units``
 then ranks one job's units in pandas (``cogroup().applyInPandas``), so Python only ever
 holds one job's small unit x event tables. The signals are in ``signals.py``, their sum and
-the order in ``score.py``; both import without pyspark. This module re-exports them, so
-``from l4spark.spatial.ranking import rank_units`` keeps working.
+the order in ``score.py``; both import without pyspark.
 
 The baselines (``baseline_rankings``): Error_time ranks units by their first ERROR/FATAL line,
 Error_count by their number of ERROR/FATAL lines (units without one come last, by name).
@@ -15,32 +14,15 @@ Error_count by their number of ERROR/FATAL lines (units without one come last, b
 from __future__ import annotations
 
 import logging
-import math
 from typing import Iterable
 
-import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from l4spark.config import StorageConfig
 from l4spark.spatial.config import SpatialConfig
-from l4spark.spatial.score import DIAGNOSIS_NODES_COLUMNS, rank_units, top_k_hit
-from l4spark.spatial.signals import (  # re-exported: the public names of the spatial step
-    address_book,
-    blame_scores,
-    clock_offsets,
-    deviations,
-    failure_onsets,
-    isolation_scores,
-    normalised_features,
-    peer_mentions,
-    roles,
-    silence,
-    size_factors,
-    slowness_scores,
-    timing_scores,
-)
+from l4spark.spatial.score import DIAGNOSIS_NODES_COLUMNS, rank_units
 from l4spark.io.storage import write_job_rows
 from l4spark.io.tables import DIAGNOSIS_NODES
 
