@@ -63,3 +63,63 @@ def test_restore_refuses_other_drain_settings():
         TemplateStore.from_state(store.to_state(), store.masked_map(), DrainConfig(sim_th=0.7))
     with pytest.raises(TemplateStoreError, match="format"):
         TemplateStore.from_state({**store.to_state(), "format": 99}, {}, DrainConfig())
+
+
+# ---- display text: the digits of the lines, never folded ones --------------------------------
+
+
+def test_template_shows_the_real_digits_of_folded_messages():
+    store = TemplateStore(DrainConfig())
+    folded = "jk0_init() Found child <*> in scoreboard slot <*>"
+    store.add([folded])
+    store.observe([(folded, "jk2_init() Found child <*> in scoreboard slot <*>")])
+
+    assert [t.template for t in store.templates()] == ["jk2_init() Found child <*> in scoreboard slot <*>"]
+
+
+def test_digits_that_differ_between_lines_show_as_wildcards():
+    store = TemplateStore(DrainConfig())
+    folded = "rank0 ready on mlx0_0"
+    store.add([folded])
+    store.observe([(folded, "rank3 ready on mlx5_0"), (folded, "rank5 ready on mlx5_0")])
+
+    assert [t.template for t in store.templates()] == ["rank<*> ready on mlx5_0"]
+
+
+def test_a_token_no_line_was_seen_for_shows_no_digit():
+    store = TemplateStore(DrainConfig())
+    store.add(["workers0.properties loaded"])
+
+    assert [t.template for t in store.templates()] == ["workers<*>.properties loaded"]
+
+
+def test_a_store_without_display_text_loads_with_its_ids():
+    store = TemplateStore(DrainConfig())
+    assignment = store.add(["jk0_init() Found child <*>", "rank0 ready"])
+    old_state = store.to_state()
+    for cluster in old_state["clusters"]:   # what the code before display text saved
+        del cluster["display"]
+
+    restored = TemplateStore.from_state(old_state, assignment, DrainConfig())
+
+    assert restored.masked_map() == assignment
+    assert [t.template for t in restored.templates()] == ["jk<*>_init() Found child <*>", "rank<*> ready"]
+    restored.observe([("rank0 ready", "rank0 ready")])
+    assert restored.templates()[1].template == "rank0 ready"
+
+
+def test_display_text_survives_save_and_restore():
+    store = TemplateStore(DrainConfig())
+    assignment = store.add(["jk0_init() Found child <*>"])
+    store.observe([("jk0_init() Found child <*>", "jk2_init() Found child <*>")])
+
+    restored = TemplateStore.from_state(json.loads(json.dumps(store.to_state())), assignment, DrainConfig())
+
+    assert [t.template for t in restored.templates()] == ["jk2_init() Found child <*>"]
+
+
+def test_unfolded_store_shows_drain_template():
+    store = TemplateStore(DrainConfig(), digits_folded=False)
+    store.add(["jk2_init() Found child <*>"])
+
+    assert [t.template for t in store.templates()] == ["jk2_init() Found child <*>"]

@@ -79,7 +79,23 @@ SYSTEMS: tuple[LoghubSystem, ...] = (
                                 r"<Component>(\[<PID>\])?: <Content>", 0.955),
     LoghubSystem("OpenStack", r"<Logrecord> <Date> <Time> <Pid> <Level> <Component> \[<ADDR>\] <Content>", 0.733),
 )
-SYSTEMS_BY_NAME = {s.name: s for s in SYSTEMS}
+# Eight more systems l4spark was never configured or tuned for (../shared/benchmarks/loghub-2k-more):
+# their conf files hold logparser's benchmark settings and nothing else. Reference GA: logparser's
+# own Drain with those settings on these exact files (that folder's README).
+MORE_SYSTEMS: tuple[LoghubSystem, ...] = (
+    LoghubSystem("Windows", r"<Date> <Time>, <Level>                  <Component>    <Content>", 0.997),
+    LoghubSystem("Linux", r"<Month> <Date> <Time> <Level> <Component>(\[<PID>\])?: <Content>", 0.690),
+    LoghubSystem("Mac", r"<Month>  <Date> <Time> <User> <Component>\[<PID>\]( \(<Address>\))?: <Content>", 0.787),
+    LoghubSystem("Android", r"<Date> <Time>  <Pid>  <Tid> <Level> <Component>: <Content>", 0.831),
+    LoghubSystem("HealthApp", r"<Time>\|<Component>\|<Pid>\|<Content>", 0.780),
+    LoghubSystem("Apache", r"\[<Time>\] \[<Level>\] <Content>", 1.000),
+    LoghubSystem("OpenSSH", r"<Date> <Day> <Time> <Component> sshd\[<Pid>\]: <Content>", 0.789),
+    LoghubSystem("Proxifier", r"\[<Time>\] <Program> - <Content>", 0.527),
+)
+# The average GA bar of each set: the development eight against published Drain (0.92), the
+# other eight against logparser's Drain on the same files (0.800).
+TARGET_AVERAGE_GA_MORE = 0.80
+SYSTEMS_BY_NAME = {s.name: s for s in (*SYSTEMS, *MORE_SYSTEMS)}
 
 
 def header_pattern(log_format: str) -> str:
@@ -263,6 +279,26 @@ def masked_input(config: Config, message: str) -> str:
     return fold_digits(message) if config.structure.fold_digits else message
 
 
+def false_digit_tokens(template: str, messages: Sequence[str]) -> list[str]:
+    """The literal pieces of ``template`` that hold a digit and occur in none of ``messages``
+    (its group's lines): a digit the logs did not have. Pieces are the template's white-space
+    tokens cut at ``<*>``."""
+    pieces = {piece for token in template.split() for piece in token.split("<*>")
+              if any(ch.isdigit() for ch in piece)}
+    return sorted(piece for piece in pieces if not any(piece in message for message in messages))
+
+
+def templates_with_false_digits(templates: Sequence, messages: Sequence[str]) -> dict[str, list[str]]:
+    """Template -> its false-digit pieces (``false_digit_tokens``), for templates given line by
+    line with the lines' messages; only templates that have some."""
+    members: dict[str, list[str]] = {}
+    for template, message in zip(templates, messages):
+        if template is not None and message is not None:
+            members.setdefault(template, []).append(message)
+    found = {template: false_digit_tokens(template, lines) for template, lines in members.items()}
+    return {template: pieces for template, pieces in found.items() if pieces}
+
+
 # ---- one system ------------------------------------------------------------------------
 
 
@@ -275,6 +311,7 @@ class SystemResult:
     content_mismatches: int    # Python-structured message != Loghub's Content (stripped)
     message_mismatches: int    # JVM message != Python message
     mask_mismatches: int       # JVM masked text != drain3-masked text
+    false_digit_templates: int  # l4spark templates with a digit none of their lines has
     set_aside_lines: int
     ga_drain3: float
     ga_l4spark: float
@@ -338,6 +375,7 @@ def evaluate_system(spark: SparkSession, sample: Sample, config: Config, logs_ro
         message_mismatches=sum(1 for jvm, py in zip(messages, structured.messages) if jvm != py),
         mask_mismatches=sum(1 for jvm, py in zip(jvm_masked(spark, config, structured.messages),
                                                  python_masked(config, structured.messages)) if jvm != py),
+        false_digit_templates=len(templates_with_false_digits(predicted_templates, messages)),
         set_aside_lines=run.set_aside_lines,
         ga_drain3=grouping_accuracy(sample.event_ids, reference.labels),
         ga_l4spark=grouping_accuracy(sample.event_ids, predicted),
@@ -369,10 +407,11 @@ class BenchmarkVerdict:
     reasons: list[str]
 
 
-def verdict(results: Sequence[SystemResult], check_average: bool = True) -> BenchmarkVerdict:
+def verdict(results: Sequence[SystemResult], check_average: bool = True,
+            target_average: float = TARGET_AVERAGE_GA) -> BenchmarkVerdict:
     """The bar: every system within PARITY_TOLERANCE of drain3 with all its lines in events, and
-    (``check_average``, meant for a run of all eight full samples) the Spark average at least
-    TARGET_AVERAGE_GA."""
+    (``check_average``, meant for a run of all eight full samples of one set) the Spark average
+    at least ``target_average``."""
     if not results:
         raise ValueError("no system was evaluated")
     n = len(results)
@@ -380,8 +419,10 @@ def verdict(results: Sequence[SystemResult], check_average: bool = True) -> Benc
     reasons = [f"{r.system}: GA differs from drain3 by {r.ga_diff:+.4f}" for r in results
                if abs(r.ga_diff) > PARITY_TOLERANCE + 1e-12]
     reasons += [f"{r.system}: {r.lines_in_events} of {r.lines} lines in events" for r in results if not r.complete]
-    if check_average and average_l4spark < TARGET_AVERAGE_GA:
-        reasons.append(f"average GA {average_l4spark:.4f} is below {TARGET_AVERAGE_GA}")
+    reasons += [f"{r.system}: {r.false_digit_templates} templates show a digit none of their lines has"
+                for r in results if r.false_digit_templates]
+    if check_average and average_l4spark < target_average:
+        reasons.append(f"average GA {average_l4spark:.4f} is below {target_average}")
     return BenchmarkVerdict(
         average_ga_drain3=sum(r.ga_drain3 for r in results) / n,
         average_ga_l4spark=average_l4spark,

@@ -165,18 +165,20 @@ def shape_count_batches(files: Sequence[RankFile], limits: ReadLimits) -> Iterat
             if isinstance(item, Issue):
                 _append_issue(columns, rank_file, item)
                 continue
-            line_nos, _, shapes = _kept_lines(*item, fold=True)
+            line_nos, lines, shapes = _kept_lines(*item, fold=True)
             counts.update(shapes)
             # files come in path order and blocks in line order, so the first block that shows a
             # shape holds its first line; zip over reversed lists lets the dict keep the earliest
-            block_first = dict(zip(reversed(shapes), reversed(line_nos)))
+            block_first = dict(zip(reversed(shapes), reversed(range(len(shapes)))))
             for shape_text in block_first.keys() - firsts.keys():
-                firsts[shape_text] = (rank_file.rel_path, block_first[shape_text])
+                index = block_first[shape_text]
+                firsts[shape_text] = (rank_file.rel_path, line_nos[index], lines[index])
     for job_id, (counts, firsts) in by_job.items():
         for shape_text, n in counts.items():
-            file, line_no = firsts[shape_text]
+            # raw: the shape's first line, whose real digits the template's display text shows
+            file, line_no, raw = firsts[shape_text]
             for name, value in (("job_id", job_id), ("node", None), ("rank", None), ("file", file),
-                                ("line_no", line_no), ("raw", None), ("shape", shape_text), ("issue", None),
+                                ("line_no", line_no), ("raw", raw), ("shape", shape_text), ("issue", None),
                                 ("detail", None), ("n_lines", n), ("n_bytes", None), ("shape_id", None)):
                 columns[name].append(value)
     if columns["job_id"]:

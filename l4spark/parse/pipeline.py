@@ -32,13 +32,20 @@ from l4spark import __version__
 from l4spark.config import Config
 from l4spark.parse.ingest import read_rank_files
 from l4spark.parse.layout import Issue, LayoutScan, scan_logs_root
-from l4spark.parse.shapes import shape_numbers, shapes_frame, shapes_usable, structure_shapes, with_shape_fields
+from l4spark.parse.shapes import (
+    original_masked,
+    shape_numbers,
+    shapes_frame,
+    shapes_usable,
+    structure_shapes,
+    with_shape_fields,
+)
 from l4spark.parse.structure import with_masked, with_structure
 from l4spark.parse.template_store import load_template_store, save_template_store
 from l4spark.parse.templates import TemplateStore
 from l4spark.io.storage import read_table, table_exists, write_job_rows, write_table
 from l4spark.io.tables import JOB_EVENT_COUNTS, JOB_EVENT_FORMS, JOBS, QUARANTINE
-from l4spark.parse.textrules import message_form
+from l4spark.parse.textrules import Masker, message_form
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +89,7 @@ def parse_jobs(spark: SparkSession, config: Config, logs_root: str | Path, jobs:
         progress("nothing to parse")
         return summary
 
-    store = load_template_store(config.storage, config.drain)
+    store = load_template_store(config.storage, config.drain, config.structure.fold_digits)
     before = len(store)
     not_by_shape = shapes_usable(config.structure)
     parsed = None
@@ -123,10 +130,11 @@ def _parse_by_shape(spark: SparkSession, config: Config, scan: LayoutScan, store
     stats = (
         read_rank_files(spark, scan.files, config.ingest, counts_only=True)
         .groupBy("job_id", "shape", "issue", F.when(issue.isNotNull(), F.col("file")).alias("issue_file"))
-        .agg(F.sum("n_lines").alias("n_lines"), F.min(F.struct("file", "line_no")).alias("first"),
+        .agg(F.sum("n_lines").alias("n_lines"), F.min(F.struct("file", "line_no", "raw")).alias("first"),
              F.first("detail").alias("detail"), F.sum("n_bytes").alias("n_bytes"), F.first("raw").alias("sample"))
         .select("job_id", "shape", "issue", "issue_file", "detail", "n_lines", "n_bytes", "sample",
-                F.col("first.file").alias("first_file"), F.col("first.line_no").alias("first_line"))
+                F.col("first.file").alias("first_file"), F.col("first.line_no").alias("first_line"),
+                F.col("first.raw").alias("first_raw"))
         .limit(max_rows + 1)
         .toPandas()
     )
@@ -146,6 +154,10 @@ def _parse_by_shape(spark: SparkSession, config: Config, scan: LayoutScan, store
 
     table = structure_shapes(shapes["shape"].tolist(), config.structure, config.masking)
     assignment = store.add(table["masked"].drop_duplicates().tolist())
+    # every job's first line of each shape gives the event's display text its real digits
+    firsts = (per_job[["shape", "first_raw"]].rename(columns={"first_raw": "raw"})
+              .merge(table[["shape", "masked", "msg_parts"]], on="shape"))
+    store.observe(original_masked(firsts, config.masking))
     save_template_store(config.storage, store)
     table["event_id"] = table["masked"].map(assignment)
     summary.seconds["template"] = clock.lap()
@@ -181,9 +193,9 @@ def _parse_per_line(spark: SparkSession, config: Config, scan: LayoutScan, store
         lines = parsed.where(F.col("issue").isNull())
         stats = (
             lines.groupBy("job_id", "masked")
-            .agg(F.count(F.lit(1)).alias("n_lines"), F.min(F.struct("file", "line_no")).alias("first"))
+            .agg(F.count(F.lit(1)).alias("n_lines"), F.min(F.struct("file", "line_no", "message")).alias("first"))
             .select("job_id", "masked", "n_lines", F.col("first.file").alias("first_file"),
-                    F.col("first.line_no").alias("first_line"))
+                    F.col("first.line_no").alias("first_line"), F.col("first.message").alias("first_message"))
             .toPandas()
         )
         summary.seconds["read+structure"] = clock.lap()
@@ -192,6 +204,10 @@ def _parse_per_line(spark: SparkSession, config: Config, scan: LayoutScan, store
 
         ordered = stats.sort_values(["first_file", "first_line"], kind="stable").drop_duplicates("masked")
         assignment = store.add(ordered["masked"].tolist())
+        if config.structure.fold_digits:
+            masker = Masker(config.masking)
+            store.observe((masked, masker.mask(message or ""))
+                          for masked, message in zip(stats["masked"], stats["first_message"]))
         save_template_store(config.storage, store)
         summary.seconds["template"] = clock.lap()
         progress(f"templated: {len(store)} events in the store")

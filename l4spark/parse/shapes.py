@@ -16,7 +16,7 @@ in a dictionary (``ingest``); the JVM does a broadcast hash join on that number 
 from __future__ import annotations
 
 import re
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import pandas as pd
 import pyarrow as pa
@@ -91,6 +91,18 @@ def structure_shapes(shapes: Iterable[str], conf: StructureConfig, masks: Iterab
         message = "".join(lit if lit is not None else shape[a:b] for lit, a, b in parts.message)
         rows.append((shape, masker.mask(fold_digits(message)), parts.level, list(parts.ts), list(parts.message)))
     return pd.DataFrame(rows, columns=["shape", "masked", "level", "ts_parts", "msg_parts"])
+
+
+def original_masked(shapes: pd.DataFrame, masks: Iterable[MaskRule]) -> Iterator[tuple[str, str]]:
+    """(masked, original) per row of ``shapes`` (columns shape, raw: a line of that shape,
+    masked, msg_parts): the original is the line's own message masked without folding digits,
+    what ``TemplateStore.observe`` needs for the display text. Driver side, one line per shape
+    and job. A line that is not of its shape (never, unless the file changed between reads)
+    is skipped."""
+    masker = Masker(masks)
+    for shape, raw, masked, parts in shapes[["shape", "raw", "masked", "msg_parts"]].itertuples(index=False):
+        if isinstance(raw, str) and fold_digits(raw) == shape:
+            yield masked, masker.mask(expand_parts(parts, raw))
 
 
 def castable_ts_parts(shape: str, parts: Sequence[Part]) -> tuple[list[Part], bool]:

@@ -25,12 +25,12 @@ STORE_DIR = "_template_store"
 KEEP_STORE_VERSIONS = 3
 
 
-def load_template_store(storage: StorageConfig, conf: DrainConfig) -> TemplateStore:
+def load_template_store(storage: StorageConfig, conf: DrainConfig, digits_folded: bool = True) -> TemplateStore:
     """The current store of the warehouse, or an empty one for a new warehouse."""
     base = Path(storage.warehouse).resolve() / STORE_DIR
     current = base / "CURRENT"
     if not current.exists():
-        return TemplateStore(conf)
+        return TemplateStore(conf, digits_folded)
     version = current.read_text("utf-8").strip()
     try:
         state = json.loads((base / f"state-{version}.json").read_text("utf-8"))
@@ -38,7 +38,7 @@ def load_template_store(storage: StorageConfig, conf: DrainConfig) -> TemplateSt
     except (OSError, ValueError, pa.ArrowInvalid) as exc:
         raise TemplateStoreError(f"template store version {version} under {base} is unreadable: {exc}") from exc
     mapping = dict(zip(masked.column("masked").to_pylist(), masked.column("event_id").to_pylist()))
-    return TemplateStore.from_state(state, mapping, conf)
+    return TemplateStore.from_state(state, mapping, conf, digits_folded)
 
 
 def save_template_store(storage: StorageConfig, store: TemplateStore) -> str:

@@ -11,6 +11,15 @@ set of jobs a run happens to see:
   size, creation order) and rebuilt by re-inserting clusters in creation order along their
   founding tokens, which recreates the prefix tree exactly; never pickle.
 
+Display text (``EventTemplate.template``, what the ``templates`` table stores): with
+``structure.fold_digits`` the masked messages have every digit folded to 0, so Drain's template
+would show false digits (``jk0_init()`` for ``jk2_init()``). Grouping and ids stay on the folded
+text; the template shown is rebuilt from the *originals* (the same masking on the line's real
+text, ``observe``): a template token with digits shows the real digits of every original seen
+for the event where they agree, and ``<*>`` for a digit run where they differ or where no
+original was seen (a store saved before display text existed). It never shows a digit that no
+line had. A store over unfolded messages (``digits_folded=False``) shows Drain's template.
+
 Messages are fed to Drain in the order given; callers pass them in first-occurrence order
 (job, file, line), which makes a run equivalent to sequential Drain over the lines, with one
 difference: an exact repeat of a known masked message always gets its event back, where
@@ -21,6 +30,7 @@ does not count <*> tokens as similar). Loghub-2k HDFS has one such pair.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
@@ -39,9 +49,14 @@ class EventTemplate:
     size: int
 
 
+_DIGIT_RUN = re.compile(r"[0-9]+")
+WILDCARD = "<*>"
+
+
 class TemplateStore:
-    def __init__(self, conf: DrainConfig) -> None:
+    def __init__(self, conf: DrainConfig, digits_folded: bool = True) -> None:
         self.conf = conf
+        self.digits_folded = digits_folded
         self._drain = Drain(
             depth=conf.depth,
             sim_th=conf.sim_th,
@@ -53,6 +68,9 @@ class TemplateStore:
         self._event_of_cluster: dict[int, str] = {}
         self._founding: dict[int, tuple[str, ...]] = {}
         self._used_ids: set[str] = set()
+        # cluster id -> per template token: the original token seen (digit runs that differed
+        # between originals as <*>), None where no original was seen yet
+        self._display: dict[int, list[str | None]] = {}
 
     def __len__(self) -> int:
         return len(self._event_of_cluster)
@@ -79,10 +97,42 @@ class TemplateStore:
             assigned[masked] = known
         return assigned
 
+    def observe(self, originals: Iterable[tuple[str, str]]) -> None:
+        """Record (masked message, original) pairs for the display text: the original is the
+        masking of the line's real message (digits not folded). Pairs whose masked message is
+        not in the store, or whose original does not fold to it token for token, are ignored."""
+        if not self.digits_folded:
+            return
+        by_id = {event_id: cluster_id for cluster_id, event_id in self._event_of_cluster.items()}
+        for masked, original in originals:
+            event_id = self._by_masked.get(masked)
+            if event_id is None:
+                continue
+            cluster_id = by_id[event_id]
+            masked_tokens = self._drain.get_content_as_tokens(masked)
+            tokens = self._drain.get_content_as_tokens(original)
+            if len(tokens) != len(masked_tokens) or any(
+                    _folded(o) != m for o, m in zip(tokens, masked_tokens)):
+                continue
+            seen = self._display.setdefault(cluster_id, [None] * len(tokens))
+            if len(seen) != len(tokens):
+                continue
+            self._display[cluster_id] = [_merged_token(old, new) for old, new in zip(seen, tokens)]
+
+    def display_template(self, cluster: LogCluster) -> str:
+        """The template of ``cluster`` as shown: Drain's tokens, digits from the originals."""
+        tokens = list(cluster.log_template_tokens)
+        if not self.digits_folded:
+            return " ".join(tokens)
+        seen = self._display.get(cluster.cluster_id)
+        if seen is None or len(seen) != len(tokens):
+            seen = [None] * len(tokens)
+        return " ".join(_shown_token(token, original) for token, original in zip(tokens, seen))
+
     def templates(self) -> list[EventTemplate]:
-        """Every event of the store, in creation order."""
+        """Every event of the store, in creation order, with its display text."""
         return [
-            EventTemplate(self._event_of_cluster[c.cluster_id], c.get_template(), c.size)
+            EventTemplate(self._event_of_cluster[c.cluster_id], self.display_template(c), c.size)
             for c in sorted(self._drain.clusters, key=lambda c: c.cluster_id)
         ]
 
@@ -117,18 +167,22 @@ class TemplateStore:
                     "founding": list(self._founding[c.cluster_id]),
                     "template": list(c.log_template_tokens),
                     "size": c.size,
+                    "display": self._display.get(c.cluster_id),
                 }
                 for c in clusters
             ],
         }
 
     @classmethod
-    def from_state(cls, state: Mapping[str, Any], masked_map: Mapping[str, str], conf: DrainConfig) -> "TemplateStore":
+    def from_state(cls, state: Mapping[str, Any], masked_map: Mapping[str, str], conf: DrainConfig,
+                   digits_folded: bool = True) -> "TemplateStore":
         """Rebuild a store saved by ``to_state``; refuses a state made with other Drain settings
-        (ids would silently change meaning)."""
+        (ids would silently change meaning). A state saved before display text existed (no
+        ``display``) loads with the same ids; its templates show <*> for folded digits until
+        lines of the event are parsed again."""
         if state.get("format") != STATE_FORMAT:
             raise TemplateStoreError(f"template store format {state.get('format')!r} is not {STATE_FORMAT}")
-        store = cls(conf)
+        store = cls(conf, digits_folded)
         saved = state.get("drain", {})
         current = store.to_state()["drain"]
         if saved != current:
@@ -146,6 +200,8 @@ class TemplateStore:
             store._event_of_cluster[cluster.cluster_id] = item["event_id"]
             store._founding[cluster.cluster_id] = tuple(item["founding"])
             store._used_ids.add(item["event_id"])
+            if item.get("display") is not None:
+                store._display[cluster.cluster_id] = list(item["display"])
         known = set(store._used_ids)
         for masked, event_id in masked_map.items():
             if event_id not in known:
@@ -162,3 +218,38 @@ def _event_id(founding: tuple[str, ...], used: set[str]) -> str:
         event_id = f"E{digest[:12]}-{suffix}"
         suffix += 1
     return event_id
+
+
+def _folded(token: str) -> str:
+    return _DIGIT_RUN.sub(lambda m: "0" * len(m.group()), token)
+
+
+def _merged_token(seen: str | None, token: str) -> str:
+    """Two originals of one folded token: digit runs that agree stay, others become <*>."""
+    if seen is None or seen == token:
+        return token
+    seen_parts, parts = _split_digit_runs(seen), _split_digit_runs(token)
+    if len(seen_parts) != len(parts):
+        return _DIGIT_RUN.sub(WILDCARD, token)
+    return "".join(a if a == b or not b[:1].isdigit() else WILDCARD for a, b in zip(seen_parts, parts))
+
+
+def _split_digit_runs(token: str) -> list[str]:
+    """``token`` cut into digit runs, text between them and earlier <*> (kept as one piece)."""
+    return [piece for piece in re.split(r"([0-9]+|<\*>)", token) if piece]
+
+
+def _shown_token(token: str, original: str | None) -> str:
+    """A template token as shown: unchanged without digits; else the original if it fits the
+    token (same text, digit runs where the token has them), else every digit run as <*>."""
+    if token == WILDCARD or not _DIGIT_RUN.search(token):
+        return token
+    if original is not None and _fits(original, token):
+        return original
+    return _DIGIT_RUN.sub(WILDCARD, token)
+
+
+def _fits(original: str, token: str) -> bool:
+    pattern = "".join("0+" if piece == WILDCARD else re.escape(_folded(piece))
+                      for piece in _split_digit_runs(original))
+    return re.fullmatch(pattern, token) is not None
