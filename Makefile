@@ -3,14 +3,15 @@ PYTHON ?= python3.11
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+JARS_STAMP := jars/.fetched
 FLEET  ?= out/demo-fleet
 WAREHOUSE ?= warehouse
 SEED   ?= 7
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: setup demo evaluate test test-reliability fuzz bench bench-nightly parse-accuracy clean
+.PHONY: setup jars demo evaluate test test-reliability fuzz bench bench-nightly parse-accuracy clean
 
-setup: $(STAMP)
+setup: $(STAMP) $(JARS_STAMP)
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -19,6 +20,15 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
+
+# Delta Lake's jars for classic Spark (delta-spark and delta-storage, l4spark/io/delta_jars.py), copied
+# once from Maven Central into jars/ with mvn; the sessions l4spark starts put them on the classpath.
+jars: $(JARS_STAMP)
+
+$(JARS_STAMP): l4spark/io/delta_jars.py | $(STAMP)
+	@command -v mvn >/dev/null || { echo "need Maven (mvn) on PATH to fetch Delta's jars"; exit 1; }
+	$(PY) -m l4spark.io.delta_jars
+	touch $(JARS_STAMP)
 
 # Generate the demo fleet (once), parse it into ./warehouse, build the normal pool from its
 # successful jobs and diagnose every failed job: tables, one terminal summary, HTML/MD reports.

@@ -35,6 +35,9 @@ class SparkConfig:
     driver_memory: str = "4g"
     shuffle_partitions: int = 8
     log_level: str = "WARN"
+    # Folder of Delta's jars for a classic session that l4spark starts (io/delta_jars.py);
+    # empty: the checkout's jars/ (make jars). No jars there: the session has no Delta.
+    delta_jars: str = ""
     extra: dict[str, str] = field(default_factory=dict)
 
 

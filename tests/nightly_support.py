@@ -19,14 +19,15 @@ NIGHTLY_FLEET = FleetOptions(seed=21, jobs=6, nodes=(2, 2), ranks_per_node=2, it
                              fault_kinds=("oom", "nccl_timeout"), frameworks=("megatron", "deepspeed"))
 
 
-def nightly_config(warehouse: Path):
-    return load_config(overrides={"storage.warehouse": str(warehouse), "spark.master": "local[2]"})
+def nightly_config(warehouse: Path, storage_format: str = "parquet"):
+    return load_config(overrides={"storage.warehouse": str(warehouse), "spark.master": "local[2]",
+                                  "storage.format": storage_format})
 
 
-def snapshot(spark, warehouse: Path, tables=RESULT_TABLES, jobs=None) -> dict[str, pd.DataFrame]:
+def snapshot(spark, warehouse: Path, tables=RESULT_TABLES, jobs=None, storage_format: str = "parquet") -> dict[str, pd.DataFrame]:
     """Result tables as sorted pandas frames without the columns that name a run or a time
     (only the rows of ``jobs`` when given, in the tables that have a job_id)."""
-    config = nightly_config(warehouse)
+    config = nightly_config(warehouse, storage_format)
     out = {}
     for table in tables:
         if not table_exists(config.storage, table):

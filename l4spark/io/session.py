@@ -13,6 +13,7 @@ import sys
 from pyspark.sql import DataFrame, SparkSession
 
 from l4spark.config import SparkConfig
+from l4spark.io.delta_jars import DELTA_SQL_SETTINGS, find_jars
 
 
 def build_session(conf: SparkConfig) -> SparkSession:
@@ -34,7 +35,9 @@ def build_session(conf: SparkConfig) -> SparkSession:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     given = _submitted_conf() if submitted else set()
     settings = {"spark.sql.session.timeZone": "UTC", "spark.sql.shuffle.partitions": str(conf.shuffle_partitions),
-                "spark.log.level": conf.log_level, **conf.extra}
+                "spark.log.level": conf.log_level, **({} if submitted else delta_settings(conf)), **conf.extra}
+    if "spark.jars" in conf.extra and not submitted and "spark.jars" in delta_settings(conf):
+        settings["spark.jars"] = delta_settings(conf)["spark.jars"] + "," + conf.extra["spark.jars"]
     builder = SparkSession.builder.appName(conf.app_name)
     if not submitted:
         builder = builder.master(conf.master).config("spark.driver.memory", conf.driver_memory)
@@ -44,6 +47,21 @@ def build_session(conf: SparkConfig) -> SparkSession:
         if key not in given:
             builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def delta_settings(conf: SparkConfig) -> dict[str, str]:
+    """The settings that give a classic session Delta Lake: the jar files of ``conf.delta_jars``
+    (``delta_jars.find_jars``) on the classpath, Delta's SQL extension and catalog, and Delta's
+    log-replay partitions as few as the shuffle's (its default, 50 tasks per table snapshot,
+    dominates small writes on a 2-core machine). Empty when the jars are not there.
+
+    A spark-submit or Spark Connect session gets Delta from its submitter or server instead
+    (docs/delta.md)."""
+    jars = find_jars(conf.delta_jars)
+    if jars is None:
+        return {}
+    return {"spark.jars": ",".join(str(jar) for jar in jars), **DELTA_SQL_SETTINGS,
+            "spark.databricks.delta.snapshotPartitions": str(conf.shuffle_partitions)}
 
 
 def _submitted_conf() -> set[str]:
