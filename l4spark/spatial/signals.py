@@ -252,8 +252,9 @@ def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Se
     A name is discounted by how many units are expected to give it by design. The unit holding
     the job's lowest rank hosts the rendezvous and the c10d store (MASTER_ADDR): every client
     names it when the store goes away, whoever failed. Within one event, that unit named by
-    ``k`` of the ``n - 1`` other units carries ``1 - k / (n - 1)`` per naming unit (nothing when
-    all of them do); a name of any other unit carries 1 (a ring neighbour is named by the one
+    ``k`` of the ``n - 1`` other units carries ``1 - k / n`` per naming unit: the share of units
+    that name it by design, estimated with one unit of smoothing, so that in a job of two nodes
+    the one peer's name is not cancelled by itself (``k / (n - 1)`` made it weigh 0); a name of any other unit carries 1 (a ring neighbour is named by the one
     or two units next to it, and so is a faulty node). A naming unit counts with its strongest
     name. Output indexed like ``activity``: named_by (distinct naming units), named_weight (the
     sum of their discounted names), names (up to 3 tokens used, sorted).
@@ -295,7 +296,7 @@ def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Se
     held = {unit: ranks for unit, ranks in _unit_ranks(activity).items() if len(ranks)}
     lowest = min((min(r) for r in held.values()), default=None)
     hosts_store = frame["unit"].map(lambda u: lowest is not None and lowest in held.get(u, ())).astype(bool)
-    frame["weight"] = np.where(hosts_store, 1.0 - namers.clip(upper=others) / others, 1.0)
+    frame["weight"] = np.where(hosts_store, 1.0 - namers.clip(upper=others) / (others + 1), 1.0)
     strongest = frame.groupby(["unit", "by"])["weight"].max()
     named_by = frame.groupby("unit")["by"].nunique()
     names = frame.groupby("unit")["token"].agg(lambda t: sorted(set(t))[:3])
