@@ -43,9 +43,10 @@ from l4spark.crossjob.reasons import NO_HISTORY
 from l4spark.diagnosis.config import DiagnosisConfig
 from l4spark.diagnosis.scoring import SEVERITY, job_patterns, pattern_hit_rows, rank_matches, score_events
 from l4spark.io.session import materialize
+from l4spark.spatial.pace import PACE_COLUMNS, unit_pace
 from l4spark.spatial.ranking import rank_nodes, spatial_events, write_diagnosis_nodes
 from l4spark.io.storage import read_table, table_exists, write_job_rows
-from l4spark.io.tables import DIAGNOSIS_ATTEMPTS, DIAGNOSIS_EVENTS, DIAGNOSIS_ITERATIONS, DIAGNOSIS_JOBS, DIAGNOSIS_NODES, columns
+from l4spark.io.tables import DIAGNOSIS_ATTEMPTS, DIAGNOSIS_EVENTS, DIAGNOSIS_ITERATIONS, DIAGNOSIS_JOBS, DIAGNOSIS_NODES, DIAGNOSIS_PACE, columns
 from l4spark.temporal.jobs import analyse_iterations, job_failure_points, temporal_events
 from l4spark.temporal.lines import node_clock_offsets, with_stage_and_iteration
 from l4spark.temporal.lines import STAGED_COLUMNS
@@ -182,6 +183,7 @@ class Diagnosis:
     stages: pd.DataFrame  # job_id, node, stage, start_ts, end_ts
     first_errors: pd.DataFrame  # job_id, node, ts, event_id, message
     heat: pd.DataFrame  # job_id, event_id, node, n_lines (flagged events)
+    pace: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=PACE_COLUMNS))  # DIAGNOSIS_PACE rows
     extra: dict[str, dict] = field(default_factory=dict)  # job -> settings, n_nodes, n_ranks, history
 
     @property
@@ -250,7 +252,7 @@ def _failed(job_id: str, exc: Exception) -> str:
 
 
 def _merge_parts(parts: list[dict]) -> dict:
-    keys = ["events", "nodes", "iterations", "scored", "stages", "first_errors", "heat"]
+    keys = ["events", "nodes", "iterations", "scored", "stages", "first_errors", "heat", "pace"]
     merged: dict = {"job_rows": [r for p in parts for r in p["job_rows"]], "patterns": {}, "extra": {}}
     for key in keys:
         frames = [p[key] for p in parts if len(p[key])]
@@ -301,6 +303,7 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     node_rows = materialize(rank_nodes(events, config.spatial, candidate_events))
     spatial = spatial_events(node_rows).select("job_id", "event_id", "score").toPandas()
     nodes = node_rows.toPandas()
+    pace = unit_pace(events, tconf, config.spatial.granularity).toPandas()
     # 3. temporal
     iterations_df, progress_df = analyse_iterations(lines.select(*STAGED_COLUMNS), candidate_events, tconf,
                                                     offsets=offsets)
@@ -354,7 +357,7 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
                          "n_nodes": int(info.get("n_nodes") or 0), "n_ranks": int(info.get("n_ranks") or 0)}
     events_out = _events_table(flagged)
     return {"job_rows": job_rows, "events": events_out, "nodes": nodes, "iterations": iterations, "scored": scored,
-            "patterns": pattern_rows, "extra": extra, **report_parts}
+            "pace": pace, "patterns": pattern_rows, "extra": extra, **report_parts}
 
 
 def _settings(raw: str | None) -> dict:
@@ -410,7 +413,7 @@ def _report_inputs(spark: SparkSession, lines: DataFrame, flagged: pd.DataFrame)
 
 
 def write_diagnosis(spark: SparkSession, config: Config, diagnosis: Diagnosis) -> list[str]:
-    """Record every job of ``diagnosis.jobs`` in ``diagnosis_attempts`` and replace the four
+    """Record every job of ``diagnosis.jobs`` in ``diagnosis_attempts`` and replace the five
     diagnosis tables' rows of its jobs, except that a job whose diagnosis failed keeps the last
     good diagnosis it has (its failure is in ``diagnosis_attempts``); returns those kept jobs.
 
@@ -448,6 +451,7 @@ def write_diagnosis(spark: SparkSession, config: Config, diagnosis: Diagnosis) -
     write(of_written(diagnosis.events), DIAGNOSIS_EVENTS.schema, "diagnosis_events")
     write_diagnosis_nodes(frame(of_written(diagnosis.nodes), DIAGNOSIS_NODES.schema).localCheckpoint(), storage, job_ids)
     write(of_written(diagnosis.iterations), iteration_schema, "diagnosis_iterations")
+    write(of_written(diagnosis.pace), DIAGNOSIS_PACE.schema, DIAGNOSIS_PACE.name)
     write(of_written(diagnosis.jobs), DIAGNOSIS_JOBS.schema, "diagnosis_jobs")
     return kept
 

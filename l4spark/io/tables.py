@@ -64,6 +64,10 @@ DIAGNOSIS_NODES = Table("diagnosis_nodes", "job_id", (
 DIAGNOSIS_ITERATIONS = Table("diagnosis_iterations", "job_id", (
     "job_id string, iteration long, score double, anomalous boolean, event_ids array<string>, "
     "threshold double, reason string"))
+# Per unit and logged step of a job with per-rank readings: its slowest reading against its peers' median
+DIAGNOSIS_PACE = Table("diagnosis_pace", "job_id", (
+    "job_id string, node string, process_rank int, source string, step long, timer string, ms double, "
+    "peer_ms double, ratio double"))
 # One row per job a diagnosis was attempted on: its last attempt, and how many attempts in a row
 # failed on the same input (the parse it read); the nightly gives up after nightly.max_attempts.
 DIAGNOSIS_ATTEMPTS = Table("diagnosis_attempts", "job_id", (
@@ -80,7 +84,7 @@ RUNS = Table("runs", "run_id", (
 TABLES: dict[str, Table] = {t.name: t for t in (
     EVENTS, TEMPLATES, JOBS, QUARANTINE, JOB_EVENT_COUNTS, JOB_EVENT_FORMS, NORMAL_POOL, NORMAL_POOL_VARIANTS,
     NORMAL_POOL_LEDGER, DIAGNOSIS_JOBS, DIAGNOSIS_EVENTS, DIAGNOSIS_NODES, DIAGNOSIS_ITERATIONS,
-    DIAGNOSIS_ATTEMPTS, FAULT_PATTERNS, RUNS)}
+    DIAGNOSIS_PACE, DIAGNOSIS_ATTEMPTS, FAULT_PATTERNS, RUNS)}
 
 
 def table(name: str) -> Table:

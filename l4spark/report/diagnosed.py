@@ -26,7 +26,7 @@ def job_report(diagnosis: Diagnosis, job_id: str):
     row["processed_at"] = str(row["processed_at"])
     row.update(diagnosis.extra.get(job_id, {"settings": {}, "history": NO_HISTORY, "n_nodes": 0, "n_ranks": 0}))
     kwargs = {name: of(getattr(diagnosis, name)) for name in ("events", "nodes", "iterations", "stages",
-                                                               "first_errors", "heat")}
+                                                               "first_errors", "heat", "pace")}
     if "combined_score" in kwargs["nodes"].columns:  # the score the ranking uses, not the forest's alone
         kwargs["nodes"] = kwargs["nodes"].assign(score=kwargs["nodes"]["combined_score"])
     return JobReport(job=row, patterns=diagnosis.patterns.get(job_id, []), **kwargs)

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from l4spark.report.view import (
+    SLOW_RATIO,
     ReportView,
     clean_text,
     is_missing,
@@ -111,6 +112,34 @@ def node_scores_svg(view: ReportView) -> str | None:
                              Patch(facecolor="white", edgecolor="#333333", hatch="///", label="silent")],
                     loc="lower right", fontsize=8, frameon=False)
         return _svg(figure, "nodes")
+
+
+def pace_svg(view: ReportView) -> str | None:
+    """Each of the slowest units' ratio to its peers' median per step (the slowest in red, the
+    median of the other units in grey), the slow line dashed. None with fewer than two steps."""
+    series = view.pace_series
+    if series.empty or series["step"].nunique() < 2:
+        return None
+    import matplotlib
+
+    with matplotlib.rc_context(_RC):
+        figure = _figure(9.5, 3.0)
+        axes = figure.add_subplot()
+        order = [*view.pace_units["unit"], "others"]
+        for i, unit in enumerate(order):
+            part = series[series["unit"] == unit].sort_values("step", kind="mergesort")
+            if part.empty:
+                continue
+            colour = SUSPECT_COLOUR if i == 0 else ("#9e9e9e" if unit == "others" else NODE_COLOUR)
+            label = "median of the other units" if unit == "others" else _label(unit)
+            axes.plot(part["step"], part["ratio"], color=colour, linewidth=1.6 if i == 0 else 0.9,
+                      label=label if i < 4 or unit == "others" else None)
+        axes.axhline(SLOW_RATIO, color="#555555", linestyle="--", linewidth=0.8, label=f"slow ({SLOW_RATIO}x)")
+        axes.set_xlabel("step (iteration)")
+        axes.set_ylabel("time / peers' median")
+        axes.legend(loc="best", fontsize=8, frameon=False)
+        axes.margins(x=0.02, y=0.15)
+        return _svg(figure, "pace")
 
 
 def iteration_curve_svg(view: ReportView) -> str | None:

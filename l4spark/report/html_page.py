@@ -23,6 +23,8 @@ from l4spark.report.view import (
     fmt_score,
     fmt_ts,
     header_facts,
+    pace_rows,
+    pace_sentence,
     is_missing,
     is_silent,
     nodes_caption,
@@ -219,6 +221,23 @@ def _iterations_section(view: ReportView) -> str:
     return _figure(svg, caption)
 
 
+def _pace_section(view: ReportView) -> str:
+    sentence = pace_sentence(view)
+    if sentence is None:
+        return _missing("No per-rank step reading (per-rank timers or per-rank progress lines): no pace view.")
+    parts = [f"<p>{html.escape(sentence)}</p>"]
+    svg = figures.pace_svg(view)
+    if svg is not None:
+        parts.append(_figure(svg, "Time per step of the slowest units against their peers' median "
+                                  "(1.0 = as fast as the median unit)."))
+    rows = "".join("<tr>" + "".join(f'<td{" class=num" if i else ""}>{html.escape(v)}</td>' for i, v in enumerate(row))
+                   + "</tr>" for row in pace_rows(view))
+    parts.append('<table><thead><tr><th>Unit</th><th class="num">Median ratio</th><th class="num">Largest</th>'
+                 '<th class="num">Slow from step</th><th class="num">Steps</th></tr></thead><tbody>'
+                 + rows + "</tbody></table>")
+    return "\n".join(parts)
+
+
 def _timeline_section(view: ReportView) -> str:
     svg = figures.timeline_svg(view)
     if svg is None:
@@ -264,6 +283,7 @@ def render_html(report: JobReport) -> str:
         "<h2>Failure-indicating events</h2>", _events_table(view),
         "<h2>Node anomaly scores</h2>", _nodes_section(view),
         "<h2>Iteration similarity</h2>", _iterations_section(view),
+        "<h2>Pace per unit</h2>", _pace_section(view),
         "<h2>Timeline</h2>", _timeline_section(view),
         "<h2>Flagged events by node</h2>", _heat_section(view),
         _footer(view),

@@ -24,6 +24,8 @@ from l4spark.report.view import (
     fmt_score,
     fmt_ts,
     header_facts,
+    pace_rows,
+    pace_sentence,
     is_missing,
     is_silent,
     provenance_facts,
@@ -159,6 +161,16 @@ def _iterations(view: ReportView) -> list[str]:
     return out
 
 
+def _pace(view: ReportView) -> list[str]:
+    sentence = pace_sentence(view)
+    if sentence is None:
+        return []
+    out = ["", "## Pace per unit", "", md(sentence)]
+    rows = [[md(unit), *rest] for unit, *rest in pace_rows(view)]
+    return out + ["", _table(["Unit", "Median ratio", "Largest", "Slow from step", "Steps"], rows,
+                             numeric={1, 2, 3, 4})]
+
+
 def _first_errors(view: ReportView) -> list[str]:
     out = ["", "## First error per node", ""]
     if view.first_errors.empty:
@@ -195,12 +207,12 @@ def _heat(view: ReportView) -> list[str]:
 
 def render_markdown(report: JobReport) -> str:
     """The report as Markdown: header table, root cause and remedy, patterns, ranked events,
-    node table, anomalous iterations, first error per node, top nodes per flagged event.
+    node table, anomalous iterations, pace per unit (with per-rank readings), first error per node, top nodes per flagged event.
 
     Raises ``ReportInputError`` like ``render_html``.
     """
     view = build_view(report)
     lines = (_header(view) + _root_cause(view) + _events(view) + _nodes(view) + _iterations(view)
-             + _first_errors(view) + _heat(view))
+             + _pace(view) + _first_errors(view) + _heat(view))
     lines += ["", "---", "", " · ".join(f"{k}: {md(v)}" for k, v in provenance_facts(view))]
     return "\n".join(lines) + "\n"

@@ -30,6 +30,7 @@ FRAME_COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "stages": (("node", "stage", "start_ts", "end_ts"), ()),
     "first_errors": (("node", "ts"), ("event_id", "message")),
     "heat": (("event_id", "node", "n_lines"), ()),
+    "pace": (("node", "step", "ratio"), ("process_rank", "source", "timer", "ms", "peer_ms")),
 }
 
 
@@ -66,6 +67,8 @@ class JobReport:
     stages: node, stage, start_ts, end_ts: the span of each stage on each node.
     first_errors: node, ts, event_id, message: each node's first ERROR/FATAL line.
     heat: event_id, node, n_lines: lines of each flagged event per node.
+    pace: diagnosis_pace rows: node, process_rank, source, step, timer, ms, peer_ms, ratio: each
+        unit's slowest per-rank reading per logged step against its peers' median.
     """
 
     job: dict
@@ -76,6 +79,7 @@ class JobReport:
     stages: pd.DataFrame = _frame_field("stages")
     first_errors: pd.DataFrame = _frame_field("first_errors")
     heat: pd.DataFrame = _frame_field("heat")
+    pace: pd.DataFrame = _frame_field("pace")
 
 
 def checked(report: JobReport) -> JobReport:

@@ -18,6 +18,7 @@ from l4spark.report.view import (
     fmt_score,
     fmt_ts,
     header_facts,
+    pace_sentence,
     is_missing,
     is_silent,
     silent_note,
@@ -176,6 +177,11 @@ def _iterations(view: ReportView, width: int) -> list[str]:
     return lines
 
 
+def _pace(view: ReportView, width: int) -> list[str]:
+    sentence = pace_sentence(view)
+    return [] if sentence is None else ["", _rule("Pace", width)] + _wrap(sentence, width, max_lines=3)
+
+
 def _first_errors(view: ReportView, width: int) -> list[str]:
     lines = ["", _rule("First error per node", width)]
     if view.first_errors.empty:
@@ -190,7 +196,7 @@ def _first_errors(view: ReportView, width: int) -> list[str]:
 
 def render_terminal(report: JobReport, width: int = 100) -> str:
     """A plain-text summary: header, root cause and remedy, top events with samples, nodes,
-    anomalous iterations, first errors. Every line has at most ``width`` display columns.
+    anomalous iterations, the slowest unit (with per-rank readings), first errors. Every line has at most ``width`` display columns.
 
     Raises ``ValueError`` when ``width`` < 40, ``ReportInputError`` like ``render_html``.
     """
@@ -198,5 +204,5 @@ def render_terminal(report: JobReport, width: int = 100) -> str:
         raise ValueError(f"render_terminal needs width >= {MIN_WIDTH}; got {width}")
     view = build_view(report)
     lines = (_header(view, width) + _patterns(view, width) + _events(view, width)
-             + _nodes(view, width) + _iterations(view, width) + _first_errors(view, width))
+             + _nodes(view, width) + _iterations(view, width) + _pace(view, width) + _first_errors(view, width))
     return "\n".join(line.rstrip() for line in lines) + "\n"

@@ -20,6 +20,8 @@ TIMELINE_NODES = 20     # rows of the timeline
 TIMELINE_OTHERS = 4     # non-suspect nodes kept in the timeline for comparison
 HEAT_EVENTS = 30        # rows of the heat map
 TABLE_EVENTS = 100      # rows of the events table (HTML, Markdown)
+PACE_UNITS = 8          # units in the pace table and figure (slowest first)
+SLOW_RATIO = 1.1        # a step this many times its peers' median is slow
 
 
 def is_missing(value) -> bool:
@@ -149,6 +151,8 @@ class ReportView:
     heat_matrix: pd.DataFrame      # rows event ids (rank order), columns nodes; counts
     heat_events_total: int
     heat_nodes_total: int
+    pace_units: pd.DataFrame       # slowest PACE_UNITS units: unit, source, median_ratio, max_ratio, slow_from, n_steps
+    pace_series: pd.DataFrame      # unit, step, ratio of those units (and of the others' median: unit "others")
 
     @property
     def job(self) -> dict:
@@ -208,6 +212,44 @@ def _heat_matrix(heat: pd.DataFrame, events: pd.DataFrame, nodes: pd.DataFrame
     return matrix.astype(int), len(event_order), len(node_order)
 
 
+def unit_label(node, process_rank) -> str:
+    return str(node) if is_missing(process_rank) else f"{node}#{int(process_rank)}"
+
+
+def _slow_from(steps: pd.Series, ratios: pd.Series) -> float | None:
+    """The first step from which the unit's ratios stay slow (median of the rest >= SLOW_RATIO)."""
+    ratios, steps = ratios.to_numpy(), steps.to_numpy()
+    for i in range(len(ratios)):
+        if ratios[i] >= SLOW_RATIO and np.median(ratios[i:]) >= SLOW_RATIO:
+            return float(steps[i])
+    return None
+
+
+def _pace(pace: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The slowest units by their median ratio to their peers (one source per unit: the one
+    with more steps), and the ratio per step of those units and of the other units' median."""
+    units_columns = ["unit", "source", "median_ratio", "max_ratio", "slow_from", "n_steps"]
+    frame = pace.assign(step=pd.to_numeric(pace["step"], errors="coerce"),
+                        ratio=pd.to_numeric(pace["ratio"], errors="coerce")).dropna(subset=["step", "ratio"])
+    if frame.empty:
+        return pd.DataFrame(columns=units_columns), pd.DataFrame(columns=["unit", "step", "ratio"])
+    frame = frame.assign(unit=[unit_label(n, r) for n, r in zip(frame["node"], frame["process_rank"])],
+                         source=frame["source"].fillna("timers").astype(str))
+    source = frame.groupby("source")["step"].nunique().sort_values(ascending=False, kind="mergesort").index[0]
+    frame = frame[frame["source"] == source].sort_values(["unit", "step"], kind="mergesort")
+    rows = [{"unit": unit, "source": source, "median_ratio": float(part["ratio"].median()),
+             "max_ratio": float(part["ratio"].max()), "slow_from": _slow_from(part["step"], part["ratio"]),
+             "n_steps": int(len(part))} for unit, part in frame.groupby("unit", sort=True)]
+    units = (pd.DataFrame(rows, columns=units_columns)
+             .sort_values(["median_ratio", "unit"], ascending=[False, True], kind="mergesort")
+             .head(PACE_UNITS).reset_index(drop=True))
+    shown = frame[frame["unit"].isin(set(units["unit"]))][["unit", "step", "ratio"]]
+    others = (frame[~frame["unit"].isin(set(units["unit"]))].groupby("step", as_index=False)["ratio"].median()
+              .assign(unit="others"))
+    series = pd.concat([shown, others[["unit", "step", "ratio"]]], ignore_index=True) if len(others) else shown
+    return units, series.reset_index(drop=True)
+
+
 def build_view(report: JobReport) -> ReportView:
     """Check ``report`` and shape it for the renderers."""
     report = checked(report)
@@ -232,12 +274,38 @@ def build_view(report: JobReport) -> ReportView:
     first_errors = first_errors.drop(columns=["_ts", "_node"]).reset_index(drop=True)
 
     heat_matrix, heat_events_total, heat_nodes_total = _heat_matrix(report.heat, events, nodes)
+    pace_units, pace_series = _pace(report.pace)
     return ReportView(
         report=report, events=events, nodes=nodes, nodes_shown=nodes.head(TOP_NODES),
         suspects=suspects, iterations=iterations, threshold=threshold, anomalous=anomalous,
         timeline_nodes=_timeline_nodes(nodes, suspects, report.stages, report.first_errors),
         first_errors=first_errors, heat_matrix=heat_matrix,
-        heat_events_total=heat_events_total, heat_nodes_total=heat_nodes_total)
+        heat_events_total=heat_events_total, heat_nodes_total=heat_nodes_total,
+        pace_units=pace_units, pace_series=pace_series)
+
+
+PACE_SOURCES = {"timers": "per-rank timers", "progress": "per-rank progress lines"}
+
+
+def pace_rows(view: ReportView) -> list[list[str]]:
+    """The pace table's rows: unit, median and largest ratio to its peers, slow from, steps."""
+    return [[clean_text(r["unit"]), f"{r['median_ratio']:.2f}x", f"{r['max_ratio']:.2f}x",
+             "-" if is_missing(r["slow_from"]) else str(int(r["slow_from"])), fmt_int(r["n_steps"])]
+            for _, r in view.pace_units.iterrows()]
+
+
+def pace_sentence(view: ReportView) -> str | None:
+    """One sentence on the slowest unit, or None without per-rank readings."""
+    if view.pace_units.empty:
+        return None
+    top = view.pace_units.iloc[0]
+    source = PACE_SOURCES.get(str(top["source"]), str(top["source"]))
+    if top["median_ratio"] < SLOW_RATIO:
+        return f"No unit is slower than its peers ({source}, {int(top['n_steps'])} steps; the slowest at " \
+               f"{top['median_ratio']:.2f}x their median)."
+    since = "" if is_missing(top["slow_from"]) else f" from step {int(top['slow_from'])}"
+    return (f"{clean_text(top['unit'])} takes {top['median_ratio']:.2f}x its peers' median time per step{since} "
+            f"({source}, {int(top['n_steps'])} steps): the others wait for it.")
 
 
 def header_facts(view: ReportView) -> list[tuple[str, str]]:

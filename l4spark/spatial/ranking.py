@@ -2,7 +2,7 @@
 
 Per failed job, every unit (a node by default, a process rank on request) is described by
 small long-form tables made here in the JVM (event counts and first times, what its lines
-name, how long and how loudly it logged, its per-rank timer reports); ``score.rank_units``
+name, how long and how loudly it logged, its per-rank timer reports: ``pace.timer_readings``); ``score.rank_units``
 then ranks one job's units in pandas (``cogroup().applyInPandas``), so Python only ever
 holds one job's small unit x event tables. The signals are in ``signals.py``, their sum and
 the order in ``score.py``; both import without pyspark.
@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 
 from l4spark.config import StorageConfig
 from l4spark.spatial.config import SpatialConfig
+from l4spark.spatial.pace import timer_readings
 from l4spark.spatial.score import DIAGNOSIS_NODES_COLUMNS, rank_units
 from l4spark.io.storage import write_job_rows
 from l4spark.io.tables import DIAGNOSIS_NODES
@@ -38,10 +39,6 @@ HOST_PATTERN = r"\b[A-Za-z][A-Za-z0-9_.-]*[0-9][A-Za-z0-9_.-]*\b"
 RANK_PATTERN = r"(?i)\brank\W{0,3}(\d+)"
 # Megatron's straggler detector names the slowest rank: `` | MnRtt/Slo: 1234.56ms/17 | ...``
 SLOW_RANK_PATTERN = r"MnRtt/Slo: [0-9.]+ms/(\d+)"
-# Megatron's per-rank timers (--timing-log-option all): a header, a timer name, one line per rank
-TIMER_HEAD_PATTERN = r"times across ranks \(ms\):\s*$"
-TIMER_NAME_PATTERN = r"^\s*([A-Za-z][\w-]*):\s*$"
-TIMER_RANK_PATTERN = r"^\s*rank\s+(\d+):\s+([0-9.]+)\s*$"
 
 
 # Long-form per-job input of rank_units: one row per unit x event (token null) with its line
@@ -187,50 +184,6 @@ def unit_activity(events: DataFrame, granularity: str = "node") -> DataFrame:
 # ---- pure per-job logic --------------------------------------------------------------------
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 def unit_slowness(events: DataFrame, granularity: str = "node") -> DataFrame:
     """Per unit, how far its ranks' per-rank timers stay above the other ranks' (a straggler).
 
@@ -246,23 +199,7 @@ def unit_slowness(events: DataFrame, granularity: str = "node") -> DataFrame:
     """
     if "message" not in events.columns or "line_no" not in events.columns:
         return events.sparkSession.createDataFrame([], "job_id string, node string, process_rank int, slow_z double")
-    msg = F.col("message")
-    is_head, is_name, is_rank = msg.rlike(TIMER_HEAD_PATTERN), msg.rlike(TIMER_NAME_PATTERN), msg.rlike(TIMER_RANK_PATTERN)
-    in_file = (Window.partitionBy("job_id", "node", "rank").orderBy("line_no")
-               .rowsBetween(Window.unboundedPreceding, Window.currentRow))
-    reports = (
-        events.where(msg.isNotNull() & (is_head | is_name | is_rank))
-        .select("job_id", "node", "rank", "line_no",
-                F.when(is_head, F.col("line_no")).alias("head"),
-                F.when(is_name, F.regexp_extract(msg, TIMER_NAME_PATTERN, 1)).alias("name"),
-                F.when(is_rank, F.regexp_extract(msg, TIMER_RANK_PATTERN, 1).cast("int")).alias("named_rank"),
-                F.when(is_rank, F.regexp_extract(msg, TIMER_RANK_PATTERN, 2).cast("double")).alias("ms"))
-        .withColumn("block", F.last("head", ignorenulls=True).over(in_file))
-        .withColumn("timer", F.last("name", ignorenulls=True).over(in_file))
-        .where(F.col("named_rank").isNotNull() & F.col("block").isNotNull() & F.col("timer").isNotNull())
-        .select("job_id", F.col("node").alias("reporter"), F.col("rank").alias("reporter_rank"), "block", "timer",
-                "named_rank", "ms")
-    )
+    reports = timer_readings(events).drop("iteration")
     block = ["job_id", "reporter", "reporter_rank", "block", "timer"]
     median = reports.groupBy(*block).agg(F.percentile_approx("ms", 0.5).alias("median"))
     reports = reports.join(median, on=block, how="inner").withColumn("dev", F.abs(F.col("ms") - F.col("median")))
