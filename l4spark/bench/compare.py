@@ -52,13 +52,21 @@ def compare_tables(left: pd.DataFrame, right: pd.DataFrame) -> str | None:
         if pd.api.types.is_float_dtype(a) and pd.api.types.is_float_dtype(b):
             same = np.isclose(a.to_numpy(), b.to_numpy(), rtol=FLOAT_TOLERANCE, atol=0.0, equal_nan=True)
         else:
-            same = np.array([(x is None and y is None) or (pd.isna(x) and pd.isna(y) if np.isscalar(x) and np.isscalar(y)
-                                                             else False) or x == y for x, y in zip(a, b)], dtype=bool)
+            same = np.array([_same(x, y) for x, y in zip(a, b)], dtype=bool)
         if not same.all():
             row = int(np.flatnonzero(~same)[0])
             return (f"column {column}: {int((~same).sum())} rows differ; first at sorted row {row}: "
                     f"{a.iloc[row]!r} against {b.iloc[row]!r}")
     return None
+
+
+def _same(x, y) -> bool:
+    """Cell equality with every missing value (None, NaN, NaT) equal to every other."""
+    x_missing = x is None or (not isinstance(x, (tuple, list, np.ndarray)) and bool(pd.isna(x)))
+    y_missing = y is None or (not isinstance(y, (tuple, list, np.ndarray)) and bool(pd.isna(y)))
+    if x_missing or y_missing:
+        return x_missing and y_missing
+    return bool(x == y)
 
 
 def compare_warehouses(spark, left: str, right: str) -> dict[str, str]:
