@@ -9,7 +9,7 @@ SCHEMA = "job_id string, n_lines long, first_ts timestamp"
 
 
 def _rows(frame):
-    return sorted(tuple(r) for r in frame.collect())
+    return sorted((tuple(r) for r in frame.collect()), key=repr)
 
 
 def test_local_frame_slices_give_the_same_rows(spark):

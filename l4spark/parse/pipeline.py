@@ -167,7 +167,8 @@ def _parse_by_shape(spark: SparkSession, config: Config, scan: LayoutScan, store
     lines = (read_rank_files(spark, scan.files, config.ingest, raw=True, shape_ids=_job_shape_ids(per_job, table))
              .where(issue.isNull()))
     shape_rows = shapes_frame(spark, table.drop(columns=["masked"]))
-    events = with_shape_fields(lines, shape_rows, _year_reference(scan)).select(*_event_columns())
+    lines, reference = _with_year_reference(spark, lines, scan)
+    events = with_shape_fields(lines, shape_rows, reference).select(*_event_columns())
     write_job_rows(events, config.storage, "events", summary.jobs, set(per_job["job_id"]))
     summary.seconds["write events"] = clock.lap()
     forms = per_job[["job_id", "shape", "n_lines"]].merge(table[["shape", "masked", "event_id"]], on="shape")
@@ -188,9 +189,10 @@ def _parse_per_line(spark: SparkSession, config: Config, scan: LayoutScan, store
                     progress: Callable[[str], None], clock: "_Clock",
                     summary: ParseSummary) -> tuple[list[Issue], pd.DataFrame]:
     """Structure and mask every line in the JVM; one read, kept in a cache for the three steps."""
+    read, reference = _with_year_reference(spark, read_rank_files(spark, scan.files, config.ingest), scan)
     parsed = (
-        read_rank_files(spark, scan.files, config.ingest)
-        .transform(lambda df: with_structure(df, config.structure, _year_reference(scan)))
+        read
+        .transform(lambda df: with_structure(df, config.structure, reference))
         .transform(lambda df: with_masked(df, config.masking, config.structure.fold_digits))
         # keep only what later steps read: the cache is the run's biggest write
         .select("job_id", "node", "rank", "file", "line_no", "ts", "level", "message", "masked",
@@ -258,10 +260,21 @@ def _write_forms(spark: SparkSession, config: Config, forms: pd.DataFrame, job_i
                    set(rows["job_id"]))
 
 
-def _year_reference(scan: LayoutScan) -> Column | None:
-    """Per line, the time that gives a year-less header time its year: its job's start (else
-    end) in job.json. A job without either falls back to the run's time (structure.in_reference_year)."""
-    return _per_job_time({job_id: _utc(meta.start_time) or _utc(meta.end_time) for job_id, meta in scan.jobs.items()})
+def _with_year_reference(spark: SparkSession, lines: DataFrame, scan: LayoutScan) -> tuple[DataFrame, Column | None]:
+    """``lines`` plus ``_year_reference``, the time that gives a year-less header time its year:
+    its job's start (else end) in job.json, and that column; (``lines``, None) when no job has
+    either (the run's time then, structure.in_reference_year). A broadcast join on job_id, not a
+    literal map: a map of every job of the run is copied into the plan at each use of the
+    reference (six in ``in_reference_year``), so into every task (1.1 MB at 640 jobs, "task of
+    very large size"), and a map lookup scans its keys one by one."""
+    pairs = [(job_id, t.isoformat(sep=" ")) for job_id, meta in sorted(scan.jobs.items())
+             if (t := _utc(meta.start_time) or _utc(meta.end_time)) is not None]
+    if not pairs:
+        return lines, None
+    references = (local_frame(spark, pd.DataFrame(pairs, columns=["job_id", "_year_reference"]),
+                              "job_id string, _year_reference string")
+                  .select("job_id", F.col("_year_reference").cast("timestamp").alias("_year_reference")))
+    return (lines.join(F.broadcast(references), on="job_id", how="left"), F.col("_year_reference"))
 
 
 def _per_job_time(times: dict[str, datetime | None]) -> Column | None:
