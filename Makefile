@@ -9,7 +9,7 @@ WAREHOUSE ?= warehouse
 SEED   ?= 7
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: setup jars demo evaluate evaluate-generalisation test test-reliability fuzz bench bench-nightly parse-accuracy clean
+.PHONY: setup jars demo evaluate evaluate-generalisation test test-reliability fuzz bench bench-nightly bench-small parse-accuracy clean
 
 setup: $(STAMP) $(JARS_STAMP)
 
@@ -74,6 +74,12 @@ bench: setup
 # 1x and 4x the data, each in its own Spark application: time, MB/s, s per failed job, phases, growth.
 bench-nightly: setup
 	$(PY) -m l4spark.bench.nightly $(BENCH_NIGHTLY_ARGS)
+
+# Many small rank files (issue #21): read floor, raw Spark scan, drain3, parse and nightly with
+# phases, in one run; BENCH_SMALL_ARGS="--scale 0.1" for a quick run, "--baseline-code DIR" to
+# time another checkout's nightly on the same fleet and compare the diagnosis tables row for row.
+bench-small: setup
+	$(PY) -m l4spark.bench.small $(BENCH_SMALL_ARGS)
 
 # Grouping accuracy on the 8 Loghub-2k systems: Spark pipeline vs single-process drain3.
 parse-accuracy: setup

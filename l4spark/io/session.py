@@ -107,3 +107,41 @@ def materialize(frame: DataFrame) -> DataFrame:
         return frame.localCheckpoint()
     except DecodeError:
         return frame.sparkSession.createDataFrame(frame.toPandas(), schema=frame.schema)
+
+
+# Driver-side rows become a LocalRelation, which Spark parallelizes into at most
+# ``spark.default.parallelism`` slices carried inside the tasks; and a stage that also runs Python
+# (mapInArrow, pandas UDFs) serializes the whole relation into every one of its tasks. Above this
+# size the rows go in slices of at most this many bytes and are checkpointed once.
+LOCAL_CHUNK_BYTES = 256 * 1024
+
+
+def local_frame(spark: SparkSession, rows, schema=None, chunk_bytes: int = LOCAL_CHUNK_BYTES) -> DataFrame:
+    """``spark.createDataFrame(rows, schema)`` for driver-side rows (a pandas DataFrame, a
+    pyarrow Table or a list of tuples) that may be large: in slices of about ``chunk_bytes``
+    each, unioned and checkpointed (``materialize``), so that later stages read the rows from
+    the block manager instead of carrying them in their tasks ("task of very large size").
+    Small rows (one slice) are a plain local relation."""
+    import pandas as pd
+    import pyarrow as pa
+
+    if isinstance(rows, pa.Table):
+        size, n_rows = rows.nbytes, rows.num_rows
+        part = lambda lo, hi: rows.slice(lo, hi - lo)  # noqa: E731
+    elif isinstance(rows, pd.DataFrame):
+        size, n_rows = int(rows.memory_usage(index=False, deep=True).sum()), len(rows)
+        part = lambda lo, hi: rows.iloc[lo:hi]  # noqa: E731
+    else:
+        rows = list(rows)
+        size, n_rows = sum(len(repr(r)) for r in rows), len(rows)
+        part = lambda lo, hi: rows[lo:hi]  # noqa: E731
+    slices = min(max(1, -(-size // chunk_bytes)), max(n_rows, 1))
+    if slices == 1:
+        return spark.createDataFrame(rows, schema) if schema is not None else spark.createDataFrame(rows)
+    bounds = [n_rows * i // slices for i in range(slices + 1)]
+    frames = [spark.createDataFrame(part(lo, hi), schema) if schema is not None else spark.createDataFrame(part(lo, hi))
+              for lo, hi in zip(bounds, bounds[1:])]
+    frame = frames[0]
+    for other in frames[1:]:
+        frame = frame.unionByName(other)
+    return materialize(frame)

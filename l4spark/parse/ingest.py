@@ -10,15 +10,18 @@ of a failed stage.
 
 from __future__ import annotations
 
-from typing import Iterator, Mapping, Sequence
-
+import dataclasses
+import json
 from collections import Counter
+from typing import Iterator, Mapping, Sequence
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from l4spark.config import IngestConfig
+from l4spark.io.session import local_frame
 from l4spark.parse.layout import Issue, RankFile
 from l4spark.parse.reader import ReadLimits, read_lines
 from l4spark.parse.textrules import fold_digits
@@ -83,32 +86,56 @@ def plan_read_tasks(files: Sequence[RankFile], conf: IngestConfig, min_tasks: in
 
 def read_rank_files(spark: SparkSession, files: Sequence[RankFile], conf: IngestConfig,
                     raw: bool = True, shape: bool = False, counts_only: bool = False,
-                    shape_ids: Mapping[str, int] | None = None) -> DataFrame:
+                    shape_ids: Mapping[str, Mapping[str, int]] | None = None) -> DataFrame:
     """Lines of ``files`` with INGEST_SCHEMA columns; quarantine rows have ``issue`` set.
 
     ``raw``: ship each line's text; ``shape``: ship its digit-folded shape (``fold_digits``,
     done here in C on whole blocks, far cheaper than a JVM pass per line). A column not asked
     for is null (quarantine samples always come in ``raw``). ``counts_only``: instead of lines,
     one row per (job, shape) of each task: ``n_lines`` lines, first at (``file``, ``line_no``);
-    the task counts in C, so only distinct shapes cross to the JVM. ``shape_ids``: ship each
-    line's ``shape_id``, its shape's number in this mapping (null for a shape it lacks), instead
-    of the shape's text: a dictionary lookup in the task is cheaper than carrying a second copy
-    of every line to the JVM and joining on it there.
+    the task counts in C, so only distinct shapes cross to the JVM. ``shape_ids``: per job, its
+    shapes' numbers; ship each line's ``shape_id`` (null for a shape its job's mapping lacks)
+    instead of the shape's text: a dictionary lookup in the task is cheaper than carrying a
+    second copy of every line to the JVM and joining on it there.
+
+    Each task's files (and its jobs' shape numbers) travel as that task's row of a small
+    broadcast table, not in the function's closure: a closure is serialized into every task, so
+    a fleet's whole file list (6 MB for 30,000 files) and shape map went to every reading task
+    ("task of very large size") and every Python worker unpickled them again.
     """
     tasks = plan_read_tasks(files, conf, min_tasks=2 * _parallelism(spark))
     limits = ReadLimits(conf.max_line_bytes, conf.read_chunk_bytes, conf.binary_control_share)
     batch_lines = conf.batch_lines
 
-    def read_tasks(task_ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in task_ids:
-            for task_id in batch.column(0).to_pylist():
+    def read_tasks(task_rows: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in task_rows:
+            for row in batch.to_pylist():
+                task_files = [RankFile(*spec) for spec in json.loads(row["files"])]
                 if counts_only:
-                    yield from shape_count_batches(tasks[task_id], limits)
+                    yield from shape_count_batches(task_files, limits)
                 else:
-                    yield from arrow_batches(tasks[task_id], limits, batch_lines, raw=raw, shape=shape,
-                                             shape_ids=shape_ids)
+                    ids = None if row["shape_ids"] is None else json.loads(row["shape_ids"])
+                    yield from arrow_batches(task_files, limits, batch_lines, raw=raw, shape=shape, shape_ids=ids)
 
-    return spark.range(0, len(tasks), 1, max(len(tasks), 1)).mapInArrow(read_tasks, INGEST_SCHEMA)
+    task_table = pa.table({
+        "task_id": pa.array(range(len(tasks)), pa.int64()),
+        "files": pa.array([json.dumps([dataclasses.astuple(f) for f in task]) for task in tasks], pa.string()),
+        "shape_ids": pa.array([None if shape_ids is None else json.dumps(_task_shape_ids(task, shape_ids))
+                               for task in tasks], pa.string()),
+    })
+    # one partition per task id, each joined to its row of the (broadcast) task table
+    task_ids = spark.range(0, len(tasks), 1, max(len(tasks), 1)).withColumnRenamed("id", "task_id")
+    return (task_ids.join(F.broadcast(local_frame(spark, task_table)), on="task_id", how="inner")
+            .select("files", "shape_ids")
+            .mapInArrow(read_tasks, INGEST_SCHEMA))
+
+
+def _task_shape_ids(task: Sequence[RankFile], shape_ids: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
+    """The shape numbers of the jobs of one read task (a task holds one job or a few)."""
+    merged: dict[str, int] = {}
+    for job_id in dict.fromkeys(f.job_id for f in task):
+        merged.update(shape_ids.get(job_id, {}))
+    return merged
 
 
 def _parallelism(spark: SparkSession) -> int:

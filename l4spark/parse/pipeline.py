@@ -43,6 +43,7 @@ from l4spark.parse.shapes import (
 from l4spark.parse.structure import with_masked, with_structure
 from l4spark.parse.template_store import load_template_store, save_template_store
 from l4spark.parse.templates import TemplateStore
+from l4spark.io.session import local_frame
 from l4spark.io.storage import read_table, table_exists, write_job_rows, write_table
 from l4spark.io.tables import JOB_EVENT_COUNTS, JOB_EVENT_FORMS, JOBS, QUARANTINE
 from l4spark.parse.textrules import Masker, message_form
@@ -104,7 +105,7 @@ def parse_jobs(spark: SparkSession, config: Config, logs_root: str | Path, jobs:
 
     counts = _event_counts(spark, config, scan, job_ids)
     summary.events = int(counts["event_id"].nunique())
-    write_job_rows(spark.createDataFrame(counts[["job_id", "event_id", "n_lines", "first_ts"]], schema=JOB_EVENT_COUNTS.schema),
+    write_job_rows(local_frame(spark, counts[["job_id", "event_id", "n_lines", "first_ts"]], JOB_EVENT_COUNTS.schema),
                    config.storage, "job_event_counts", job_ids, set(counts["job_id"]))
     _write_forms(spark, config, forms, job_ids, run_id)
     _write_templates(spark, config, store)
@@ -163,23 +164,35 @@ def _parse_by_shape(spark: SparkSession, config: Config, scan: LayoutScan, store
     summary.seconds["template"] = clock.lap()
     progress(f"templated: {table['masked'].nunique():,} masked messages, {len(store)} events in the store")
 
-    lines = (read_rank_files(spark, scan.files, config.ingest, raw=True, shape_ids=shape_numbers(table))
+    lines = (read_rank_files(spark, scan.files, config.ingest, raw=True, shape_ids=_job_shape_ids(per_job, table))
              .where(issue.isNull()))
     shape_rows = shapes_frame(spark, table.drop(columns=["masked"]))
-    events = with_shape_fields(lines, shape_rows, _year_reference(scan)).select(*_event_columns())
+    lines, reference = _with_year_reference(spark, lines, scan)
+    events = with_shape_fields(lines, shape_rows, reference).select(*_event_columns())
     write_job_rows(events, config.storage, "events", summary.jobs, set(per_job["job_id"]))
     summary.seconds["write events"] = clock.lap()
     forms = per_job[["job_id", "shape", "n_lines"]].merge(table[["shape", "masked", "event_id"]], on="shape")
     return file_issues, _forms(forms)
 
 
+def _job_shape_ids(per_job: pd.DataFrame, table: pd.DataFrame) -> dict[str, dict[str, int]]:
+    """Per job, the ``shape_id`` (``shape_numbers``) of each shape pass 1 counted in it: a read
+    task is sent only its own jobs' shapes."""
+    numbers = shape_numbers(table)
+    by_job: dict[str, dict[str, int]] = {}
+    for job_id, shape in zip(per_job["job_id"], per_job["shape"]):
+        by_job.setdefault(job_id, {})[shape] = numbers[shape]
+    return by_job
+
+
 def _parse_per_line(spark: SparkSession, config: Config, scan: LayoutScan, store: TemplateStore,
                     progress: Callable[[str], None], clock: "_Clock",
                     summary: ParseSummary) -> tuple[list[Issue], pd.DataFrame]:
     """Structure and mask every line in the JVM; one read, kept in a cache for the three steps."""
+    read, reference = _with_year_reference(spark, read_rank_files(spark, scan.files, config.ingest), scan)
     parsed = (
-        read_rank_files(spark, scan.files, config.ingest)
-        .transform(lambda df: with_structure(df, config.structure, _year_reference(scan)))
+        read
+        .transform(lambda df: with_structure(df, config.structure, reference))
         .transform(lambda df: with_masked(df, config.masking, config.structure.fold_digits))
         # keep only what later steps read: the cache is the run's biggest write
         .select("job_id", "node", "rank", "file", "line_no", "ts", "level", "message", "masked",
@@ -212,7 +225,8 @@ def _parse_per_line(spark: SparkSession, config: Config, scan: LayoutScan, store
         summary.seconds["template"] = clock.lap()
         progress(f"templated: {len(store)} events in the store")
 
-        mapping = spark.createDataFrame(
+        mapping = local_frame(
+            spark,
             pd.DataFrame({"masked": list(assignment), "event_id": list(assignment.values())}),
             schema="masked string, event_id string")
         events = lines.join(F.broadcast(mapping), on="masked", how="left").select(*_event_columns())
@@ -242,14 +256,25 @@ def _write_forms(spark: SparkSession, config: Config, forms: pd.DataFrame, job_i
     (``normal_pool``) checks the totals against ``jobs.n_lines`` and masks that job's lines then."""
     rows = forms.assign(n_lines=forms["n_lines"].astype("int64"),
                         masks=json.dumps(config.mask_signature()), run_id=run_id)
-    write_job_rows(spark.createDataFrame(rows, schema=JOB_EVENT_FORMS.schema), config.storage, JOB_EVENT_FORMS.name, job_ids,
+    write_job_rows(local_frame(spark, rows, JOB_EVENT_FORMS.schema), config.storage, JOB_EVENT_FORMS.name, job_ids,
                    set(rows["job_id"]))
 
 
-def _year_reference(scan: LayoutScan) -> Column | None:
-    """Per line, the time that gives a year-less header time its year: its job's start (else
-    end) in job.json. A job without either falls back to the run's time (structure.in_reference_year)."""
-    return _per_job_time({job_id: _utc(meta.start_time) or _utc(meta.end_time) for job_id, meta in scan.jobs.items()})
+def _with_year_reference(spark: SparkSession, lines: DataFrame, scan: LayoutScan) -> tuple[DataFrame, Column | None]:
+    """``lines`` plus ``_year_reference``, the time that gives a year-less header time its year:
+    its job's start (else end) in job.json, and that column; (``lines``, None) when no job has
+    either (the run's time then, structure.in_reference_year). A broadcast join on job_id, not a
+    literal map: a map of every job of the run is copied into the plan at each use of the
+    reference (six in ``in_reference_year``), so into every task (1.1 MB at 640 jobs, "task of
+    very large size"), and a map lookup scans its keys one by one."""
+    pairs = [(job_id, t.isoformat(sep=" ")) for job_id, meta in sorted(scan.jobs.items())
+             if (t := _utc(meta.start_time) or _utc(meta.end_time)) is not None]
+    if not pairs:
+        return lines, None
+    references = (local_frame(spark, pd.DataFrame(pairs, columns=["job_id", "_year_reference"]),
+                              "job_id string, _year_reference string")
+                  .select("job_id", F.col("_year_reference").cast("timestamp").alias("_year_reference")))
+    return (lines.join(F.broadcast(references), on="job_id", how="left"), F.col("_year_reference"))
 
 
 def _per_job_time(times: dict[str, datetime | None]) -> Column | None:
@@ -416,7 +441,8 @@ def _write_templates(spark: SparkSession, config: Config, store) -> None:
         .agg(F.sum("n_lines").alias("n_lines"), F.countDistinct("job_id").alias("n_jobs"),
              F.min("first_ts").alias("first_seen"))
     )
-    templates = spark.createDataFrame(
+    templates = local_frame(
+        spark,
         pd.DataFrame([(t.event_id, t.template) for t in store.templates()], columns=["event_id", "template"]),
         schema="event_id string, template string")
     table = (
@@ -442,7 +468,7 @@ def _write_jobs(spark: SparkSession, config: Config, scan: LayoutScan, summary: 
             "n_set_aside_lines": job["set_aside_lines"], "n_issues": sum(job["issues"].values()),
             "run_id": summary.run_id, "parsed_at": parsed_at, "parser_version": __version__,
         })
-    frame = spark.createDataFrame(pd.DataFrame(rows), schema=JOBS.schema)
+    frame = local_frame(spark, pd.DataFrame(rows), JOBS.schema)
     write_job_rows(frame, config.storage, "jobs", summary.jobs)
 
 
@@ -452,6 +478,6 @@ def _write_quarantine(spark: SparkSession, config: Config, issues: list[Issue], 
                       run_id: str) -> None:
     rows = [(i.job_id, i.file, i.reason, i.detail, i.n_lines, i.n_bytes, i.line_no, i.sample, run_id)
             for i in issues if i.job_id is not None]
-    frame = spark.createDataFrame(rows, schema=QUARANTINE.schema)
+    frame = local_frame(spark, rows, QUARANTINE.schema)
     if rows or table_exists(config.storage, "quarantine"):
         write_job_rows(frame, config.storage, "quarantine", job_ids, {r[0] for r in rows})

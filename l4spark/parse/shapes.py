@@ -24,6 +24,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from l4spark.config import StructureConfig
+from l4spark.io.session import local_frame
 from l4spark.parse.structure import BASE_YEAR, MONTHS, in_reference_year
 from l4spark.parse.textrules import (
     YEARLESS,
@@ -222,7 +223,7 @@ def shapes_frame(spark: SparkSession, table: pd.DataFrame) -> DataFrame:
         ts_parts, yearless = castable_ts_parts(r.shape, r.ts_parts)
         rows.append({"shape_id": i, "event_id": r.event_id, "level": r.level, "has_ts": bool(ts_parts),
                      "ts_yearless": yearless, **_slots("ts", ts_parts, r.shape), **_slots("msg", r.msg_parts, r.shape)})
-    return spark.createDataFrame(pa.Table.from_pylist(rows, schema=SHAPE_FIELDS))
+    return local_frame(spark, pa.Table.from_pylist(rows, schema=SHAPE_FIELDS))
 
 
 def shape_numbers(table: pd.DataFrame) -> dict[str, int]:
