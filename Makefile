@@ -10,7 +10,7 @@ WAREHOUSE ?= warehouse
 SEED   ?= 7
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: setup jars storage-jars demo evaluate test test-reliability fuzz bench bench-nightly parse-accuracy clean
+.PHONY: setup jars storage-jars demo evaluate test test-reliability fuzz bench bench-nightly bench-storage parse-accuracy clean
 
 setup: $(STAMP) $(JARS_STAMP) $(STORAGE_JARS_STAMP)
 
@@ -74,6 +74,10 @@ bench: setup
 # 1x and 4x the data, each in its own Spark application: time, MB/s, s per failed job, phases, growth.
 bench-nightly: setup
 	$(PY) -m l4spark.bench.nightly $(BENCH_NIGHTLY_ARGS)
+
+# Parse throughput of one fleet on a local path and on HDFS (a MiniDFSCluster on 127.0.0.1), as a ratio.
+bench-storage: setup
+	$(PY) -m tests.storage.bench_hdfs $(BENCH_STORAGE_ARGS)
 
 # Grouping accuracy on the 8 Loghub-2k systems: Spark pipeline vs single-process drain3.
 parse-accuracy: setup

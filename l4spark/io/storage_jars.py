@@ -8,7 +8,9 @@ Hadoop version, into ``jars-storage/`` of the checkout (gitignored):
 
 - ``org.apache.hadoop:hadoop-aws:3.5.0``: the ``s3a://`` connector, with the AWS SDK v2 it is built
   against, ``software.amazon.awssdk:bundle:2.35.4`` (``aws-java-sdk-v2.version`` in
-  ``hadoop-project-3.5.0.pom``; one shaded jar of 686 MB);
+  ``hadoop-project-3.5.0.pom``; one shaded jar of 686 MB) and its compile dependency
+  ``software.amazon.s3.analyticsaccelerator:analyticsaccelerator-s3:1.3.1`` (without it S3A fails
+  at its first use: ``NoClassDefFoundError: software/amazon/s3/analyticsaccelerator/...``);
 - ``org.apache.hadoop:hadoop-client-minicluster:3.5.0``: for the tests only, a real NameNode and
   DataNode in one JVM (``org.apache.hadoop.test.MiniDFSClusterManager``).
 
@@ -29,7 +31,8 @@ log = logging.getLogger(__name__)
 
 HADOOP_VERSION = "3.5.0"
 AWS_SDK_VERSION = "2.35.4"
-S3A_ARTIFACTS = (f"org.apache.hadoop:hadoop-aws:{HADOOP_VERSION}", f"software.amazon.awssdk:bundle:{AWS_SDK_VERSION}")
+S3A_ARTIFACTS = (f"org.apache.hadoop:hadoop-aws:{HADOOP_VERSION}", f"software.amazon.awssdk:bundle:{AWS_SDK_VERSION}",
+                 "software.amazon.s3.analyticsaccelerator:analyticsaccelerator-s3:1.3.1")
 TEST_ARTIFACTS = (f"org.apache.hadoop:hadoop-client-minicluster:{HADOOP_VERSION}",)
 ARTIFACTS = S3A_ARTIFACTS + TEST_ARTIFACTS
 DEFAULT_FOLDER = Path(__file__).resolve().parents[2] / "jars-storage"
@@ -40,7 +43,8 @@ class StorageJarsError(RuntimeError):
 
 
 def s3a_jars(folder: str | Path | None = None) -> list[Path] | None:
-    """hadoop-aws and the AWS SDK bundle in ``folder`` (default ``jars-storage/``), or None unless both are there."""
+    """hadoop-aws, the AWS SDK bundle and the analytics accelerator in ``folder`` (default
+    ``jars-storage/``), or None unless all are there."""
     base = Path(folder) if folder else DEFAULT_FOLDER
     jars = [base / jar_name(artifact) for artifact in S3A_ARTIFACTS]
     return jars if all(jar.is_file() for jar in jars) else None
