@@ -8,8 +8,9 @@ from tests.storage.servers import start_minidfs
 
 
 @pytest.fixture(scope="session")
-def minidfs(tmp_path_factory):
+def minidfs(spark, tmp_path_factory):
     dfs = start_minidfs(tmp_path_factory.mktemp("minidfs"))
+    spark.conf.set("dfs.replication", "1")  # one DataNode: the session's HDFS writes keep one replica
     yield dfs
     dfs.stop()
 

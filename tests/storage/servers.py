@@ -63,7 +63,7 @@ def start_minidfs(base: Path) -> MiniDfs:
     settings = {"hdfs.minidfs.basedir": base / "data", "dfs.namenode.rpc-bind-host": "127.0.0.1",
                 "dfs.namenode.http-address": "127.0.0.1:0", "dfs.datanode.address": "127.0.0.1:0",
                 "dfs.datanode.http.address": "127.0.0.1:0", "dfs.datanode.ipc.address": "127.0.0.1:0",
-                "dfs.permissions.enabled": "false"}
+                "dfs.permissions.enabled": "false", "dfs.replication": "1"}
     command = ["java", "-Xmx512m", f"-Dlog4j2.configurationFile={log4j}", "-cp", minidfs_classpath(),
                "org.apache.hadoop.test.MiniDFSClusterManager", "-format", "-nnport", "0",
                "-writeDetails", str(details)]
@@ -99,7 +99,9 @@ def hadoop_shell(dfs_uri: str, *args: str) -> str:
     (conf_dir / "core-site.xml").write_text("<configuration/>\n")
     classpath = os.pathsep.join([str(conf_dir)] + [str(p) for p in sorted(spark_jars.glob("*.jar"))
                                                    if p.name.startswith(wanted)])
-    done = subprocess.run(["java", "-Xmx256m", "-cp", classpath, "org.apache.hadoop.fs.FsShell", "-fs", dfs_uri, *args],
+    # one DataNode: one replica (the client's default of 3 makes large writes crawl)
+    done = subprocess.run(["java", "-Xmx256m", "-cp", classpath, "org.apache.hadoop.fs.FsShell",
+                           "-D", "dfs.replication=1", "-fs", dfs_uri, *args],
                           capture_output=True, text=True, check=False, timeout=300)
     if done.returncode != 0:
         raise RuntimeError(f"hadoop fs {' '.join(args)} failed ({done.returncode}): {done.stderr[-2000:]}")
