@@ -74,13 +74,18 @@ def list_files(spark: "SparkSession", root: str) -> list[RemoteFile] | None:
     """Every file under ``root`` (recursively, hidden names left out), or None when ``root`` does
     not exist."""
     try:
-        rows = (spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(root)
-                .select("path", "length").collect())
+        files = spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(root)
+        rows = files.select("path", "length").collect()
+        every = files.inputFiles()
     except Exception as exc:  # AnalysisException of classic Spark and of Connect alike
         if _missing(exc):
             return None
         raise
-    return sorted((RemoteFile(row.path, int(row.length)) for row in rows), key=lambda f: f.path)
+    # a scan leaves empty files out; the file index (inputFiles) has them: they are 0 bytes long
+    sizes = {urlparse(row.path).path: int(row.length) for row in rows}
+    listed = {urlparse(path).path: path for path in every}
+    listed.update({urlparse(row.path).path: row.path for row in rows})
+    return sorted((RemoteFile(path, sizes.get(key, 0)) for key, path in listed.items()), key=lambda f: f.path)
 
 
 def read_files(spark: "SparkSession", paths: list[str]) -> dict[str, bytes]:

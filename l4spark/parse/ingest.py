@@ -134,8 +134,19 @@ def _read_remote_files(spark: SparkSession, files: Sequence[RankFile], limits: R
                 yield from arrow_batches(chosen, limits, batch_lines, raw=raw, shape=shape,
                                          shape_ids=shape_ids, contents=contents)
 
-    binary = spark.read.format("binaryFile").load([f.path for f in files])
-    return binary.select("path", "content").mapInArrow(read_contents, INGEST_SCHEMA)
+    # Spark's scan skips empty files: their quarantine rows (empty_file) are made here
+    empty = [f for f in files if f.size == 0]
+    if counts_only:
+        empty_rows = list(shape_count_batches(empty, limits, {f.path: b"" for f in empty}))
+    else:
+        empty_rows = list(arrow_batches(empty, limits, batch_lines, raw=raw, shape=shape, shape_ids=shape_ids,
+                                        contents={f.path: b"" for f in empty}))
+    empty_frame = spark.createDataFrame(pa.Table.from_batches(empty_rows, schema=_ARROW_SCHEMA), INGEST_SCHEMA)
+    if not any(f.size for f in files):
+        return empty_frame
+    lines = (spark.read.format("binaryFile").load([f.path for f in files if f.size])
+             .select("path", "content").mapInArrow(read_contents, INGEST_SCHEMA))
+    return lines.unionByName(empty_frame) if empty_rows else lines
 
 
 def _parallelism(spark: SparkSession) -> int:
