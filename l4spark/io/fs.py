@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 if TYPE_CHECKING:  # pure callers (the layout, the reader) import this module without pyspark
     from pyspark.sql import SparkSession
@@ -83,6 +83,7 @@ def list_files(spark: "SparkSession", root: str) -> list[RemoteFile] | None:
         raise
     # a scan leaves empty files out; the file index (inputFiles) has them: they are 0 bytes long
     sizes = {urlparse(row.path).path: int(row.length) for row in rows}
+    every = [unquote(path) for path in every]  # inputFiles gives URIs (a space is %20), the scan plain paths
     listed = {urlparse(path).path: path for path in every}
     listed.update({urlparse(row.path).path: row.path for row in rows})
     return sorted((RemoteFile(path, sizes.get(key, 0)) for key, path in listed.items()), key=lambda f: f.path)
