@@ -4,14 +4,15 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 JARS_STAMP := jars/.fetched
+STORAGE_JARS_STAMP := jars-storage/.fetched
 FLEET  ?= out/demo-fleet
 WAREHOUSE ?= warehouse
 SEED   ?= 7
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: setup jars demo evaluate evaluate-generalisation test test-reliability fuzz bench bench-nightly bench-small parse-accuracy clean
+.PHONY: setup jars storage-jars demo evaluate evaluate-generalisation test test-reliability fuzz bench bench-nightly bench-small bench-storage parse-accuracy clean
 
-setup: $(STAMP) $(JARS_STAMP)
+setup: $(STAMP) $(JARS_STAMP) $(STORAGE_JARS_STAMP)
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -29,6 +30,15 @@ $(JARS_STAMP): l4spark/io/delta_jars.py | $(STAMP)
 	@command -v mvn >/dev/null || { echo "need Maven (mvn) on PATH to fetch Delta's jars"; exit 1; }
 	$(PY) -m l4spark.io.delta_jars
 	touch $(JARS_STAMP)
+
+# Hadoop's storage jars (l4spark/io/storage_jars.py): hadoop-aws 3.5.0 and its AWS SDK bundle for
+# s3a://, hadoop-client-minicluster 3.5.0 for the HDFS tests; copied once into jars-storage/.
+storage-jars: $(STORAGE_JARS_STAMP)
+
+$(STORAGE_JARS_STAMP): l4spark/io/storage_jars.py | $(STAMP)
+	@command -v mvn >/dev/null || { echo "need Maven (mvn) on PATH to fetch Hadoop's storage jars"; exit 1; }
+	$(PY) -m l4spark.io.storage_jars
+	touch $(STORAGE_JARS_STAMP)
 
 # Generate the demo fleet (once), parse it into ./warehouse, build the normal pool from its
 # successful jobs and diagnose every failed job: tables, one terminal summary, HTML/MD reports.
@@ -80,6 +90,10 @@ bench-nightly: setup
 # time another checkout's nightly on the same fleet and compare the diagnosis tables row for row.
 bench-small: setup
 	$(PY) -m l4spark.bench.small $(BENCH_SMALL_ARGS)
+
+# Parse throughput of one fleet on a local path and on HDFS (a MiniDFSCluster on 127.0.0.1), as a ratio.
+bench-storage: setup
+	$(PY) -m tests.storage.bench_hdfs $(BENCH_STORAGE_ARGS)
 
 # Grouping accuracy on the 8 Loghub-2k systems: Spark pipeline vs single-process drain3.
 parse-accuracy: setup

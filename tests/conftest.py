@@ -20,9 +20,12 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 @pytest.fixture(scope="session")
 def spark():
     from l4spark.io.session import build_session
+    from l4spark.io.storage_jars import s3a_jars
 
+    # the s3a connector (make storage-jars) for the storage tests; s3a settings are set by them
+    jars = {"spark.extra": {"spark.jars": ",".join(str(j) for j in s3a_jars())}} if s3a_jars() else {}
     config = load_config(overrides={"spark.master": "local[2]", "spark.shuffle_partitions": 2,
-                                    "spark.driver_memory": "2g"})
+                                    "spark.driver_memory": "2g", **jars})
     session = build_session(config.spark)
     yield session
     session.stop()

@@ -51,9 +51,16 @@ def spark_session(config) -> Iterator:
 @contextmanager
 def locked_session(config, command: str) -> Iterator:
     """A Spark session for a command that writes the warehouse: the warehouse lock is taken
-    before Spark starts and released after it stops (l4spark/io/lock.py)."""
+    before Spark starts and released after it stops (l4spark/io/lock.py). A remote warehouse's
+    lock is taken through Spark: after it starts, released before it stops."""
+    from l4spark.io import fs
     from l4spark.io.lock import warehouse_lock
 
+    if not fs.is_local(config.storage.warehouse):
+        with spark_session(config) as spark:
+            with warehouse_lock(config.storage, f"l4spark {command}", spark=spark):
+                yield spark
+        return
     with warehouse_lock(config.storage, f"l4spark {command}"):
         with spark_session(config) as spark:
             yield spark

@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from l4spark.cli.common import add_common_options, config_from_args, locked_session, progress_printer
 from l4spark.errors import EXIT_OK, EXIT_PARTIAL
@@ -53,8 +52,10 @@ def run(args: argparse.Namespace) -> int:
         kept = write_diagnosis(spark, config, diagnosis)
         reports = {}
         if not args.no_reports:  # <warehouse>/_reports by default: still under the lock
-            out = Path(args.reports or Path(config.storage.warehouse) / "_reports")
-            reports = write_job_reports(diagnosis, out, skip=kept)
+            from l4spark.io import fs
+
+            out = args.reports or fs.child(config.storage.warehouse, "_reports")
+            reports = write_job_reports(diagnosis, out, skip=kept, spark=spark)
     shown = [j for j in diagnosis.diagnosed][: max(0, args.show)]
     for job_id in shown:
         print()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 from datetime import date
-from pathlib import Path
 
 from l4spark.cli.common import add_common_options, config_from_args, locked_session, progress_printer
 from l4spark.errors import EXIT_OK, EXIT_PARTIAL
@@ -33,11 +32,12 @@ def _date(text: str) -> date:
 
 
 def run(args: argparse.Namespace) -> int:
+    from l4spark.io import fs
     from l4spark.nightly.batch import run_nightly, summary_lines
 
     config = config_from_args(args)
     progress = progress_printer()
-    reports = None if args.no_reports else Path(args.reports or Path(config.storage.warehouse) / "_reports")
+    reports = None if args.no_reports else (args.reports or fs.child(config.storage.warehouse, "_reports"))
     with locked_session(config, "nightly") as spark:
         result = run_nightly(spark, config, args.logs_root, args.date, args.rediagnose_older, reports, progress)
     print("\n".join(summary_lines(result)))

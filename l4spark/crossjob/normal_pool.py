@@ -62,6 +62,7 @@ from l4spark.crossjob.reasons import (
     RATE_ABOVE_NORMAL,
 )
 from l4spark.io.session import materialize
+from l4spark.io import fs
 from l4spark.io.storage import read_table, table_exists, table_path, write_job_rows, write_json, write_table
 from l4spark.io.tables import JOB_EVENT_FORMS, NORMAL_POOL, NORMAL_POOL_LEDGER, NORMAL_POOL_VARIANTS, columns
 from l4spark.parse.structure import with_masked
@@ -116,7 +117,7 @@ def update_normal_pool(spark: SparkSession, config: Config, pool_config: NormalP
         .where(F.col("status").isin(list(pool_config.succeeded_statuses)))
         .select("job_id", "run_id").collect()
     }
-    state = _read_state(storage)
+    state = _read_state(spark, storage)
     masks = config.mask_signature()
     in_ledger = _ledger_jobs(spark, storage)
     # counted under other masks: the ledger's message forms mean something else, count again
@@ -142,7 +143,7 @@ def update_normal_pool(spark: SparkSession, config: Config, pool_config: NormalP
         pool = build_pool(ledger, groups).localCheckpoint()
         write_table(pool, storage, NORMAL_POOL.name)
         write_table(build_variants(ledger, groups).localCheckpoint(), storage, NORMAL_POOL_VARIANTS.name)
-        write_json(Path(storage.warehouse) / STATE_FILE, target)
+        _write_state(spark, storage, target)
         update.rebuilt = True
     else:
         pool = read_table(spark, storage, NORMAL_POOL.name)
@@ -341,12 +342,25 @@ def _ledger_jobs(spark: SparkSession, storage: StorageConfig) -> dict[str, str]:
             for row in read_table(spark, storage, NORMAL_POOL_LEDGER.name).select("job_id", "parse_run_id").distinct().collect()}
 
 
-def _read_state(storage: StorageConfig) -> dict:
-    path = Path(storage.warehouse) / STATE_FILE
+def _read_state(spark: SparkSession, storage: StorageConfig) -> dict:
+    if not fs.is_local(storage.warehouse):
+        data = fs.read_latest(spark, fs.child(storage.warehouse, STATE_FILE.parent.name), "state")
+        return json.loads(data.decode("utf-8")) if data else {}
+    path = fs.local_path(storage.warehouse) / STATE_FILE
     try:
         return json.loads(path.read_text("utf-8"))
     except (OSError, ValueError):
         return {}
+
+
+def _write_state(spark: SparkSession, storage: StorageConfig, state: dict) -> None:
+    """The pool's state, replaced atomically: a file locally, a new write-once version remotely."""
+    if fs.is_local(storage.warehouse):
+        write_json(fs.local_path(storage.warehouse) / STATE_FILE, state)
+        return
+    folder = fs.child(storage.warehouse, STATE_FILE.parent.name)
+    version = max(fs.versions(spark, folder, "state"), default=0) + 1
+    fs.write_version(spark, folder, "state", version, json.dumps(state, indent=2, default=str).encode())
 
 
 # ---- the filter ----------------------------------------------------------------------------

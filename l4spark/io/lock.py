@@ -16,6 +16,16 @@ is another process that reused the pid, or a zombie), or when it is older than
 ``storage.lock_stale_s`` seconds (a holder on another host cannot be checked). Taking over is
 serialised by a second, short-lived guard file, so two runs that find the same stale lock
 cannot both win. Within one process the lock is re-entrant (a nightly run that parses).
+
+A remote warehouse (``hdfs://``, ``s3a://``...; ``io/fs.py``) has no hard link and no
+``O_EXCL`` that Spark's DataFrame API could reach, and nothing can be deleted through it. There
+the lock is a *claim* protocol over write-once folders under ``<warehouse>/_lock/``: a run writes
+``claim-<token>/`` (its holder record, one Parquet file) and then lists the folder; it holds the
+lock only if no other live claim (one without a ``release-<token>/`` and not stale) is listed.
+Two runs that claim at the same time both see each other and both step back (refused, never
+both holding). It relies only on what HDFS and S3 both give: a file written whole becomes visible
+at once, and a listing after a completed write shows it (S3 is strongly consistent for both since
+December 2020). A release is a ``release-<token>/`` folder; old claims stay (a few KB a run).
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 import socket
 import time
 import uuid
@@ -34,6 +45,7 @@ from typing import Iterator
 
 from l4spark.config import StorageConfig
 from l4spark.errors import L4SparkError
+from l4spark.io import fs
 
 log = logging.getLogger(__name__)
 
@@ -62,12 +74,17 @@ class LockHolder:
 
 
 def lock_path(storage: StorageConfig) -> Path:
-    return Path(storage.warehouse).resolve() / LOCK_NAME
+    return fs.local_path(storage.warehouse).resolve() / LOCK_NAME
 
 
 @contextmanager
-def warehouse_lock(storage: StorageConfig, owner: str) -> Iterator[Path]:
-    """Hold the warehouse lock for the block (re-entrant within a process)."""
+def warehouse_lock(storage: StorageConfig, owner: str, spark=None) -> Iterator[Path | str]:
+    """Hold the warehouse lock for the block (re-entrant within a process). ``spark``: needed
+    for a remote warehouse (the claim protocol above)."""
+    if not fs.is_local(storage.warehouse):
+        with _remote_lock(spark, storage, owner) as folder:
+            yield folder
+        return
     path = lock_path(storage)
     key = str(path)
     if key in _held:
@@ -214,3 +231,84 @@ def _process_start(pid: int) -> str | None:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
     except (OSError, IndexError):
         return None
+
+
+# ---- a remote warehouse: claims in write-once folders (see the module's docstring) ----------
+
+
+@contextmanager
+def _remote_lock(spark, storage: StorageConfig, owner: str) -> Iterator[str]:
+    folder = fs.child(storage.warehouse, LOCK_NAME)
+    if folder in _held:
+        depth, token = _held[folder]
+        _held[folder] = (depth + 1, token)
+        try:
+            yield folder
+        finally:
+            _held[folder] = (_held[folder][0] - 1, token)
+        return
+    if spark is None:
+        raise WarehouseLockedError(f"the lock of the remote warehouse {storage.warehouse} is taken through Spark: "
+                                   "no session given")
+    token = _remote_acquire(spark, folder, owner, storage.lock_wait_s, storage.lock_stale_s)
+    _held[folder] = (1, token)
+    try:
+        yield folder
+    finally:
+        del _held[folder]
+        fs.write_version(spark, folder, f"release-{token}", 0, b"")
+
+
+def _remote_acquire(spark, folder: str, owner: str, wait_s: float, stale_s: float) -> str:
+    deadline = time.monotonic() + max(wait_s, 0.0)
+    while True:
+        me = LockHolder(uuid.uuid4().hex, owner, os.getpid(), socket.gethostname(), _process_start(os.getpid()),
+                        time.time())
+        fs.write_version(spark, folder, f"claim-{me.token}", 0, json.dumps(me.__dict__).encode())
+        others = [holder for holder in _live_claims(spark, folder, stale_s) if holder.token != me.token]
+        if not others:
+            return me.token
+        fs.write_version(spark, folder, f"release-{me.token}", 0, b"")  # step back
+        if time.monotonic() >= deadline:
+            first = min(others, key=lambda h: h.created)
+            raise WarehouseLockedError(
+                f"warehouse {folder.rsplit('/', 1)[0]} is locked by {first.describe()}: another run is writing it. "
+                f"Wait for it to finish (--lock-wait SECONDS waits up to that long); a claim whose process is "
+                f"gone is taken over automatically")
+        time.sleep(POLL_S + random.random())
+
+
+def _live_claims(spark, folder: str, stale_s: float) -> list[LockHolder]:
+    """Holders of the claims under ``folder`` that are neither released nor stale."""
+    names = {fs.relative(f.path, folder).split("/")[0] for f in fs.list_files(spark, folder) or []}
+    released = {name[len("release-"):].rsplit("-", 1)[0] for name in names if name.startswith("release-")}
+    live = []
+    for name in sorted(names):
+        if not name.startswith("claim-"):
+            continue
+        token = name[len("claim-"):].rsplit("-", 1)[0]
+        if token in released:
+            continue
+        try:
+            holder = LockHolder(**json.loads(fs.read_version(spark, folder, f"claim-{token}", 0)))
+        except (ValueError, TypeError):
+            continue
+        reason = _remote_stale_reason(holder, stale_s)
+        if reason:
+            log.warning("ignoring the stale claim on %s of %s: %s", folder, holder.describe(), reason)
+            continue
+        live.append(holder)
+    return live
+
+
+def _remote_stale_reason(holder: LockHolder, stale_s: float) -> str | None:
+    age = time.time() - holder.created
+    if age > stale_s:
+        return f"held for {age:.0f}s, more than storage.lock_stale_s={stale_s:.0f}"
+    if holder.host == socket.gethostname():
+        if not _alive(holder.pid):
+            return f"process {holder.pid} on {holder.host} is gone"
+        start = _process_start(holder.pid)
+        if holder.pid_start and start and start != holder.pid_start:
+            return f"pid {holder.pid} now belongs to another process"
+    return None

@@ -23,11 +23,11 @@ from pyspark.sql import DataFrame, SparkSession
 
 from l4spark.config import StorageConfig
 from l4spark.killpoints import kill_point
-from l4spark.io import tables
+from l4spark.io import fs, tables
 
 
 def table_path(storage: StorageConfig, table: str) -> str:
-    return str(Path(storage.warehouse).resolve() / table)
+    return fs.child(storage.warehouse, table)
 
 
 def table_exists(storage: StorageConfig, table: str) -> bool:
@@ -38,6 +38,8 @@ def table_exists(storage: StorageConfig, table: str) -> bool:
     the schema, so a table whose rows were all replaced away still exists; data files without a
     commit, as a crash during the first write leaves them, are not a table).
     """
+    if not fs.is_local(storage.warehouse):
+        return _remote_table_exists(storage, table)
     path = Path(table_path(storage, table))
     if storage.format == "delta":
         log = path / "_delta_log"
@@ -89,7 +91,11 @@ def write_job_rows(rows: DataFrame, storage: StorageConfig, table: str, job_ids:
         return
     (rows.write.mode("overwrite").option("partitionOverwriteMode", "dynamic")
      .partitionBy(key).parquet(path))
-    delete_job_partitions(storage, table, set(job_ids) - set(jobs_with_rows if jobs_with_rows is not None else job_ids))
+    gone = set(job_ids) - set(jobs_with_rows if jobs_with_rows is not None else job_ids)
+    if fs.is_local(storage.warehouse):
+        delete_job_partitions(storage, table, gone)
+    else:
+        _empty_remote_partitions(rows, storage, table, gone)
     kill_point(f"after_write:{table}")
 
 
@@ -162,3 +168,36 @@ def write_json(path: str | Path, payload: Any) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(path, json.dumps(payload, indent=2, default=str).encode())
+
+
+# ---- a remote warehouse (hdfs://, s3a://...; io/fs.py): no file system calls, Spark only -------
+
+
+def _remote_table_exists(storage: StorageConfig, table: str) -> bool:
+    """``table_exists`` on a remote warehouse, by a listing through Spark: Delta, a commit file in
+    ``_delta_log``; Parquet, a data file (Hadoop's listing leaves out ``_SUCCESS``)."""
+    if storage.format == "delta":
+        log = fs.list_files(_active_session(), table_path(storage, table) + "/_delta_log")
+        return any(f.path.rsplit("/", 1)[-1][:1].isdigit() for f in log or [])
+    return bool(fs.list_files(_active_session(), table_path(storage, table)))
+
+
+def _empty_remote_partitions(rows: DataFrame, storage: StorageConfig, table: str, job_ids: Iterable[str]) -> None:
+    """``delete_job_partitions`` without a delete call: each partition folder is overwritten with
+    no rows (one empty Parquet file with the schema), which Spark reads as no rows of that job."""
+    key = tables.table(table).key
+    empty = rows.sparkSession.createDataFrame([], rows.drop(key).schema)
+    for job_id in job_ids:
+        if fs.list_files(rows.sparkSession, _partition_path(storage, table, job_id)):
+            empty.coalesce(1).write.mode("overwrite").parquet(_partition_path(storage, table, job_id))
+
+
+def _partition_path(storage: StorageConfig, table: str, job_id: str) -> str:
+    return table_path(storage, table) + "/" + tables.table(table).key + "=" + escape_partition_value(job_id)
+
+
+def _active_session() -> SparkSession:
+    session = SparkSession.getActiveSession()
+    if session is None:
+        raise RuntimeError("a remote warehouse is read through Spark: no active Spark session")
+    return session

@@ -71,7 +71,7 @@ def parse_missing(spark: SparkSession, config: Config, logs_root: str | Path,
                   progress: Callable[[str], None] = log.info) -> list[str]:
     """Parse the jobs under ``logs_root`` that the warehouse does not have yet (one listing of the
     root, handed to the parse); returns them."""
-    scan = scan_logs_root(logs_root, config.layout.pattern, config.layout.job_file)
+    scan = scan_logs_root(logs_root, config.layout.pattern, config.layout.job_file, spark=spark)
     missing = missing_jobs(spark, config, scan)
     if missing:
         progress(f"parsing {len(missing)} jobs not yet in the warehouse")
@@ -100,7 +100,7 @@ def run_nightly(spark: SparkSession, config: Config, logs_root: str | Path, run_
         run.seconds[name] = round(now - clock, 2)
         clock = now
 
-    scan = scan_logs_root(logs_root, config.layout.pattern, config.layout.job_file)
+    scan = scan_logs_root(logs_root, config.layout.pattern, config.layout.job_file, spark=spark)
     run.scanned = len(scan.jobs)
     run.parsed = stale_jobs(spark, config, scan)
     lap("scan")
@@ -125,7 +125,7 @@ def run_nightly(spark: SparkSession, config: Config, logs_root: str | Path, run_
         run.errors = {r.job_id: r.error for r in diagnosis.jobs.itertuples() if r.status == "error"}
         lap("write")
         if reports_dir is not None:
-            run.reports = write_job_reports(diagnosis, reports_dir, skip=run.kept)
+            run.reports = write_job_reports(diagnosis, reports_dir, skip=run.kept, spark=spark)
             lap("reports")
     kill_point("before_runs_row")
     record_run(spark, config, run, "partial" if run.errors else "succeeded")

@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from l4spark.config import IngestConfig
+from l4spark.io.fs import is_local
 from l4spark.io.session import local_frame
 from l4spark.parse.layout import Issue, RankFile
 from l4spark.parse.reader import ReadLimits, read_lines
@@ -103,9 +104,11 @@ def read_rank_files(spark: SparkSession, files: Sequence[RankFile], conf: Ingest
     a fleet's whole file list (6 MB for 30,000 files) and shape map went to every reading task
     ("task of very large size") and every Python worker unpickled them again.
     """
-    tasks = plan_read_tasks(files, conf, min_tasks=2 * _parallelism(spark))
     limits = ReadLimits(conf.max_line_bytes, conf.read_chunk_bytes, conf.binary_control_share)
     batch_lines = conf.batch_lines
+    if files and not is_local(files[0].path):
+        return _read_remote_files(spark, files, limits, batch_lines, raw, shape, counts_only, shape_ids)
+    tasks = plan_read_tasks(files, conf, min_tasks=2 * _parallelism(spark))
 
     def read_tasks(task_rows: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in task_rows:
@@ -138,6 +141,43 @@ def _task_shape_ids(task: Sequence[RankFile], shape_ids: Mapping[str, Mapping[st
     return merged
 
 
+def _read_remote_files(spark: SparkSession, files: Sequence[RankFile], limits: ReadLimits, batch_lines: int,
+                       raw: bool, shape: bool, counts_only: bool,
+                       shape_ids: Mapping[str, Mapping[str, int]] | None) -> DataFrame:
+    """``read_rank_files`` of files on a remote file system (``io.fs``): Spark's ``binaryFile``
+    source reads each file whole (no split, no decompression; Hadoop's file system of the cluster
+    opens it), and the same reader turns its bytes into lines inside the task. Spark packs the
+    files into tasks (``spark.sql.files.maxPartitionBytes``); one file must stay under 2 GB."""
+    by_path = {f.path: f for f in files}
+
+    def read_contents(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            paths = batch.column(0).to_pylist()
+            contents = dict(zip(paths, batch.column(1).to_pylist()))
+            chosen = sorted((by_path[p] for p in paths), key=lambda f: (f.job_id, f.rel_path))
+            if counts_only:
+                yield from shape_count_batches(chosen, limits, contents)
+            else:
+                ids = None if shape_ids is None else _task_shape_ids(chosen, shape_ids)
+                yield from arrow_batches(chosen, limits, batch_lines, raw=raw, shape=shape,
+                                         shape_ids=ids, contents=contents)
+
+    # Spark's scan skips empty files: their quarantine rows (empty_file) are made here
+    empty = [f for f in files if f.size == 0]
+    if counts_only:
+        empty_rows = list(shape_count_batches(empty, limits, {f.path: b"" for f in empty}))
+    else:
+        empty_rows = list(arrow_batches(empty, limits, batch_lines, raw=raw, shape=shape,
+                                        shape_ids=None if shape_ids is None else _task_shape_ids(empty, shape_ids),
+                                        contents={f.path: b"" for f in empty}))
+    empty_frame = spark.createDataFrame(pa.Table.from_batches(empty_rows, schema=_ARROW_SCHEMA), INGEST_SCHEMA)
+    if not any(f.size for f in files):
+        return empty_frame
+    lines = (spark.read.format("binaryFile").load([f.path for f in files if f.size])
+             .select("path", "content").mapInArrow(read_contents, INGEST_SCHEMA))
+    return lines.unionByName(empty_frame) if empty_rows else lines
+
+
 def _parallelism(spark: SparkSession) -> int:
     value = spark.conf.get("spark.default.parallelism", None)
     if value:
@@ -155,12 +195,14 @@ def _cpu_count() -> int:
 
 
 def arrow_batches(files: Sequence[RankFile], limits: ReadLimits, batch_lines: int, raw: bool = True,
-                  shape: bool = False, shape_ids: Mapping[str, int] | None = None) -> Iterator[pa.RecordBatch]:
-    """Read ``files`` in order into Arrow batches of about ``batch_lines`` rows."""
+                  shape: bool = False, shape_ids: Mapping[str, int] | None = None,
+                  contents: Mapping[str, bytes] | None = None) -> Iterator[pa.RecordBatch]:
+    """Read ``files`` in order into Arrow batches of about ``batch_lines`` rows (``contents``:
+    their bytes by path, when read by Spark)."""
     columns: dict[str, list] = {name: [] for name in _ARROW_SCHEMA.names}
     fold = shape or shape_ids is not None
     for rank_file in files:
-        for item in read_lines(rank_file, limits, fold=fold):
+        for item in read_lines(rank_file, limits, fold=fold, content=_content(contents, rank_file)):
             if isinstance(item, Issue):
                 _append_issue(columns, rank_file, item)
                 continue
@@ -182,13 +224,18 @@ def arrow_batches(files: Sequence[RankFile], limits: ReadLimits, batch_lines: in
         yield _to_batch(columns)
 
 
-def shape_count_batches(files: Sequence[RankFile], limits: ReadLimits) -> Iterator[pa.RecordBatch]:
+def _content(contents: Mapping[str, bytes] | None, rank_file: RankFile) -> bytes | None:
+    return None if contents is None else contents[rank_file.path]
+
+
+def shape_count_batches(files: Sequence[RankFile], limits: ReadLimits,
+                        contents: Mapping[str, bytes] | None = None) -> Iterator[pa.RecordBatch]:
     """Read ``files`` and yield, per job, its distinct shapes with line count and first line."""
     columns: dict[str, list] = {name: [] for name in _ARROW_SCHEMA.names}
     by_job: dict[str, tuple[Counter, dict]] = {}
     for rank_file in files:
         counts, firsts = by_job.setdefault(rank_file.job_id, (Counter(), {}))
-        for item in read_lines(rank_file, limits, fold=True):
+        for item in read_lines(rank_file, limits, fold=True, content=_content(contents, rank_file)):
             if isinstance(item, Issue):
                 _append_issue(columns, rank_file, item)
                 continue

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from l4spark.errors import InputLayoutError
+from l4spark.io import fs
 
 KNOWN_STATUSES = ("succeeded", "failed")
 
@@ -87,12 +88,18 @@ class LayoutScan:
 
 
 def scan_logs_root(logs_root: str | Path, pattern: str, job_file: str = "job.json",
-                   jobs: Iterable[str] | None = None) -> LayoutScan:
+                   jobs: Iterable[str] | None = None, spark: Any = None) -> LayoutScan:
     """List rank files and read job registries; ``jobs`` restricts the scan to those job ids.
 
+    A local root (a path or ``file:`` URI) is walked with ``os.scandir``; any other URI
+    (``hdfs://``, ``s3a://``...) is listed through ``spark`` (``io.fs``, required then).
     Raises ``InputLayoutError`` when the root does not exist or a requested job is absent.
     """
-    root = Path(logs_root)
+    if not fs.is_local(logs_root):
+        if spark is None:
+            raise InputLayoutError(f"logs root {str(logs_root)!r} is not a local path: listing it needs Spark")
+        return _scan_remote(spark, str(logs_root).rstrip("/"), re.compile(pattern), job_file, jobs)
+    root = fs.local_path(logs_root)
     if not root.is_dir():
         raise InputLayoutError(f"logs root {str(root)!r} is not a directory")
     matcher = re.compile(pattern)
@@ -116,7 +123,13 @@ def scan_logs_root(logs_root: str | Path, pattern: str, job_file: str = "job.jso
         raise InputLayoutError(f"jobs not found under {str(root)!r}: {sorted(wanted - job_dirs)}")
     for job_id in sorted(job_dirs):
         scan.jobs[job_id] = read_job_meta(root / job_id / job_file, job_id)
-        meta = scan.jobs[job_id]
+    _finish(scan, job_file)
+    return scan
+
+
+def _finish(scan: LayoutScan, job_file: str) -> None:
+    """Issues of the job registries and of duplicate ranks; files in path order."""
+    for job_id, meta in sorted(scan.jobs.items()):
         if meta.error:
             scan.issues.append(Issue(job_id, f"{job_id}/{job_file}", "job_meta", meta.error))
         elif meta.status not in KNOWN_STATUSES:
@@ -125,7 +138,70 @@ def scan_logs_root(logs_root: str | Path, pattern: str, job_file: str = "job.jso
                                      "diagnosed (pooled only if normal_pool.succeeded_statuses names it)"))
     _flag_duplicate_ranks(scan)
     scan.files.sort(key=lambda f: f.rel_path)
+
+
+def _scan_remote(spark: Any, root: str, matcher: re.Pattern[str], job_file: str,
+                 jobs: Iterable[str] | None) -> LayoutScan:
+    """``scan_logs_root`` of a remote root: one listing through Spark, the same rules as the local
+    walk (Hadoop's listing already leaves out ``_`` and ``.`` names, so none is counted as skipped;
+    an object store has no empty folders, so a node folder without any file is not seen)."""
+    listing = fs.list_files(spark, root)
+    if listing is None:
+        raise InputLayoutError(f"logs root {root!r} does not exist")
+    wanted = set(jobs) if jobs is not None else None
+    scan = LayoutScan()
+    by_job: dict[str, list[tuple[str, fs.RemoteFile]]] = {}
+    for remote in listing:
+        rel = fs.relative(remote.path, root)
+        if "/" not in rel:
+            if wanted is None:
+                scan.issues.append(Issue(None, rel, "outside_layout",
+                                         "file at the top of the logs root belongs to no job folder"))
+            continue
+        job_name = rel.split("/", 1)[0]
+        if wanted is None or job_name in wanted:
+            by_job.setdefault(job_name, []).append((rel, remote))
+    if wanted is not None and wanted - set(by_job):
+        raise InputLayoutError(f"jobs not found under {root!r}: {sorted(wanted - set(by_job))}")
+    registries = {job_name: remote.path for job_name, entries in by_job.items()
+                  for rel, remote in entries if rel == f"{job_name}/{job_file}"}
+    texts = fs.read_files(spark, sorted(registries.values()))
+    for job_name in sorted(by_job):
+        _match_job_files(job_name, [(rel, remote.path, remote.size) for rel, remote in sorted(by_job[job_name])],
+                         matcher, job_file, scan)
+        raw = texts.get(registries.get(job_name, ""))
+        scan.jobs[job_name] = job_meta_from_bytes(raw, job_file, job_name)
+    _finish(scan, job_file)
     return scan
+
+
+def _match_job_files(job_name: str, entries: list[tuple[str, str, int]], matcher: re.Pattern[str],
+                     job_file: str, scan: LayoutScan) -> None:
+    """Match a remote job folder's files (rel path, full path, size) against the layout pattern."""
+    folders_with_ranks: set[str] = set()
+    node_folders: set[str] = set()
+    for rel, full, size in entries:
+        if rel == f"{job_name}/{job_file}":
+            continue
+        parts = rel.split("/")
+        if len(parts) > 2:
+            node_folders.add("/".join(parts[:2]))
+        match = matcher.match(rel)
+        if not match:
+            scan.issues.append(Issue(job_name, rel, "outside_layout",
+                                     f"path does not match the layout pattern {matcher.pattern!r}"))
+            continue
+        if match.group("job_id") != job_name:
+            scan.issues.append(Issue(job_name, rel, "outside_layout",
+                                     f"pattern gives job_id {match.group('job_id')!r} inside folder {job_name!r}"))
+            continue
+        folders_with_ranks.update(_folders(rel))
+        scan.files.append(RankFile(job_name, match.group("node"), int(match.group("rank")), full, rel, size))
+    if not folders_with_ranks:
+        scan.issues.append(Issue(job_name, None, "no_rank_files", "job folder holds no rank file"))
+        return
+    for folder in sorted(node_folders - folders_with_ranks):
+        scan.issues.append(Issue(job_name, folder + "/", "no_rank_files", "node folder holds no rank file"))
 
 
 def _scan_job_dir(root: Path, job_dir: Path, matcher: re.Pattern[str], job_file: str, scan: LayoutScan) -> None:
@@ -193,19 +269,30 @@ def _flag_duplicate_ranks(scan: LayoutScan) -> None:
 def read_job_meta(path: Path, job_id: str) -> JobMeta:
     """Read and validate one job.json; problems give ``status='unknown'`` and an ``error``."""
     try:
-        text = path.read_text("utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
-        return JobMeta(job_id, "unknown", {}, None, None, f"{path.name} is missing")
-    except (OSError, UnicodeDecodeError) as exc:
+        data = None
+    except OSError as exc:
         return JobMeta(job_id, "unknown", {}, None, None, f"{path.name} is unreadable: {exc}")
+    return job_meta_from_bytes(data, path.name, job_id)
+
+
+def job_meta_from_bytes(data: bytes | None, name: str, job_id: str) -> JobMeta:
+    """Validate the bytes of one job.json (None: the file is missing)."""
+    if data is None:
+        return JobMeta(job_id, "unknown", {}, None, None, f"{name} is missing")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return JobMeta(job_id, "unknown", {}, None, None, f"{name} is unreadable: {exc}")
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
-        return JobMeta(job_id, "unknown", {}, None, None, f"{path.name} is not JSON: {exc}")
+        return JobMeta(job_id, "unknown", {}, None, None, f"{name} is not JSON: {exc}")
     problems = validate_job_meta(raw, job_id)
     if problems:
         settings = raw.get("settings") if isinstance(raw, dict) and isinstance(raw.get("settings"), dict) else {}
-        return JobMeta(job_id, "unknown", settings, None, None, f"{path.name}: " + "; ".join(problems))
+        return JobMeta(job_id, "unknown", settings, None, None, f"{name}: " + "; ".join(problems))
     return JobMeta(job_id, raw["status"].strip().lower(), raw["settings"], raw.get("start_time"), raw.get("end_time"))
 
 

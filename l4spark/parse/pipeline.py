@@ -80,7 +80,7 @@ def parse_jobs(spark: SparkSession, config: Config, logs_root: str | Path, jobs:
     clock = _Clock()
     run_id = datetime.now(timezone.utc).strftime("parse-%Y%m%dT%H%M%S-") + uuid.uuid4().hex[:6]
     if scan is None:
-        scan = scan_logs_root(logs_root, config.layout.pattern, config.layout.job_file, jobs)
+        scan = scan_logs_root(logs_root, config.layout.pattern, config.layout.job_file, jobs, spark=spark)
     job_ids = sorted(scan.jobs)
     summary = ParseSummary(run_id, job_ids, files=len(scan.files), bytes=scan.total_bytes)
     summary.seconds["list"] = clock.lap()
@@ -90,7 +90,7 @@ def parse_jobs(spark: SparkSession, config: Config, logs_root: str | Path, jobs:
         progress("nothing to parse")
         return summary
 
-    store = load_template_store(config.storage, config.drain, config.structure.fold_digits)
+    store = load_template_store(config.storage, config.drain, config.structure.fold_digits, spark=spark)
     before = len(store)
     not_by_shape = shapes_usable(config.structure)
     parsed = None
@@ -159,7 +159,7 @@ def _parse_by_shape(spark: SparkSession, config: Config, scan: LayoutScan, store
     firsts = (per_job[["shape", "first_raw"]].rename(columns={"first_raw": "raw"})
               .merge(table[["shape", "masked", "msg_parts"]], on="shape"))
     store.observe(original_masked(firsts, config.masking))
-    save_template_store(config.storage, store)
+    save_template_store(config.storage, store, spark=spark)
     table["event_id"] = table["masked"].map(assignment)
     summary.seconds["template"] = clock.lap()
     progress(f"templated: {table['masked'].nunique():,} masked messages, {len(store)} events in the store")
@@ -221,7 +221,7 @@ def _parse_per_line(spark: SparkSession, config: Config, scan: LayoutScan, store
             masker = Masker(config.masking)
             store.observe((masked, masker.mask(message or ""))
                           for masked, message in zip(stats["masked"], stats["first_message"]))
-        save_template_store(config.storage, store)
+        save_template_store(config.storage, store, spark=spark)
         summary.seconds["template"] = clock.lap()
         progress(f"templated: {len(store)} events in the store")
 

@@ -17,6 +17,7 @@ Nothing is dropped silently. Each set-aside or repaired line is counted as an ``
 
 from __future__ import annotations
 
+import io
 import re
 import zlib
 from dataclasses import dataclass
@@ -62,19 +63,21 @@ class _IssueCounter:
         return list(self._by_reason.values())
 
 
-def read_lines(rank_file: RankFile, limits: ReadLimits,
-               fold: bool = False) -> Iterator[tuple[int, list[str | None], list[str] | None] | Issue]:
+def read_lines(rank_file: RankFile, limits: ReadLimits, fold: bool = False,
+               content: bytes | None = None) -> Iterator[tuple[int, list[str | None], list[str] | None] | Issue]:
     """Yield ``(first_line_no, lines, shapes)`` blocks in file order, then the file's Issues.
 
     Line numbers start at 1 and count every line of the file; a set-aside line is None in its
     block, so the numbers of the others stay exact. ``fold``: ``shapes`` holds each line's
     ``textrules.fold_digits`` when the block took the fast path (folded on the bytes before
     decoding: no second encode of the text); otherwise, and without ``fold``, it is None.
+    ``content``: the file's bytes as stored (a remote file, read by Spark's ``binaryFile``
+    source); the file is opened by its path when None.
     """
     counter = _IssueCounter(rank_file)
     saw_bytes = False
     try:
-        with _open(rank_file) as stream:
+        with _open(rank_file, content) as stream:
             for block_start, lines, shapes, saw in _blocks(stream, limits, counter, fold):
                 saw_bytes = saw_bytes or saw
                 if lines:
@@ -91,10 +94,9 @@ def read_lines(rank_file: RankFile, limits: ReadLimits,
     yield from counter.issues()
 
 
-def _open(rank_file: RankFile) -> BinaryIO:
-    if rank_file.compressed:
-        return _GzipStream(open(rank_file.path, "rb"))
-    return open(rank_file.path, "rb")
+def _open(rank_file: RankFile, content: bytes | None = None) -> BinaryIO:
+    raw = open(rank_file.path, "rb") if content is None else io.BytesIO(content)
+    return _GzipStream(raw) if rank_file.compressed else raw
 
 
 class _GzipStream:

@@ -32,9 +32,10 @@ def job_report(diagnosis: Diagnosis, job_id: str):
     return JobReport(job=row, patterns=diagnosis.patterns.get(job_id, []), **kwargs)
 
 
-def write_job_reports(diagnosis: Diagnosis, out_dir, skip: Iterable[str] = ()) -> dict[str, tuple]:
+def write_job_reports(diagnosis: Diagnosis, out_dir, skip: Iterable[str] = (), spark=None) -> dict[str, tuple]:
     """HTML and Markdown report of every job of ``diagnosis`` but ``skip`` (jobs whose failed
-    rediagnosis kept the last good one: their reports stay too) under ``out_dir``: job -> (html, md)."""
+    rediagnosis kept the last good one: their reports stay too) under ``out_dir``: job -> (html, md).
+    ``spark``: needed when ``out_dir`` is a remote URI (``report.files``)."""
     skip = set(skip)
-    return {job_id: write_reports(job_report(diagnosis, job_id), out_dir) for job_id in diagnosis.jobs["job_id"]
-            if job_id not in skip}
+    return {job_id: write_reports(job_report(diagnosis, job_id), out_dir, spark=spark)
+            for job_id in diagnosis.jobs["job_id"] if job_id not in skip}

@@ -14,6 +14,7 @@ import re
 import uuid
 from pathlib import Path
 
+from l4spark.io.fs import is_local, local_path
 from l4spark.report.html_page import render_html
 from l4spark.report.markdown_text import render_markdown
 from l4spark.report.model import JobReport, ReportInputError
@@ -53,11 +54,18 @@ def _write_atomically(path: Path, text: str) -> None:
         raise
 
 
-def write_reports(report: JobReport, out_dir: str | os.PathLike) -> tuple[Path, Path]:
+def write_reports(report: JobReport, out_dir: str | os.PathLike, spark=None) -> tuple[Path | str, Path | str]:
     """Write ``<out_dir>/<safe job id>.html`` and ``.md`` (creating ``out_dir``); returns both
-    paths. Each file is replaced atomically, so a reader sees the old or the new report."""
+    paths. Each file is replaced atomically, so a reader sees the old or the new report.
+
+    ``out_dir`` a remote URI (``hdfs://``, ``s3a://``...: ``io.fs``): written through ``spark``'s
+    text writer, each report a folder ``<stem>.html/`` holding one part file (``hadoop fs -cat
+    <out_dir>/<stem>.html/part-*``), overwritten whole: a reader may find it missing during the
+    rewrite, never half-written."""
     html_text, md_text = render_html(report), render_markdown(report)   # checks the job id
-    out = Path(out_dir)
+    if not is_local(out_dir):
+        return _write_remote(spark, str(out_dir), safe_file_stem(str(report.job["job_id"])), html_text, md_text)
+    out = local_path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     stem = safe_file_stem(str(report.job["job_id"]))
     html_path, md_path = out / f"{stem}.html", out / f"{stem}.md"
@@ -66,3 +74,16 @@ def write_reports(report: JobReport, out_dir: str | os.PathLike) -> tuple[Path, 
     _write_atomically(html_path, html_text)
     _write_atomically(md_path, md_text)
     return html_path, md_path
+
+
+def _write_remote(spark, out_dir: str, stem: str, html_text: str, md_text: str) -> tuple[str, str]:
+    if spark is None:
+        raise ReportInputError(f"reports to {out_dir} are written through Spark: no session given")
+    paths = []
+    for suffix, text in (("html", html_text), ("md", md_text)):
+        path = f"{out_dir.rstrip('/')}/{stem}.{suffix}"
+        # one row holding the whole text: the writer adds a final newline, nothing else
+        (spark.createDataFrame([(text.removesuffix("\n"),)], "value string").coalesce(1)
+         .write.mode("overwrite").text(path))
+        paths.append(path)
+    return paths[0], paths[1]

@@ -1,0 +1,62 @@
+"""The nightly with its logs root and warehouse on S3 (moto's server on 127.0.0.1, s3a://)."""
+
+from __future__ import annotations
+
+import pytest
+
+from l4spark.nightly.batch import run_nightly
+from tests.nightly_support import assert_same, nightly_config, snapshot
+from tests.storage.servers import upload_tree
+
+pytestmark = [pytest.mark.spark, pytest.mark.e2e]
+
+
+def test_nightly_on_s3_equals_local(spark, s3, nightly_logs, nightly_clean, tmp_path):
+    upload_tree(s3.client(), "l4spark", nightly_logs, "logs")
+    warehouse = "s3a://l4spark/warehouse"
+    run = run_nightly(spark, nightly_config(warehouse), "s3a://l4spark/logs", reports_dir="s3a://l4spark/reports")
+    _, local_run, local_tables = nightly_clean
+    assert run.diagnosed == local_run.diagnosed and run.diagnosed
+    assert_same(snapshot(spark, warehouse), local_tables)
+    keys = [o["Key"] for o in s3.client().list_objects_v2(Bucket="l4spark", Prefix="reports/")["Contents"]]
+    assert any(k.endswith(".html/" + k.rsplit("/", 1)[-1]) for k in keys)
+
+
+def _all_bytes(client, bucket: str) -> bytes:
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+    return b"".join(client.get_object(Bucket=bucket, Key=o["Key"])["Body"].read() + o["Key"].encode()
+                    for page in pages for o in page.get("Contents", []))
+
+
+def test_second_nightly_on_the_same_s3_warehouse_is_refused(spark, s3, nightly_logs, tmp_path, capfd):
+    """While this process holds the S3 warehouse's lock, `l4spark nightly` in another process
+    (its own Spark) is refused with exit 2 naming the holder; the secret key used by both is in
+    no object of the bucket and in no output."""
+    import os
+    import subprocess
+    import sys
+
+    from l4spark.io.lock import warehouse_lock
+    from l4spark.io.storage_jars import s3a_jars
+    from tests.storage.conftest import SECRET_KEY
+
+    warehouse = "s3a://l4spark/warehouse"
+    conf = tmp_path / "s3.toml"
+    extra = {"spark.jars": ",".join(str(j) for j in s3a_jars()),
+             **{f"spark.hadoop.{k}": v for k, v in s3.hadoop_settings().items()}}
+    conf.write_text("[spark]\nmaster = \"local[1]\"\n[spark.extra]\n" +
+                    "".join(f'"{k}" = "{v}"\n' for k, v in extra.items()))
+    config = nightly_config(warehouse)
+    with warehouse_lock(config.storage, "the holding test", spark=spark):
+        second = subprocess.run(
+            [sys.executable, "-m", "l4spark.cli", "nightly", "--logs-root", "s3a://l4spark/logs",
+             "--warehouse", warehouse, "--conf", str(conf), "--no-reports"],
+            capture_output=True, text=True, timeout=600,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "SPARK_LOCAL_IP": "127.0.0.1"})
+    assert second.returncode == 2, second.stdout[-3000:] + second.stderr[-3000:]
+    assert "locked by the holding test" in second.stdout + second.stderr
+    # credentials: not in any object (tables, reports, lock claims, stores), not in any output
+    assert SECRET_KEY.encode() not in _all_bytes(s3.client(), "l4spark")
+    captured = capfd.readouterr()
+    for text in (second.stdout, second.stderr, captured.out, captured.err):
+        assert SECRET_KEY not in text
