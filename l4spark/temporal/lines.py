@@ -37,6 +37,19 @@ def stage_marker(conf: TemporalConfig, with_iterations: bool = True) -> Column:
     return marker
 
 
+def named_stage_marker(conf: TemporalConfig) -> Column:
+    """struct(stage, iteration) of the first stage rule a line matches, or null: ``iteration`` is
+    group 1 when the rule ``names_iteration`` (the iteration a checkpoint save writes), else null."""
+    message = F.col("message")
+    marker: Column = F.lit(None).cast("struct<stage:string,iteration:long>")
+    for rule in reversed(conf.stage_rules):
+        named = (F.regexp_extract(message, rule.pattern, 1).try_cast("long") if rule.names_iteration
+                 else F.lit(None).cast("long"))
+        marker = F.when(message.rlike(rule.pattern),
+                        F.struct(F.lit(rule.stage).alias("stage"), named.alias("iteration"))).otherwise(marker)
+    return marker
+
+
 def iteration_marker(conf: TemporalConfig) -> Column:
     """The iteration number a progress line reports (first matching rule), or null."""
     numbers = [F.when(F.col("message").rlike(rule.pattern),
