@@ -89,6 +89,17 @@ def megatron_save() -> list[Line]:
                _watchdog(1250)])
 
 
+def megatron_save_skewed() -> list[Line]:
+    # rank 0's lines are timed (a container runtime's timestamps); the last rank's node clock is 2 s
+    # ahead, so iteration 60's line sorts after the save of iteration 60 that followed it
+    lines = [(node, rank, None if t is None else t, level, message)
+             for node, rank, t, level, message in _megatron_setup(1) + _megatron_training(1, 60, saves=(30,))]
+    lines = [(n, r, (t + 2 if n == "b" and t is not None else t), lv, m) for n, r, t, lv, m in lines]
+    return lines + [("a", 0, 600.3, None, "saving checkpoint at iteration      60 to /ckpt in torch_dist format"),
+                    ("b", 1, None, None, "OSError: [Errno 116] Stale file handle: '/ckpt/iter_0000060/__1_0.distcp'"),
+                    _watchdog(1250)]
+
+
 def megatron_deepspeed_data() -> list[Line]:
     # Megatron-DeepSpeed's indexed dataset reader on a shared file system
     return (_megatron_setup(1) + [("a", 0, None, None, " > building dataset index ..."),
@@ -190,6 +201,7 @@ def mindspeed_save() -> list[Line]:
 JOBS = {  # job -> (lines, failure stage, failure iteration)
     "megatron_data": (megatron_data, "data_loading", None),
     "megatron_save": (megatron_save, "checkpoint_saving", 60),
+    "megatron_save_skewed": (megatron_save_skewed, "checkpoint_saving", 60),
     "megatron_deepspeed_data": (megatron_deepspeed_data, "data_loading", None),
     "megatron_deepspeed_save": (megatron_deepspeed_save, "checkpoint_saving", 40),
     "deepspeed_data": (deepspeed_data, "data_loading", None),
