@@ -272,14 +272,16 @@ def _normal_pool(table: dict[str, Any]) -> NormalPoolConfig:
 
 
 def _temporal(table: dict[str, Any]) -> TemporalConfig:
-    """Scalars by name; ``stage_rules`` as a list of ``{stage, pattern}``, ``iteration_rules`` of
+    """Scalars by name; ``stage_rules`` as a list of ``{stage, pattern, names_iteration}``
+    (``names_iteration`` optional, default false), ``iteration_rules`` of
     ``{pattern}``, ``counted_iteration_rules`` of ``{pattern, interval_pattern, start_pattern}``,
     ``elapsed_rules``, ``bad_count_rules`` and ``progress_clock_rules`` as lists of regexes (each
     replaces the default list whole)."""
     check_keys(table, [f.name for f in dataclasses.fields(TemporalConfig)], "temporal")
     try:
         if "stage_rules" in table:
-            table["stage_rules"] = tuple(StageRule(str(r["stage"]), str(r["pattern"])) for r in table["stage_rules"])
+            table["stage_rules"] = tuple(StageRule(str(r["stage"]), str(r["pattern"]), bool(r.get("names_iteration", False)))
+                                         for r in table["stage_rules"])
         if "iteration_rules" in table:
             table["iteration_rules"] = tuple(IterationRule(str(r["pattern"])) for r in table["iteration_rules"])
         for name in ("elapsed_rules", "bad_count_rules", "progress_clock_rules"):

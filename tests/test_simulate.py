@@ -158,7 +158,8 @@ def test_labelled_stage_and_iteration_are_where_the_fault_lines_are(fleet):
             assert its and max(its) < lab["failure_iteration"], job
             checked["training"] += 1
         else:
-            assert lab["failure_iteration"] is None
+            # a failed save fails at the iteration it saves: the last one printed
+            assert its and lab["failure_iteration"] == max(its) or not its and lab["framework"] == "hf_trainer", job
             saving = re.compile(r"saving checkpoint at iteration|Saving model checkpoint|\[Torch\] Saving ")
             assert any(saving.search(line) for line in fleet.lines(job)), job
             checked["saving"] += 1
@@ -627,3 +628,42 @@ def test_node_faults_added_for_issue_18_log_on_the_faulty_node(tmp_path):
         if kind == "nic_down_init":
             assert lab["failure_stage"] == "init"
     assert set(seen) == set(expect)
+
+
+def test_storage_failures_are_labelled_with_their_stage_and_the_saved_iteration(tmp_path):
+    fleet = _fleet(tmp_path, "storage", seed=31, jobs=24, failed_share=0.7, nodes=(2, 3), ranks_per_node=2, iterations=300,
+                   fault_kinds=("dataset_read_failure", "ckpt_save_shared_fs"))
+    seen = set()
+    for job_id, lab in fleet.labels.items():
+        text = "\n".join(fleet.lines(job_id))
+        errors = [m["message"] for m in lab["indicating_messages"]]
+        seen.add((lab["fault_kind"], lab["framework"]))
+        if lab["fault_kind"] == "dataset_read_failure":
+            assert (lab["failure_stage"], lab["failure_iteration"]) == ("data_loading", None)
+            assert any(m.startswith("OSError: [Errno 116] Stale file handle: '") for m in errors)
+            continue
+        n = lab["failure_iteration"]
+        assert lab["failure_stage"] == "checkpoint_saving" and isinstance(n, int)
+        # the save that failed names the iteration in the framework's own words
+        named = {"megatron": r"saving checkpoint at iteration\s+%d to ", "mindspeed": r"saving checkpoint at iteration\s+%d to ",
+                 "deepspeed": r"Checkpoint global_step%d is about to be saved!",
+                 "hf_trainer": r"Saving model checkpoint to \S+/checkpoint-%d\b"}
+        assert re.search(named[lab["framework"]] % n, text)
+        assert any("[Errno 116] Stale file handle" in m or "[Errno 122] Disk quota exceeded" in m
+                   or ("[Errno 2] No such file or directory" in m and "' -> '" in m) for m in errors)
+        assert not re.search(r"iteration\s+%d\s*/" % (n + 1), text)  # nothing trained after the failed save
+    assert {k for k, _ in seen} == {"dataset_read_failure", "ckpt_save_shared_fs"}
+    assert len({f for _, f in seen}) == 4
+
+
+def test_cached_dataset_groups_print_the_hf_datasets_cache_lines(tmp_path):
+    fleet = _fleet(tmp_path, "cached", seed=32, jobs=16, failed_share=0.0, nodes=(2, 2), ranks_per_node=2, iterations=60,
+                   frameworks=("deepspeed", "hf_trainer"))
+    cached = [j for j in fleet.jobs if any(line.startswith("Loading cached processed dataset at ") for line in fleet.lines(j))]
+    assert 0 < len(cached) < len(fleet.jobs)
+    for job_id in cached:
+        assert not any("Using custom data configuration" in line or "Loading dataset shards from" in line
+                       for line in fleet.lines(job_id))
+    none = _fleet(tmp_path, "plain", seed=32, jobs=16, failed_share=0.0, nodes=(2, 2), ranks_per_node=2, iterations=60,
+                  frameworks=("deepspeed", "hf_trainer"), behaviours=())
+    assert not any("Loading cached processed dataset" in line for line in none.all_lines())

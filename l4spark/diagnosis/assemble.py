@@ -309,7 +309,7 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
                                                     offsets=offsets)
     iterations_df = materialize(iterations_df)
     temporal = temporal_events(lines, iterations_df).select("job_id", "event_id", "score").toPandas()
-    points = job_failure_points(lines.select(*events.columns), progress_df).toPandas()
+    points = job_failure_points(lines.select(*events.columns), progress_df, tconf).toPandas()
     iterations = iterations_df.toPandas()
     progress(f"spatial and temporal steps done ({len(nodes)} units, {len(iterations)} iterations)")
     # 4. patterns, over every candidate event

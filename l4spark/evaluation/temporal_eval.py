@@ -168,7 +168,7 @@ def run(fleet: Path, warehouse: Path, parse: bool, indicating: str = "candidates
         gate = (candidate_events(spark, config, events, jobs_table.select("job_id", "status", "settings"))
                 if indicating == "candidates" else None)
         iterations, progress = analyse_iterations(staged, gate, conf)
-        points = job_failure_points(staged, progress).toPandas()
+        points = job_failure_points(staged, progress, conf).toPandas()
         jobs = jobs_table.select("job_id", "status").toPandas()
         its = iterations.select("job_id", "iteration", F.col("anomalous")).toPandas()
     finally:

@@ -85,7 +85,10 @@ SHARES: dict[str, float] = {
 # per job, in the shares above; plus a settings-group trait: Megatron's per-rank timers
 # (``--timing-log-option all``, ``kinds_extra.rank_timers_block``) in 35% of Megatron/MindSpeed groups
 PER_RANK_TIMERS = "per_rank_timers"
-BEHAVIOURS: tuple[str, ...] = tuple(SHARES) + (PER_RANK_TIMERS,)
+# and in 50% of DeepSpeed / HF Trainer groups: the dataset reloaded from the HF datasets cache
+# (``Found cached dataset``, ``Loading cached processed dataset at``; ``kinds_extra.cached_dataset_lines``)
+CACHED_DATASET = "cached_dataset"
+BEHAVIOURS: tuple[str, ...] = tuple(SHARES) + (PER_RANK_TIMERS, CACHED_DATASET)
 
 # kinds whose faulty process can stall (driver hang, stuck collective) instead of failing at once
 _STALLING_KINDS = ("nccl_timeout", "hccl_timeout", "gpu_fallen_off_bus")

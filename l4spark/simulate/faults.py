@@ -590,9 +590,11 @@ class FaultPlan(ExtraKinds, BehaviourMixin):
         self._py_exception(r, rng, t + 0.3, [ex], {0: ex_t})
 
     def _py_exception(self, r: RankLog, rng: random.Random, t: float, exception_lines: list[str],
-                      marks: dict[int, str], level: str | None = None, stage: str | None = None) -> None:
-        """A Python traceback of the rank's main thread; ``marks``: exception-line index -> template."""
-        lines = python_traceback(self.spec.framework, stage or self.stage, exception_lines)
+                      marks: dict[int, str], level: str | None = None, stage: str | None = None,
+                      extra: tuple = ()) -> None:
+        """A Python traceback of the rank's main thread; ``marks``: exception-line index -> template;
+        ``extra``: frames below the stage's own (path, line, function, code)."""
+        lines = python_traceback(self.spec.framework, stage or self.stage, exception_lines, extra)
         offset = len(lines) - len(exception_lines)
         pre = r.tb_pre
         for i, line in enumerate(lines):

@@ -163,7 +163,7 @@ def _estimate(specs: list[JobSpec]) -> tuple[float, float]:
 
 
 def _fit_intervals(s: JobSpec) -> None:
-    need_save = s.fault_kind in ("ckpt_save_failure", "timeout_too_low")
+    need_save = s.fault_kind in ("ckpt_save_failure", "timeout_too_low", "ckpt_save_shared_fs")
     cap = max(10, s.n_iter // (3 if need_save else 2))
     options = [i for i in (50, 100, 200, 250, 500, 1000, 2000) if i <= cap] or [max(10, s.n_iter // 3)]
     if s.save_interval > cap or s.save_interval not in options:
@@ -360,10 +360,16 @@ def _job_spec(options: FleetOptions, rng: random.Random, seq: int, g: _Group, tr
                   and (options.behaviours is None or behaviours.PER_RANK_TIMERS in options.behaviours))
     if kind == "straggler" and not hid["log_straggler"]:
         timing_all = True  # a straggler is only visible through per-rank timing
+    # DeepSpeed scripts and HF Trainer reloading their tokenized dataset from the HF datasets
+    # cache (a group trait, from a stream of its own)
+    cached_dataset = (settings["framework"] in ("deepspeed", "hf_trainer")
+                      and random.Random(g.rng_seed ^ 0xCA54E).random() < 0.5
+                      and (options.behaviours is None or behaviours.CACHED_DATASET in options.behaviours))
     spec_settings = dict(settings)
     spec_settings.update({"nccl_env": hid["nccl_env"], "log_timers": hid["log_timers"], "log_straggler": hid["log_straggler"],
                           "tqdm_lines": hid["tqdm_lines"], "colls_per_iter": hid["colls_per_iter"], "timeout_op": hid["timeout_op"],
                           "timeout_numel": hid["timeout_numel"], "slurm_job_id": slurm_id, "timing_all_ranks": timing_all,
+                          "cached_dataset": cached_dataset,
                           "entrypoint": {"megatron": "pretrain_gpt.py", "mindspeed": "pretrain_gpt.py"}.get(settings["framework"], "train.py")})
     spec = JobSpec(
         job_id=job_id, group_id=g.gid, status=status, framework=settings["framework"],
@@ -463,7 +469,8 @@ def _label(spec: JobSpec, plan: FaultPlan, truth: Truth) -> dict:
     msgs.sort(key=lambda m: (truth.messages[m["message"]][4], order[m["message"]]))
     firsts = [truth.first_by_node[n] for n in faulty if n in truth.first_by_node] or list(truth.first_by_node.values())
     root_ts = min(firsts) if firsts else plan.t_root
-    iteration = plan.iteration if plan.stage == "training" else None
+    # a failed checkpoint save fails at the iteration it saves (the save's own lines name it)
+    iteration = {"training": plan.iteration, "checkpoint_saving": getattr(plan, "save_iter", None)}.get(plan.stage)
     return {
         "job_id": spec.job_id, "fault_class": plan.fault_class, "fault_kind": plan.kind, "faulty_nodes": faulty,
         "faulty_node_ips": [lay.ips[n] for n in sorted(plan.faulty)], "failure_stage": plan.stage,

@@ -11,6 +11,12 @@ generator, so jobs of the original kinds are unchanged. Every message format is 
 | ``host_oom_kill`` | node | the kernel's OOM killer SIGKILLs one rank (kernel lines if collected); the rank writes nothing; its agent reports ``exitcode: -9`` |
 | ``nic_down_init`` | network | one node's HCA port is down at start: its ranks fail NCCL init (``ibv_modify_qp failed``, ``unhandled system error``); bootstrap neighbours see its sockets close |
 | ``dataloader_bus_error`` | node | a DataLoader worker on one node dies of SIGBUS (small ``/dev/shm`` in that node's container) |
+| ``dataset_read_failure`` | storage | data loading: one node's NFS client holds a stale handle to the dataset (HF datasets' cached Arrow file, Megatron's ``.bin`` / index): ``OSError: [Errno 116] Stale file handle`` |
+| ``ckpt_save_shared_fs`` | storage | checkpoint saving on the shared file system: a stale NFS handle on one node, the project's disk quota (``[Errno 122] Disk quota exceeded``), or a rename race (HF Trainer's ``tmp-checkpoint-N``, torch DCP's ``.metadata.tmp``) |
+
+The save kinds fail during the save after iteration N; their label's ``failure_iteration`` is N,
+the iteration the save names (``saving checkpoint at iteration N``, ``checkpoint-N``,
+``global_stepN``).
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ EXTRA_KINDS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "host_oom_kill": ("node", ALL, ("training",)),
     "nic_down_init": ("network", CUDA, ("init",)),
     "dataloader_bus_error": ("node", ALL, ("data_loading", "training")),
+    "dataset_read_failure": ("storage", ALL, ("data_loading",)),
+    "ckpt_save_shared_fs": ("storage", ALL, ("checkpoint_saving",)),
 }
 
 FORMATS: dict[str, Format] = {
@@ -64,7 +72,44 @@ FORMATS: dict[str, Format] = {
     "bus_error_raised": Format(
         "RuntimeError: DataLoader worker (pid {pid}) is killed by signal: Bus error. It is possible that dataloader's workers are out of shared memory. Please try to raise your shared memory limit.",
         "https://github.com/pytorch/pytorch/issues/108861, https://github.com/hkchengrex/STCN/issues/132 (torch/utils/data/_utils/signal_handling.py)"),
+    # storage errors of the data and checkpoint stages (Python's OSError text: strerror of the errno)
+    "stale_handle": Format("OSError: [Errno 116] Stale file handle: '{path}'",
+                           "https://github.com/hiyouga/LlamaFactory/issues/3388 (HF datasets cache on NFS), "
+                           "https://github.com/modelscope/ms-swift/issues/6695 (datasets/arrow_dataset.py), "
+                           "issue #18 (stale NFS handle on one node during a checkpoint save)"),
+    "disk_quota": Format("OSError: [Errno 122] Disk quota exceeded: '{path}'",
+                         "Linux EDQUOT strerror as Python raises it (torch.save / open on a quota-limited project directory)"),
+    "rename_race": Format("FileNotFoundError: [Errno 2] No such file or directory: '{src}' -> '{dst}'",
+                          "https://github.com/huggingface/transformers/issues/27925, https://github.com/axolotl-ai-cloud/axolotl/issues/948 "
+                          "(trainer.py _save_checkpoint os.rename(staging_output_dir, output_dir) on a shared file system); "
+                          "torch/distributed/checkpoint/filesystem.py FileSystemWriter.finish (rename of .metadata.tmp)"),
+    # HF datasets reloading a processed dataset from its cache (DeepSpeed scripts and HF Trainer)
+    "found_cached": Format("Found cached dataset {name} ({dir})",
+                           "huggingface/datasets src/datasets/builder.py download_and_prepare (logger.info)"),
+    "loading_cached": Format("Loading cached processed dataset at {file}",
+                             "huggingface/datasets src/datasets/arrow_dataset.py map (logger.info)"),
 }
+
+# frames below the data stage's call when HF datasets reads its cache, and below torch.save
+_ARROW_FRAMES = (("/usr/local/lib/python3.10/dist-packages/datasets/arrow_dataset.py", 3161, "map",
+                  "return Dataset.from_file(cache_file_name, info=info, split=self.split)"),
+                 ("/usr/local/lib/python3.10/dist-packages/datasets/table.py", 51, "_memory_mapped_record_batch_reader_from_file",
+                  "memory_mapped_stream = pa.memory_map(filename)"))
+_SAVE_FRAMES = (("/usr/local/lib/python3.10/dist-packages/torch/serialization.py", 651, "save",
+                 "with _open_zipfile_writer(f) as opened_zipfile:"),)
+
+
+def cached_dataset_lines(r: RankLog, spec, t: float, comm_id: int) -> None:
+    """HF datasets reloading the tokenized dataset from its cache (groups with ``cached_dataset``)."""
+    cache = dataset_cache_dir(spec, comm_id)
+    m, _ = FORMATS["found_cached"].fill(name="json", dir=cache)
+    r.plain(t, m)
+    m, _ = FORMATS["loading_cached"].fill(file="%s/cache-%08x.arrow" % (cache, comm_id % 0xFFFFFFFF))
+    r.plain(t + 1, m)
+
+
+def dataset_cache_dir(spec, comm_id: int) -> str:
+    return "/mnt/hf_cache/datasets/json/default-%016x/0.0.0/%s" % (comm_id, spec.data_path.rsplit("/", 1)[-1])
 
 # per-rank timers printed with --timing-log-option all: compute timers grow on a straggler,
 # the gradient sync absorbs the others' wait
@@ -102,6 +147,67 @@ def rank_timers_block(r: RankLog, spec, it: int, t: float, ms: float) -> None:
 
 class ExtraKinds:
     """``_prep_`` / ``_root_`` / ``_kernel_`` methods of the kinds in ``EXTRA_KINDS``."""
+
+    # -- storage: reading the dataset, writing the checkpoint ---------------------------------
+    def _storage_ranks(self, node: int, share: float) -> None:
+        R = self.lay.ranks_per_node
+        ranks = [node * R + l for l in range(R)]
+        self.root_ranks = {r: self.t_root + self.rng.uniform(0, 3) for r in ranks[: max(1, int(round(R * share)))]}
+
+    def _prep_dataset_read_failure(self) -> None:
+        node = self._pick_node()
+        self.faulty = [node]
+        self._storage_ranks(node, self.rng.choice((0.5, 1.0)))
+        self.description = "data loading: %s's NFS client held a stale handle to the dataset ([Errno 116] Stale file handle)" % self.lay.nodes[node]
+
+    def _root_dataset_read_failure(self, r: RankLog, rng: random.Random, t: float) -> None:
+        spec = self.spec
+        if spec.framework in ("megatron", "mindspeed"):
+            path, extra = spec.data_path + ".bin", ()
+        elif spec.settings.get("cached_dataset"):
+            cache = dataset_cache_dir(spec, self.ctx.comm_ids[1])
+            path, extra = "%s/cache-%08x.arrow" % (cache, self.ctx.comm_ids[1] % 0xFFFFFFFF), _ARROW_FRAMES
+        else:
+            path, extra = "%s/train-%05d-of-00064.arrow" % (spec.data_path, rng.randrange(64)), _ARROW_FRAMES[1:]
+        ex, ex_t = FORMATS["stale_handle"].fill(path=path)
+        self._py_exception(r, rng, t, [ex], {0: ex_t}, extra=extra)
+
+    def _prep_ckpt_save_shared_fs(self) -> None:
+        lay, spec, rng = self.lay, self.spec, self.rng
+        variants = ["stale_handle", "disk_quota"] + (["rename_race"] if spec.framework != "deepspeed" else [])
+        self.save_error = rng.choice(variants)
+        if self.save_error == "rename_race":
+            # HF Trainer: another node's local rank 0 renamed tmp-checkpoint-N first; torch DCP: the
+            # coordinator (rank 0) renames .metadata.tmp at the end of the save
+            node = self._pick_node(avoid_master=True) if spec.framework == "hf_trainer" else 0
+            self.faulty = [node]
+            self.t_root = self.tl.end_of(self.save_iter) + 0.5 + self.tl.save_seconds * rng.uniform(0.82, 0.95)
+            self.root_ranks = {node * lay.ranks_per_node: self.t_root + rng.uniform(0, 0.5)}
+        else:
+            node = self._pick_node()
+            self.faulty = [node]
+            self._storage_ranks(node, rng.choice((0.25, 0.5, 1.0)))
+        what = {"stale_handle": "a stale NFS handle on %s", "disk_quota": "the project's disk quota ran out (first hit on %s)",
+                "rename_race": "a rename race on the shared file system (%s lost)"}[self.save_error]
+        self.description = ("checkpoint save of iteration %d failed: " % self.save_iter) + what % lay.nodes[node]
+
+    def _root_ckpt_save_shared_fs(self, r: RankLog, rng: random.Random, t: float) -> None:
+        spec, it = self.spec, self.save_iter
+        if spec.framework in ("megatron", "mindspeed"):
+            folder = "%s/iter_%07d" % (spec.ckpt_dir, it)
+            path, src, dst = "%s/__%d_0.distcp" % (folder, r.rank), folder + "/.metadata.tmp", folder + "/.metadata"
+        elif spec.framework == "deepspeed":
+            path = "%s/global_step%d/zero_pp_rank_%d_mp_rank_00_optim_states.pt" % (spec.ckpt_dir, it, r.rank)
+            src = dst = path
+        else:
+            path = "%s/checkpoint-%d/optimizer.pt" % (spec.ckpt_dir, it)
+            src, dst = "%s/tmp-checkpoint-%d" % (spec.ckpt_dir, it), "%s/checkpoint-%d" % (spec.ckpt_dir, it)
+        if self.save_error == "rename_race":
+            ex, ex_t = FORMATS["rename_race"].fill(src=src, dst=dst)
+            self._py_exception(r, rng, t, [ex], {0: ex_t})
+        else:
+            ex, ex_t = FORMATS[self.save_error].fill(path=path)
+            self._py_exception(r, rng, t, [ex], {0: ex_t}, extra=_SAVE_FRAMES)
 
     # -- straggler --------------------------------------------------------------------------
     def _prep_straggler(self) -> None:

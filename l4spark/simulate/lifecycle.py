@@ -14,7 +14,7 @@ import random
 
 from l4spark.simulate import noise
 from l4spark.simulate.formats import RankLog
-from l4spark.simulate.kinds_extra import rank_timers_block
+from l4spark.simulate.kinds_extra import cached_dataset_lines, rank_timers_block
 from l4spark.simulate.spec import JobSpec, Timeline
 
 _ARGS = [
@@ -551,7 +551,9 @@ class DeepSpeed(Framework):
 
     def phase_data_loading(self, r: RankLog, rng: random.Random, t0: float, t1: float) -> None:
         spec = self.spec
-        if r.local == 0:
+        if r.local == 0 and spec.settings.get("cached_dataset"):
+            cached_dataset_lines(r, spec, t0 + 1, self.ctx.comm_ids[1])
+        elif r.local == 0:
             r.plain(t0 + 1, "Loading dataset shards from %s ..." % spec.data_path)
             r.plain(t0 + 2, "Generating train split: %d examples [00:%02d, %.2f examples/s]" % (spec.train_iters * spec.global_batch, int(t1 - t0) % 60, rng.uniform(2e4, 9e4)))
         if r.rank == 0:
@@ -644,6 +646,10 @@ class HFTrainer(Framework):
 
     def phase_data_loading(self, r: RankLog, rng: random.Random, t0: float, t1: float) -> None:
         spec = self.spec
+        if spec.settings.get("cached_dataset"):
+            if r.local == 0:
+                cached_dataset_lines(r, spec, t0, self.ctx.comm_ids[1])
+            return
         if r.rank == 0:
             r.hf_main(t0, "INFO", "datasets.builder", "Using custom data configuration default-%016x" % self.ctx.comm_ids[1])
             r.hf_main(t0, "INFO", "datasets.info", "Loading Dataset Infos from %s" % spec.data_path)

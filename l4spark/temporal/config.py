@@ -16,10 +16,13 @@ STAGES = ("init", "data_loading", "model_loading", "training", "checkpoint_savin
 
 @dataclass(frozen=True)
 class StageRule:
-    """A line whose message matches ``pattern`` starts ``stage`` in its rank file."""
+    """A line whose message matches ``pattern`` starts ``stage`` in its rank file. With
+    ``names_iteration``, group 1 of ``pattern`` is the iteration the stage works on: a
+    checkpoint save names the iteration it saves, and a job that dies in the save failed there."""
 
     stage: str
     pattern: str
+    names_iteration: bool = False
 
 
 @dataclass(frozen=True)
@@ -51,15 +54,30 @@ DEFAULT_STAGE_RULES: tuple[StageRule, ...] = (
     StageRule("finished", r"worker group successfully finished"),
     StageRule("finished", r"Process \d+ exits successfully"),
     StageRule("finished", r"(validation|test) loss at iteration \d+ on (validation|test) set"),
-    # checkpoint saving (ends at the next training marker or iteration line)
-    StageRule("checkpoint_saving", r"saving checkpoint at iteration"),
+    # checkpoint saving: from the save's first line to its last (or the next progress line: HF
+    # Trainer prints nothing when a save ends). Where each line was seen:
+    # Megatron-LM / MindSpeed-LLM / Megatron-DeepSpeed megatron/training/checkpointing.py save_checkpoint:
+    #   "saving checkpoint at iteration {:7d} to {} in {} format" ... (barrier) ...
+    #   "  successfully saved checkpoint from iteration {:7d} to {} [ t i/T, p j/P ]" (before 2024:
+    #   "  successfully saved checkpoint at iteration {:7d} to {}")
+    StageRule("checkpoint_saving", r"saving checkpoint at iteration\s+(\d+)", names_iteration=True),
+    # DeepSpeed runtime/engine.py save_checkpoint + checkpoint_engine/torch_checkpoint_engine.py:
+    #   "[Torch] Checkpoint {tag} is about to be saved!" (create; [AsyncTorch], [DataStates] alike),
+    #   "Saving model checkpoint: {path}", "[Torch] Saving {path}...", per-rank zero shards, then,
+    #   after the barrier, "[Torch] Checkpoint {tag} is ready now!" (commit); the default tag is
+    #   global_step{N}
+    StageRule("checkpoint_saving", r"Checkpoint global_step(\d+) is about to be saved", names_iteration=True),
+    StageRule("checkpoint_saving", r"Saving model checkpoint: \S*global_step(\d+)", names_iteration=True),
+    # transformers trainer.py _save / _save_checkpoint: "Saving model checkpoint to {output_dir}",
+    # output_dir = {args.output_dir}/checkpoint-{global_step} (4.36-4.37 stage it in tmp-checkpoint-N
+    # and rename it at the end: huggingface/transformers#27925); then model, tokenizer, optimizer,
+    # scheduler and RNG state are written without a closing line
+    StageRule("checkpoint_saving", r"Saving model checkpoint to \S*checkpoint-(\d+)", names_iteration=True),
     StageRule("checkpoint_saving", r"Saving model checkpoint"),
     StageRule("checkpoint_saving", r"Checkpoint \S+ is about to be saved"),
     StageRule("checkpoint_saving", r"\[Torch\] Saving \S+zero_pp_rank"),
-    StageRule("training", r"successfully saved checkpoint from iteration"),
+    StageRule("training", r"successfully saved checkpoint (from|at) iteration"),
     StageRule("training", r"Checkpoint \S+ is ready now"),
-    StageRule("training", r"zero checkpoint saved"),
-    StageRule("training", r"special_tokens_map\.json"),
     # training
     StageRule("training", r"\[before the start of training step\]"),
     StageRule("training", r"^\s*training \.\.\.\s*$"),
@@ -73,11 +91,21 @@ DEFAULT_STAGE_RULES: tuple[StageRule, ...] = (
     StageRule("model_loading", r"successfully read \d+ ZeRO state_dicts"),
     StageRule("model_loading", r"loading configuration file \S+config\.json"),
     StageRule("model_loading", r"Loading checkpoint shards"),
-    # data loading
+    # data loading. Megatron-LM / MindSpeed-LLM / Megatron-DeepSpeed training.py
+    # build_train_valid_test_data_iterators: "> building train, validation, and test datasets ...",
+    # ... "> finished creating GPT datasets ..." (ends at "training ..."); HF datasets (used by HF
+    # Trainer and DeepSpeed scripts) load.py / builder.py / arrow_dataset.py: "Using custom data
+    # configuration", "Found cached dataset {name} ({dir})" ("Reusing dataset" before 2.x),
+    # "Loading cached processed dataset at {cache_file}", "Loading cached shuffled indices for
+    # dataset at {file}", "Generating train split"
     StageRule("data_loading", r"building train, validation, and test datasets"),
     StageRule("data_loading", r"Loading dataset shards from"),
     StageRule("data_loading", r"Using custom data configuration"),
     StageRule("data_loading", r"Running tokenizer on dataset"),
+    StageRule("data_loading", r"Found cached dataset \S+"),
+    StageRule("data_loading", r"Reusing dataset \S+ \("),
+    StageRule("data_loading", r"Loading cached (processed dataset|shuffled indices for dataset|sorted indices for dataset) at"),
+    StageRule("data_loading", r"Generating (train|validation|test) split"),
 )
 
 DEFAULT_ITERATION_RULES: tuple[IterationRule, ...] = (
@@ -141,6 +169,8 @@ class TemporalConfig:
         for rule in self.stage_rules:
             if rule.stage not in STAGES:
                 raise ValueError(f"temporal.stage_rules: stage {rule.stage!r} is not one of {STAGES}")
+            if rule.names_iteration and "(" not in rule.pattern.replace(r"\(", ""):
+                raise ValueError(f"temporal.stage_rules: {rule.pattern!r} names an iteration but has no group 1")
         if self.recovery_intervals < 1:
             raise ValueError(f"temporal.recovery_intervals must be >= 1, got {self.recovery_intervals}")
         if self.window < 1:

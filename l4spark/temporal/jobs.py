@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from l4spark.io.session import materialize
 from l4spark.temporal.config import TemporalConfig
 from l4spark.temporal.dtw import LASTING, RECOVERED, aftermath, analyse_progress, score_iterations
-from l4spark.temporal.lines import counted_marker, iteration_marker, node_clock_offsets, stage_marker
+from l4spark.temporal.lines import counted_marker, iteration_marker, named_stage_marker, node_clock_offsets, stage_marker
 
 log = logging.getLogger(__name__)
 
@@ -47,22 +47,30 @@ def indicating_stand_in(events: DataFrame, conf: TemporalConfig = TemporalConfig
 
 
 def failure_stages(staged: DataFrame, conf: TemporalConfig = TemporalConfig()) -> DataFrame:
-    """job_id, failure_stage: the stage the job's narrating rank file was in when it ended.
+    """job_id, failure_stage, save_iteration: the stage the job's narrating rank file was in when
+    it ended, and the iteration of the last checkpoint save the job started.
 
     Input: staged events (job_id, file, rank, line_no, message, stage). The narrating file is
     the one printing the most stage markers (rank 0 in every framework here; ties: lowest rank):
     it tells the job's progress, so errors of a stage the job got past (init warnings, retried
     loads) do not count, and the other ranks' stale stage at their end (they print no markers
-    and are killed) does not either. A file that never printed a marker is in ``init``. Jobs
-    without lines are absent.
+    and are killed) does not either. A file that never printed a marker is in ``init``.
+    ``save_iteration``: the highest iteration a ``checkpoint_saving`` marker of any file names
+    (``StageRule.names_iteration``: ``saving checkpoint at iteration N``, ``Saving model
+    checkpoint to .../checkpoint-N``, ``Checkpoint global_stepN is about to be saved``); null
+    when no save marker names one. Jobs without lines are absent.
     """
-    marks = stage_marker(conf, with_iterations=False)
-    files = (staged.groupBy("job_id", "file", "rank")
-             .agg(F.count(marks).alias("n_marks"),
-                  F.max_by(F.coalesce("stage", F.lit("init")), "line_no").alias("end_stage")))
+    marked = staged.withColumn("_mark", named_stage_marker(conf))
+    files = (marked.groupBy("job_id", "file", "rank")
+             .agg(F.count("_mark.stage").alias("n_marks"),
+                  F.max_by(F.coalesce("stage", F.lit("init")), "line_no").alias("end_stage"),
+                  F.max(F.when(F.col("_mark.stage") == "checkpoint_saving", F.col("_mark.iteration")))
+                  .alias("file_save_iteration")))
     best = Window.partitionBy("job_id").orderBy(F.desc("n_marks"), "rank", "file")
-    return (files.withColumn("pick", F.row_number().over(best)).where(F.col("pick") == 1)
-            .select("job_id", F.col("end_stage").alias("failure_stage")))
+    return (files.withColumn("pick", F.row_number().over(best))
+            .withColumn("save_iteration", F.max("file_save_iteration").over(Window.partitionBy("job_id")))
+            .where(F.col("pick") == 1)
+            .select("job_id", F.col("end_stage").alias("failure_stage"), "save_iteration"))
 
 
 def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
@@ -97,7 +105,7 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
                                                                                  Window.unboundedFollowing)))
     gate = (indicating if indicating is not None else indicating_stand_in(staged, conf)).select(
         "job_id", "event_id", F.lit(True).alias("gated")).distinct()
-    end_stages = F.broadcast(failure_stages(staged, conf).withColumnRenamed("failure_stage", "end_stage"))
+    end_stages = F.broadcast(failure_stages(staged, conf).select("job_id", F.col("failure_stage").alias("end_stage")))
     training = staged.where((F.col("stage") == "training") & F.col("iteration").isNotNull())
     numbered = iteration_marker(conf)
     ranks = (training.groupBy("job_id", "rank")
@@ -314,20 +322,25 @@ def _silent_after_last_progress(frame: pd.DataFrame, last: int) -> bool:
     return not ((frame["rank"] == rank) & (frame["line_no"] > line_no)).any()
 
 
-def job_failure_points(staged: DataFrame, progress: DataFrame) -> DataFrame:
-    """job_id, failure_stage, failure_iteration (the iteration only when the stage is training).
+def job_failure_points(staged: DataFrame, progress: DataFrame, conf: TemporalConfig = TemporalConfig()) -> DataFrame:
+    """job_id, failure_stage, failure_iteration.
 
     A job that slowed down until it was stopped (``slowdown_from``), or whose iterations changed
     for good while it ran on (``changed_from``: a loss turned NaN), failed in training there,
-    whatever it was doing when it was ended; a job that finished keeps ``finished``.
+    whatever it was doing when it was ended; a job that finished keeps ``finished``. The
+    iteration: in ``training``, the progress's ``failure_iteration``; in ``checkpoint_saving``,
+    the iteration the failed save names (``failure_stages``' ``save_iteration``; else the
+    last completed iteration, the progress's ``last_iteration``); null in other stages.
     """
     slowed = ((F.col("slowdown_from").isNotNull() | F.col("changed_from").isNotNull())
               & (F.col("end_stage") != "finished"))
-    return (failure_stages(staged).withColumnRenamed("failure_stage", "end_stage")
+    stage = F.col("failure_stage")
+    return (failure_stages(staged, conf).withColumnRenamed("failure_stage", "end_stage")
             .join(progress, on="job_id", how="left")
             .withColumn("failure_stage", F.when(slowed, F.lit("training")).otherwise(F.col("end_stage")))
             .select("job_id", "failure_stage",
-                    F.when(F.col("failure_stage") == "training", F.col("failure_iteration"))
+                    F.when(stage == "training", F.col("failure_iteration"))
+                    .when(stage == "checkpoint_saving", F.coalesce("save_iteration", "last_iteration"))
                     .cast("long").alias("failure_iteration")))
 
 

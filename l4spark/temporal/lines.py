@@ -37,6 +37,19 @@ def stage_marker(conf: TemporalConfig, with_iterations: bool = True) -> Column:
     return marker
 
 
+def named_stage_marker(conf: TemporalConfig) -> Column:
+    """struct(stage, iteration) of the first stage rule a line matches, or null: ``iteration`` is
+    group 1 when the rule ``names_iteration`` (the iteration a checkpoint save writes), else null."""
+    message = F.col("message")
+    marker: Column = F.lit(None).cast("struct<stage:string,iteration:long>")
+    for rule in reversed(conf.stage_rules):
+        named = (F.regexp_extract(message, rule.pattern, 1).try_cast("long") if rule.names_iteration
+                 else F.lit(None).cast("long"))
+        marker = F.when(message.rlike(rule.pattern),
+                        F.struct(F.lit(rule.stage).alias("stage"), named.alias("iteration"))).otherwise(marker)
+    return marker
+
+
 def iteration_marker(conf: TemporalConfig) -> Column:
     """The iteration number a progress line reports (first matching rule), or null."""
     numbers = [F.when(F.col("message").rlike(rule.pattern),
@@ -123,9 +136,14 @@ def with_stage_and_iteration(events: DataFrame, conf: TemporalConfig = TemporalC
     whole = in_file.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     marked = (
         _with_counted_marks(events.drop("stage", "iteration", "ts_next"), conf, in_file)
-        .withColumn("stage_mark", F.coalesce(stage_marker(conf, with_iterations=False),
+        .withColumn("named_mark", named_stage_marker(conf))
+        .withColumn("stage_mark", F.coalesce(F.col("named_mark.stage"),
                                              F.when(F.col("iter_mark").isNotNull(), F.lit("training"))))
         .withColumn("own_stage", F.last("stage_mark", ignorenulls=True).over(upto))
+        # the iteration the file's last stage marker names (a save's), -1 when it names none
+        .withColumn("own_named", F.last(F.when(F.col("stage_mark").isNotNull(),
+                                               F.coalesce(F.col("named_mark.iteration"), F.lit(-1))),
+                                        ignorenulls=True).over(upto))
         .withColumn("own_iter", F.last("iter_mark", ignorenulls=True).over(upto))
         .withColumn("next_iter", F.first("iter_mark", ignorenulls=True).over(
             in_file.rowsBetween(Window.currentRow, Window.unboundedFollowing)))
@@ -174,8 +192,10 @@ def with_stage_and_iteration(events: DataFrame, conf: TemporalConfig = TemporalC
         .withColumn("job_iter", F.last("_tl_iter", ignorenulls=True).over(by_time))
         .where(F.col("_is_line") == 1)
         # the rank's own last marker, unless the job has surely moved on since (a rank that
-        # printed "loading checkpoint" and no marker after is training when the job is)
-        .withColumn("aligned_stage", F.when(F.col("own_stage").isNull() | (F.col("job_stage_t") > F.col("own_stage_t")),
+        # printed "loading checkpoint" and no marker after is training when the job is); a save
+        # of iteration N is not over because iteration N's own line comes later on a skewed clock
+        .withColumn("aligned_stage", F.when(F.col("own_stage").isNull()
+                                            | ((F.col("job_stage_t") > F.col("own_stage_t")) & ~_saving_past(F.col("job_iter"))),
                                             F.col("job_stage")).otherwise(F.col("own_stage")))
     )
     # files with iteration lines keep their own stage and iteration; lines of other files that
@@ -187,6 +207,12 @@ def with_stage_and_iteration(events: DataFrame, conf: TemporalConfig = TemporalC
                  .when(~unaligned, _iteration_in(F.col("aligned_stage"), F.col("job_iter"), F.lit(None))))
     return aligned.select(*EVENT_COLUMNS[:9], stage.alias("stage"), iteration.cast("long").alias("iteration"),
                           "ts_next")
+
+
+def _saving_past(job_iter: Column) -> Column:
+    """True while the file's last marker is a save naming an iteration the job has not passed."""
+    return ((F.col("own_stage") == "checkpoint_saving") & (F.col("own_named") >= 0)
+            & (F.col("own_named") >= F.coalesce(job_iter, F.lit(-1))))
 
 
 def _iteration_in(stage: Column, last_completed: Column, reported: Column) -> Column:

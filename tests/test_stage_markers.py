@@ -1,0 +1,227 @@
+"""Failure stage and iteration of data-loading and checkpoint-save failures, per framework family.
+
+Each job is a small two-node log written the way the real framework writes it (the lines and
+where they were seen are in ``l4spark/temporal/config.py``'s stage rules): rank 0 on node a
+narrates, a rank on node b hits the storage error. A checkpoint save's failure iteration is the
+iteration the save names.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+import pytest
+
+from l4spark.temporal.jobs import analyse_iterations, job_failure_points
+from l4spark.temporal.lines import with_stage_and_iteration
+
+SCHEMA = ("job_id string, node string, rank int, file string, line_no long, ts timestamp, level string, "
+          "event_id string, message string, stage string, iteration long")
+
+# (node, rank, seconds or None for an untimed line, level, message)
+Line = tuple[str, int, "float | None", "str | None", str]
+
+
+def _ts(seconds: float | None) -> dt.datetime | None:
+    return None if seconds is None else dt.datetime(2026, 11, 2, 12, 0, 0) + dt.timedelta(seconds=seconds)
+
+
+def _rows(job_id: str, lines: list[Line]) -> list[tuple]:
+    """Event rows of one job; the event id is the message with its numbers masked."""
+    line_no: dict[int, int] = {}
+    rows = []
+    for node, rank, t, level, message in lines:
+        line_no[rank] = line_no.get(rank, 0) + 1
+        event = "E:" + re.sub(r"\d+", "<n>", message)
+        rows.append((job_id, node, rank, f"{job_id}/{node}/rank-{rank}.log", line_no[rank], _ts(t), level, event,
+                     message, None, None))
+    return rows
+
+
+def _megatron_setup(last_rank: int) -> list[Line]:
+    return [("a", 0, None, None, "using world size: 2, data-parallel size: 2, tensor-model-parallel size: 1"),
+            ("a", 0, None, None, "> initializing torch distributed ..."),
+            ("a", 0, None, None, "building GPT model ..."),
+            ("b", last_rank, None, None, " > number of parameters on (tensor, pipeline) model parallel rank (0, 0): 8030261248"),
+            ("a", 0, None, None, "    will not load any checkpoints and will start from random"),
+            ("a", 0, None, None, "> building train, validation, and test datasets ..."),
+            ("a", 0, None, None, "> building train, validation, and test datasets for GPT ...")]
+
+
+def _megatron_training(last_rank: int, upto: int, saves: tuple[int, ...], old_format: bool = False) -> list[Line]:
+    """Iteration lines every 10 (on the last rank) and completed saves (on rank 0), 10 s each."""
+    lines: list[Line] = [("a", 0, None, None, "> finished creating GPT datasets ..."),
+                         ("a", 0, None, None, "training ..."),
+                         ("a", 0, 5, None, "[before the start of training step] datetime: 2026-11-02 12:00:05 ")]
+    for it in range(10, upto + 1, 10):
+        lines.append(("b", last_rank, 10.0 * it, None,
+                      f" iteration {it:8d}/    1000 | consumed samples: {it * 8:12d} | lm loss: 2.1E+00 |"))
+        if it in saves:
+            done = (f"  successfully saved checkpoint at iteration {it:7d} to /ckpt" if old_format else
+                    f"  successfully saved checkpoint from iteration {it:7d} to /ckpt [ t 1/1, p 1/1 ]")
+            lines += [("a", 0, None, None, f"saving checkpoint at iteration {it:7d} to /ckpt in torch_dist format"),
+                      ("a", 0, None, None, done)]
+    return lines
+
+
+def _stale_cache_traceback(node: str, rank: int, t: float, path: str) -> list[Line]:
+    return [(node, rank, None, None, "Traceback (most recent call last):"),
+            (node, rank, None, None, f"OSError: [Errno 116] Stale file handle: '{path}'"),
+            ("a", 0, t, "ERROR", "failed (exitcode: 1) local_rank: 1 (pid: 4242) of binary: /usr/bin/python3")]
+
+
+def _watchdog(t: float) -> Line:
+    return ("a", 0, t, "ERROR", "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2410, "
+                                "OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600045 milliseconds before timing out.")
+
+
+def megatron_data() -> list[Line]:
+    # a stale NFS handle while memory-mapping the cached GPTDataset index (rank 1, node b)
+    return _megatron_setup(1) + _stale_cache_traceback(
+        "b", 1, 40, "/data/cache/4f1a-GPTDataset-train-document_index.npy")
+
+
+def megatron_save() -> list[Line]:
+    return (_megatron_setup(1) + _megatron_training(1, 60, saves=(30,))
+            + [("a", 0, None, None, "saving checkpoint at iteration      60 to /ckpt in torch_dist format"),
+               ("b", 1, None, None, "OSError: [Errno 122] Disk quota exceeded: '/ckpt/iter_0000060/__1_0.distcp'"),
+               _watchdog(1250)])
+
+
+def megatron_save_skewed() -> list[Line]:
+    # rank 0's lines are timed (a container runtime's timestamps); the last rank's node clock is 2 s
+    # ahead, so iteration 60's line sorts after the save of iteration 60 that followed it
+    lines = [(node, rank, None if t is None else t, level, message)
+             for node, rank, t, level, message in _megatron_setup(1) + _megatron_training(1, 60, saves=(30,))]
+    lines = [(n, r, (t + 2 if n == "b" and t is not None else t), lv, m) for n, r, t, lv, m in lines]
+    return lines + [("a", 0, 600.3, None, "saving checkpoint at iteration      60 to /ckpt in torch_dist format"),
+                    ("b", 1, None, None, "OSError: [Errno 116] Stale file handle: '/ckpt/iter_0000060/__1_0.distcp'"),
+                    _watchdog(1250)]
+
+
+def megatron_deepspeed_data() -> list[Line]:
+    # Megatron-DeepSpeed's indexed dataset reader on a shared file system
+    return (_megatron_setup(1) + [("a", 0, None, None, " > building dataset index ..."),
+                                  ("a", 0, None, None, "    reading sizes...")]
+            + _stale_cache_traceback("b", 1, 40, "/data/oscar_text_document.bin"))
+
+
+def megatron_deepspeed_save() -> list[Line]:
+    # Megatron-DeepSpeed saves through DeepSpeed's engine; rank 0 wrote its shard and waits in the
+    # barrier while rank 1's shard hits a stale handle
+    tag = "/ckpt/global_step40"
+    return (_megatron_setup(1) + _megatron_training(1, 40, saves=(20,), old_format=True)
+            + [("a", 0, None, None, "saving checkpoint at iteration      40 to /ckpt"),
+               ("a", 0, 401, "INFO", "[Rank 0] [Torch] Checkpoint global_step40 is about to be saved!"),
+               ("a", 0, 401, "INFO", f"[Rank 0] Saving model checkpoint: {tag}/mp_rank_00_model_states.pt"),
+               ("a", 0, 402, "INFO", f"[Torch] Saving {tag}/zero_pp_rank_0_mp_rank_00_optim_states.pt..."),
+               ("b", 1, 402, "INFO", f"[Torch] Saving {tag}/zero_pp_rank_1_mp_rank_00_optim_states.pt..."),
+               ("a", 0, 420, "INFO", f"[Torch] Saved {tag}/zero_pp_rank_0_mp_rank_00_optim_states.pt."),
+               ("a", 0, 420, "INFO", f"zero checkpoint saved {tag}/zero_pp_rank_0_mp_rank_00_optim_states.pt"),
+               ("b", 1, None, None, f"OSError: [Errno 116] Stale file handle: '{tag}/zero_pp_rank_1_mp_rank_00_optim_states.pt'"),
+               _watchdog(1030)])
+
+
+def _deepspeed_setup() -> list[Line]:
+    return [("a", 0, 0, "INFO", "Setting ds_accelerator to cuda (auto detect)"),
+            ("a", 0, 1, "INFO", "Initializing TorchBackend in DeepSpeed with backend nccl"),
+            ("b", 1, 1, "INFO", "Setting ds_accelerator to cuda (auto detect)")]
+
+
+def deepspeed_data() -> list[Line]:
+    # a DeepSpeed script reading its tokenized dataset from the HF datasets cache on NFS
+    cache = "/nfs/hf_cache/json/default-8a2f/0.0.0/c1d2"
+    return (_deepspeed_setup()
+            + [("a", 0, 3, "INFO", f"Found cached dataset json ({cache})"),
+               ("a", 0, 4, "INFO", f"Loading cached processed dataset at {cache}/cache-5e1f.arrow"),
+               ("b", 1, 4, "INFO", f"Loading cached processed dataset at {cache}/cache-5e1f.arrow")]
+            + _stale_cache_traceback("b", 1, 9, f"{cache}/cache-5e1f.arrow"))
+
+
+def deepspeed_save() -> list[Line]:
+    tag = "/ckpt/global_step100"
+    lines = _deepspeed_setup() + [("a", 0, 20, "INFO", "[Rank 0] DeepSpeed info: version=0.14.4, git-hash=unknown")]
+    for it in range(10, 101, 10):
+        lines.append(("a", 0, 30 + 10.0 * it, "INFO", f"[Rank 0] step={it}, skipped=0, lr=[1e-05], mom=[(0.9, 0.95)]"))
+    return lines + [
+        ("a", 0, 1031, "INFO", "[Rank 0] [Torch] Checkpoint global_step100 is about to be saved!"),
+        ("a", 0, 1031, "INFO", f"[Rank 0] Saving model checkpoint: {tag}/mp_rank_00_model_states.pt"),
+        ("a", 0, 1032, "INFO", f"[Torch] Saving {tag}/zero_pp_rank_0_mp_rank_00_optim_states.pt..."),
+        ("a", 0, 1050, "INFO", f"zero checkpoint saved {tag}/zero_pp_rank_0_mp_rank_00_optim_states.pt"),
+        ("b", 1, 1032, "INFO", f"[Torch] Saving {tag}/zero_pp_rank_1_mp_rank_00_optim_states.pt..."),
+        ("b", 1, None, None, f"OSError: [Errno 122] Disk quota exceeded: '{tag}/zero_pp_rank_1_mp_rank_00_optim_states.pt'"),
+        _watchdog(1640)]
+
+
+def _hf_setup() -> list[Line]:
+    return [("a", 0, 0, "INFO", "Training/evaluation parameters TrainingArguments("),
+            ("a", 0, None, None, "logging_steps=10,"),
+            ("a", 0, 2, "INFO", "loading configuration file /models/llama3-8b/config.json"),
+            ("a", 0, None, None, "Loading checkpoint shards: 100%|##########| 4/4 [00:09<00:00,  2.31s/it]")]
+
+
+def hf_data() -> list[Line]:
+    # run_clm.py tokenizes after loading the model; the cached map output sits on NFS
+    cache = "/nfs/hf_cache/text/default-77aa/0.0.0/9f3e"
+    return (_hf_setup()
+            + [("a", 0, 15, "INFO", f"Loading cached processed dataset at {cache}/cache-0c4d.arrow"),
+               ("b", 1, 15, "INFO", f"Loading cached processed dataset at {cache}/cache-0c4d.arrow")]
+            + _stale_cache_traceback("b", 1, 18, f"{cache}/cache-0c4d.arrow"))
+
+
+def hf_save() -> list[Line]:
+    # transformers 4.36: save to tmp-checkpoint-N, rename at the end; on a shared file system
+    # another node's rank renamed it first (huggingface/transformers#27925)
+    out = "/out/tmp-checkpoint-50"
+    lines = _hf_setup() + [("a", 0, 20, "INFO", "***** Running training *****")]
+    for k in range(1, 6):
+        lines.append(("a", 0, None, None, "{'loss': 1.52, 'grad_norm': 0.31, 'learning_rate': 1e-05, 'epoch': 0.1}"))
+    return lines + [
+        ("a", 0, 530, "INFO", f"Saving model checkpoint to {out}"),
+        ("a", 0, 531, "INFO", f"Configuration saved in {out}/config.json"),
+        ("a", 0, 560, "INFO", f"tokenizer config file saved in {out}/tokenizer_config.json"),
+        ("a", 0, 560, "INFO", f"Special tokens file saved in {out}/special_tokens_map.json"),
+        ("a", 0, None, None, "Traceback (most recent call last):"),
+        ("a", 0, None, None, f"FileNotFoundError: [Errno 2] No such file or directory: '{out}' -> '/out/checkpoint-50'"),
+        ("a", 0, 575, "ERROR", "failed (exitcode: 1) local_rank: 0 (pid: 4100) of binary: /usr/bin/python3")]
+
+
+def mindspeed_data() -> list[Line]:
+    return _megatron_setup(1) + _stale_cache_traceback("b", 1, 40, "/data/alpaca/alpaca_packed_input_ids_document.idx")
+
+
+def mindspeed_save() -> list[Line]:
+    return (_megatron_setup(1) + _megatron_training(1, 80, saves=(40,))
+            + [("a", 0, None, None, "saving checkpoint at iteration      80 to /ckpt in torch_dist format"),
+               ("b", 1, None, None, "OSError: [Errno 116] Stale file handle: '/ckpt/iter_0000080/__1_0.distcp'"),
+               ("a", 0, 2700, "ERROR", "RuntimeError: ACL stream synchronize failed, error code:507048")])
+
+
+JOBS = {  # job -> (lines, failure stage, failure iteration)
+    "megatron_data": (megatron_data, "data_loading", None),
+    "megatron_save": (megatron_save, "checkpoint_saving", 60),
+    "megatron_save_skewed": (megatron_save_skewed, "checkpoint_saving", 60),
+    "megatron_deepspeed_data": (megatron_deepspeed_data, "data_loading", None),
+    "megatron_deepspeed_save": (megatron_deepspeed_save, "checkpoint_saving", 40),
+    "deepspeed_data": (deepspeed_data, "data_loading", None),
+    "deepspeed_save": (deepspeed_save, "checkpoint_saving", 100),
+    "hf_trainer_data": (hf_data, "data_loading", None),
+    "hf_trainer_save": (hf_save, "checkpoint_saving", 50),
+    "mindspeed_data": (mindspeed_data, "data_loading", None),
+    "mindspeed_save": (mindspeed_save, "checkpoint_saving", 80),
+}
+
+
+@pytest.fixture(scope="module")
+def points(spark):
+    rows = [row for job_id, (lines, _, _) in JOBS.items() for row in _rows(job_id, lines())]
+    staged = with_stage_and_iteration(spark.createDataFrame(rows, SCHEMA)).localCheckpoint()
+    _, progress = analyse_iterations(staged)
+    return {r.job_id: (r.failure_stage, r.failure_iteration) for r in job_failure_points(staged, progress).collect()}
+
+
+@pytest.mark.parametrize("job_id", sorted(JOBS))
+def test_failure_stage_and_iteration(points, job_id):
+    _, stage, iteration = JOBS[job_id]
+    assert points[job_id] == (stage, iteration)
