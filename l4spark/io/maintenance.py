@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
@@ -83,7 +83,9 @@ def vacuum(spark: SparkSession, path: str, retain_hours: float) -> int:
     if retain_hours < 0:
         return 0
     hours = int(retain_hours)
-    due = DeltaTable(path).vacuum(retention_hours=hours, dry_run=True, enforce_retention_duration=False)
+    # delta-rs lists the log's tombstones, also of files an earlier VACUUM already deleted
+    listed = DeltaTable(path).vacuum(retention_hours=hours, dry_run=True, enforce_retention_duration=False)
+    due = [f for f in listed if (Path(path) / f.removeprefix("file://")).exists()]
     if not due:
         return 0
     checked = spark.conf.get(RETENTION_CHECK, "true")

@@ -148,7 +148,13 @@ def register_by_name(spark: SparkSession, config: Config, progress: Callable[[st
     the names would be gone with the session)."""
     if not config.catalog.register or spark.conf.get("spark.sql.catalogImplementation", "in-memory") == "in-memory":
         return []
-    names = register_tables(spark, config.storage, config.catalog)
+    try:
+        names = register_tables(spark, config.storage, config.catalog)
+    except Exception as exc:  # noqa: BLE001 - the run's tables are committed; a busy or broken
+        # metastore (embedded Derby held by an analyst's session) must not turn it into a failure
+        progress(f"tables not registered in the catalog database {config.catalog.database}: "
+                 f"{str(exc).splitlines()[0][:300]} (the next run registers them)")
+        return []
     progress(f"{len(names)} tables and views registered in the catalog database {config.catalog.database}")
     return names
 
