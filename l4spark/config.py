@@ -12,6 +12,7 @@ dataclasses live beside each step (``l4spark/<step>/config.py``, no Spark in the
 from __future__ import annotations
 
 import dataclasses
+import re
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
@@ -22,6 +23,7 @@ from l4spark.crossjob.config import NormalPoolConfig
 from l4spark.crossjob.fingerprint import GroupingLevel
 from l4spark.diagnosis.config import DiagnosisConfig
 from l4spark.errors import ConfigError
+from l4spark.io.delta_jars import find_jars
 from l4spark.parse.textrules import HeaderRule, MaskRule, WrapperRule, compile_pattern
 from l4spark.regexsafety import check_regex
 from l4spark.spatial.config import SpatialConfig
@@ -44,9 +46,26 @@ class SparkConfig:
 @dataclass(frozen=True)
 class StorageConfig:
     warehouse: str = "./warehouse"
+    # "delta" or "parquet"; "auto" (the default) is Delta when the session l4spark starts has
+    # Delta's jars (spark.delta_jars, make jars), else Parquet; load_config resolves it.
     format: str = "parquet"
     lock_wait_s: float = 0.0  # a writing run waits this long for the warehouse lock (l4spark/io/lock.py)
     lock_stale_s: float = 86400.0  # a lock older than this is stale even when its holder cannot be checked
+    # Delta upkeep after a writing run (io/maintenance.py): OPTIMIZE a table once it has at least
+    # this many data files (0: never); VACUUM files older than vacuum_retain_hours (negative: never),
+    # which is also how far back time travel reaches.
+    optimize_min_files: int = 16
+    vacuum_retain_hours: float = 168.0
+
+
+@dataclass(frozen=True)
+class CatalogConfig:
+    """Where a writing run registers the tables by name (io/catalog.py)."""
+    register: bool = True
+    database: str = "l4spark"
+    # The embedded session's persistent catalog (Hive metastore on Derby): this folder, empty for
+    # "<warehouse>/../<warehouse name>_metastore". Ignored by a session the cluster configures.
+    metastore: str = ""
 
 
 @dataclass(frozen=True)
@@ -100,6 +119,7 @@ COMMAND_LINE = "the command line"
 class Config:
     spark: SparkConfig = SparkConfig()
     storage: StorageConfig = StorageConfig()
+    catalog: CatalogConfig = CatalogConfig()
     nightly: NightlyConfig = NightlyConfig()
     layout: LayoutConfig = LayoutConfig()
     ingest: IngestConfig = IngestConfig()
@@ -120,6 +140,7 @@ class Config:
 _SECTIONS = {
     "spark": SparkConfig,
     "storage": StorageConfig,
+    "catalog": CatalogConfig,
     "nightly": NightlyConfig,
     "layout": LayoutConfig,
     "ingest": IngestConfig,
@@ -222,6 +243,8 @@ def _build(raw: dict[str, Any]) -> Config:
         if not isinstance(table, dict):
             raise ConfigError(f"'{name}' must be a table, found {table!r}")
         sections[name] = _STEP_BUILDERS[name](dict(table))
+    if sections["storage"].format == "auto":
+        sections["storage"] = dataclasses.replace(sections["storage"], format=default_format(sections["spark"]))
     config = Config(masking=masking, **sections)
     _validate(config)
     return config
@@ -324,11 +347,21 @@ def _rule(cls: type, item: Any, where: str) -> Any:
         raise ConfigError(f"'{where}': {exc}") from exc
 
 
+def default_format(spark: SparkConfig) -> str:
+    """``storage.format = "auto"``: Delta when Delta's jars are in ``spark.delta_jars`` (the
+    checkout's jars/ by default), else Parquet."""
+    return "delta" if find_jars(spark.delta_jars) is not None else "parquet"
+
+
 def _validate(config: Config) -> None:
     if config.storage.format not in ("parquet", "delta"):
-        raise ConfigError(f"'storage.format' must be 'parquet' or 'delta', found '{config.storage.format}'")
+        raise ConfigError(f"'storage.format' must be 'auto', 'parquet' or 'delta', found '{config.storage.format}'")
     if config.storage.lock_wait_s < 0 or config.storage.lock_stale_s <= 0:
         raise ConfigError("'storage.lock_wait_s' must be >= 0 and 'storage.lock_stale_s' positive")
+    if config.storage.optimize_min_files < 0:
+        raise ConfigError("'storage.optimize_min_files' must be >= 0 (0: never OPTIMIZE)")
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", config.catalog.database):
+        raise ConfigError(f"'catalog.database' must be a plain SQL name (letters, digits, _), found '{config.catalog.database}'")
     if config.nightly.max_attempts < 1:
         raise ConfigError(f"'nightly.max_attempts' must be at least 1, found {config.nightly.max_attempts}")
     if config.ingest.cache not in ("disk", "memory"):

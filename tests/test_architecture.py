@@ -32,7 +32,8 @@ LAYERS = [
 # typed settings are read by ``l4spark.config`` before Spark starts: these import no Spark and
 # nothing of their step beyond other pure modules
 PURE = ["config", "errors", "regexsafety", "spatial.config", "crossjob.config", "crossjob.fingerprint",
-        "crossjob.reasons", "temporal.config", "diagnosis.config", "diagnosis.patterns", "parse.textrules"]
+        "crossjob.reasons", "temporal.config", "diagnosis.config", "diagnosis.patterns", "parse.textrules",
+        "io.delta_jars"]
 
 
 def module_name(path: Path) -> str:

@@ -6,10 +6,11 @@ import pytest
 
 from l4spark.config import load_config
 from l4spark.errors import ConfigError
+from l4spark.io.delta_jars import find_jars
 
 
 def test_defaults_load_with_rules(default_config):
-    assert default_config.storage.format == "parquet"
+    assert default_config.storage.format == ("delta" if find_jars() else "parquet")
     assert [w.name for w in default_config.structure.wrappers][:2] == ["cri", "rfc3339"]
     assert len(default_config.structure.headers) >= 6
     assert default_config.structure.levels["WARNING"] == "WARN"
@@ -31,7 +32,7 @@ def test_file_and_dotted_overrides(tmp_path):
     ('[storage]\nwarehous = "x"\n', "unknown config key 'storage.warehous'"),
     ('[nonsense]\na = 1\n', "unknown config key 'nonsense'"),
     ('[ingest]\nmax_line_bytes = "big"\n', "'ingest.max_line_bytes' must be an integer"),
-    ('[storage]\nformat = "orc"\n', "'storage.format' must be 'parquet' or 'delta'"),
+    ('[storage]\nformat = "orc"\n', "'storage.format' must be 'auto', 'parquet' or 'delta'"),
     ('[[masking]]\nname = "m"\npattern = "([0-9"\nreplacement = "x"\n', "masking\\[0\\].*does not compile"),
     ('[[masking]]\nname = "m"\npattern = "[0-9]+"\n', "masking\\[0\\]' is incomplete"),
     ('[layout]\npattern = "^(?P<job_id>[^/]+)/x$"\n', "needs the named groups"),

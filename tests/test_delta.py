@@ -26,7 +26,7 @@ from pyspark.errors import AnalysisException
 
 from l4spark.config import SparkConfig, StorageConfig, load_config
 from l4spark.io.session import remote_url
-from l4spark.io.storage import replace_where, table_exists
+from l4spark.io.storage import replace_where, stored_format, table_exists
 
 pytestmark = pytest.mark.spark
 
@@ -232,9 +232,17 @@ def test_table_exists_needs_a_delta_commit(tmp_path):
     (tmp_path / "warehouse" / "events" / "job_id=a" / "part-0.parquet").write_bytes(b"PAR1")
     (tmp_path / "warehouse" / "events" / "_delta_log").mkdir()
     assert not table_exists(storage, "events")
-    assert table_exists(StorageConfig(str(tmp_path / "warehouse"), "parquet"), "events")
+    # a folder with a Delta log is never read as Parquet, whatever storage.format says
+    assert not table_exists(StorageConfig(str(tmp_path / "warehouse"), "parquet"), "events")
     (tmp_path / "warehouse" / "events" / "_delta_log" / "00000000000000000000.json").write_text("{}")
     assert table_exists(storage, "events")
+    assert stored_format(StorageConfig(str(tmp_path / "warehouse"), "parquet"), "events") == "delta"
+    # a completed Parquet write is a Parquet table under storage.format = "delta" too (read as such)
+    (tmp_path / "warehouse" / "jobs" / "job_id=a").mkdir(parents=True)
+    (tmp_path / "warehouse" / "jobs" / "job_id=a" / "part-0.parquet").write_bytes(b"PAR1")
+    assert stored_format(storage, "jobs") is None
+    (tmp_path / "warehouse" / "jobs" / "_SUCCESS").write_bytes(b"")
+    assert stored_format(storage, "jobs") == "parquet"
 
 
 def check_diagnosis_tables(warehouse: Path, flagged: dict[str, int], errors: list[str]) -> None:
@@ -262,7 +270,8 @@ def test_diagnosis_tables_written_as_delta(connect, tmp_path):
     check_diagnosis_tables(warehouse, {"job-a": 3, "job-b": 2}, ["job-c"])
     for table in ("diagnosis_events", "diagnosis_nodes", "diagnosis_iterations", "diagnosis_jobs"):
         assert [version for version, _ in history(warehouse / table)] == [0], table
-        assert deltalake.DeltaTable(str(warehouse / table)).metadata().partition_columns == ["job_id"]
+        # small per-job tables are one file per write, not partitioned (Table.partition_columns)
+        assert deltalake.DeltaTable(str(warehouse / table)).metadata().partition_columns == []
 
 
 @pytest.mark.xfail(strict=True, raises=AnalysisException,

@@ -110,11 +110,29 @@ def test_job_reads_use_the_partition_of_an_escaped_or_numeric_job_id(spark, tmp_
         analysis.job_summary(warehouse, "absent")
 
 
-def test_missing_and_delta_tables_are_refused_with_the_reason(tmp_path):
+def test_a_delta_table_is_read_through_its_log(spark, tmp_path):
+    """A Delta table (unpartitioned, as the warehouse writes small tables) reads through delta-rs:
+    only the rows its log holds (not the file an overwrite removed), one job by a filter, the
+    timestamps naive UTC as from Parquet."""
+    warehouse = tmp_path / "warehouse"
+    path = str(warehouse / "diagnosis_jobs")
+    schema = JOBS_SCHEMA + ", processed_at timestamp"
+    stamp = pd.Timestamp("2026-11-24 06:00:00").to_pydatetime()
+    spark.createDataFrame([("old", "diagnosed", "init", None, ["n9"], stamp)], schema).write.format("delta").save(path)
+    spark.createDataFrame([("run 7/a=b", "diagnosed", "init", None, ["n1"], stamp),
+                           ("12345", "error", None, None, [], stamp)], schema).write.format("delta").mode("overwrite").save(path)
+    assert sorted(analysis.read_result_table(warehouse, "diagnosis_jobs")["job_id"]) == ["12345", "run 7/a=b"]
+    row = analysis.job_summary(warehouse, "run 7/a=b")
+    assert (row["job_id"], list(row["suspect_nodes"]), row["processed_at"]) == ("run 7/a=b", ["n1"], pd.Timestamp(stamp))
+    assert analysis.read_result_table(warehouse, "diagnosis_jobs", job_id="old").empty
+    assert analysis.failures_by(warehouse, "failure_stage")[["failure_stage", "n_jobs"]].values.tolist() == [["init", 1]]
+
+
+def test_missing_tables_are_refused_with_the_reason(tmp_path):
     with pytest.raises(AnalysisError, match="no diagnosis_jobs table under"):
         analysis.failures_by(tmp_path, "fault_class")
-    (tmp_path / "diagnosis_jobs" / "_delta_log").mkdir(parents=True)
-    with pytest.raises(AnalysisError, match="is a Delta table"):
+    (tmp_path / "diagnosis_jobs" / "_delta_log").mkdir(parents=True)  # a Delta folder without a commit
+    with pytest.raises(AnalysisError, match="no diagnosis_jobs table under"):
         analysis.failures_by(tmp_path, "fault_class")
     assert analysis.latest_runs(tmp_path).empty
 

@@ -213,7 +213,8 @@ def growth(sizes: list[dict]) -> list[dict]:
     return out
 
 
-def run_size(plan: FleetPlan, fleet: Path, warehouse: Path, master: str, conf_files: list[str]) -> dict:
+def run_size(plan: FleetPlan, fleet: Path, warehouse: Path, master: str, conf_files: list[str],
+             overrides: dict | None = None) -> dict:
     """The nightly run of one fleet in a fresh Spark application (a child process), measured
     from outside (wall time with JVM start, peak memory of the whole process tree)."""
     if warehouse.exists():
@@ -223,7 +224,7 @@ def run_size(plan: FleetPlan, fleet: Path, warehouse: Path, master: str, conf_fi
     result_path.unlink(missing_ok=True)
     load_before = os.getloadavg()
     child = multiprocessing.get_context("spawn").Process(
-        target=_nightly_process, args=(str(fleet), str(warehouse), master, conf_files, str(result_path)))
+        target=_nightly_process, args=(str(fleet), str(warehouse), master, conf_files, str(result_path), overrides or {}))
     with PeakMemory() as memory, TreeCpu() as cpu:
         started = time.perf_counter()
         child.start()
@@ -255,18 +256,20 @@ def run_size(plan: FleetPlan, fleet: Path, warehouse: Path, master: str, conf_fi
         "steps": inner["run"]["seconds"], "phases": phases, "phase_cpu_seconds": phase_cpu,
         "cpu_seconds": round(sum(phase_cpu.values()), 2), "process_cpu_seconds": cpu.samples[-1][1],
         "timeline": inner["timeline"], "peak_memory_bytes": memory.peak_bytes,
+        "format": inner["format"], "table_files": inner["table_files"],
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
     }
 
 
-def _nightly_process(fleet: str, warehouse: str, master: str, conf_files: list[str], result_path: str) -> None:
+def _nightly_process(fleet: str, warehouse: str, master: str, conf_files: list[str], result_path: str,
+                     overrides: dict) -> None:
     """Child process: one Spark application, one nightly run, its rows read back, a JSON result."""
     from l4spark.config import load_config
     from l4spark.nightly.batch import run_nightly
     from l4spark.io.session import build_session
 
-    config = load_config(*conf_files, overrides={"spark.master": master, "storage.warehouse": warehouse})
+    config = load_config(*conf_files, overrides={"spark.master": master, "storage.warehouse": warehouse, **overrides})
     started = time.perf_counter()
     spark = build_session(config.spark)
     session_seconds = time.perf_counter() - started
@@ -285,8 +288,25 @@ def _nightly_process(fleet: str, warehouse: str, master: str, conf_files: list[s
     finally:
         spark.stop()
     result = {"nightly_seconds": nightly_seconds, "session_seconds": round(session_seconds, 2),
-              "run_started_epoch": run_started_epoch, "timeline": timeline, **readback}
+              "run_started_epoch": run_started_epoch, "timeline": timeline, "format": config.storage.format,
+              "table_files": table_files(config.storage, run.upkeep), **readback}
     Path(result_path).write_text(json.dumps(result, indent=2, default=str))
+
+
+def table_files(storage, upkeep) -> dict[str, dict[str, int]]:
+    """Per table: data files of its current version before the run's upkeep (OPTIMIZE) and after,
+    and data files on disk (a Delta table's folder also holds the files its log removed, until
+    VACUUM). Parquet has no upkeep: before = after = on disk."""
+    from l4spark.io.storage import table_path
+
+    by_table = {u.table: u for u in upkeep}
+    files = {}
+    for table in sorted(p.name for p in Path(storage.warehouse).iterdir() if not p.name.startswith(("_", "."))):
+        on_disk = sum(1 for f in Path(table_path(storage, table)).rglob("*.parquet") if "_delta_log" not in f.parts)
+        done = by_table.get(table)
+        files[table] = {"before": done.files_before if done else on_disk, "after": done.files_after if done else on_disk,
+                        "on_disk": on_disk}
+    return files
 
 
 def _read_back(spark, config, run_id: str) -> dict:
@@ -315,18 +335,29 @@ def _read_back(spark, config, run_id: str) -> dict:
 
 def print_report(sizes: list[dict], ratios: list[dict]) -> None:
     print()
-    print(f"{'scale':>5}{'jobs':>6}{'failed':>7}{'files':>8}{'MB':>9}{'lines':>12}{'nightly s':>11}"
+    print(f"{'run':>9}{'jobs':>6}{'failed':>7}{'files':>8}{'MB':>9}{'lines':>12}{'nightly s':>11}"
           f"{'process s':>11}{'cpu s':>8}{'MB/s':>7}{'s/failed':>9}{'peak GiB':>9}  load before/after")
     for s in sizes:
         per_failed = f"{s['seconds_per_failed_job']:.1f}" if s["seconds_per_failed_job"] is not None else "-"
-        print(f"{s['scale']:>4}x{s['jobs']:>6}{s['failed_jobs']:>7}{s['files']:>8,}{s['input_bytes'] / 1e6:>9,.1f}"
+        print(f"{s['name']:>9}{s['jobs']:>6}{s['failed_jobs']:>7}{s['files']:>8,}{s['input_bytes'] / 1e6:>9,.1f}"
               f"{s['lines']:>12,}{s['nightly_seconds']:>11.1f}{s['process_seconds']:>11.1f}{s['cpu_seconds']:>8.0f}"
               f"{s['mb_per_s']:>7.2f}"
               f"{per_failed:>9}{s['peak_memory_bytes'] / 2**30:>9.2f}  "
               f"{s['load_average_before'][0]:.1f}/{s['load_average_after'][0]:.1f}")
     print()
+    tables = sorted({t for s in sizes for t in s["table_files"]})
+    print(f"{'files per table: before upkeep / after / on disk':<50}" + "".join(f"{s['name']:>22}" for s in sizes))
+    for table in tables + ["all"]:
+        cells = []
+        for s in sizes:
+            files = s["table_files"]
+            got = ({k: sum(f[k] for f in files.values()) for k in ("before", "after", "on_disk")} if table == "all"
+                   else files.get(table))
+            cells.append(f"{got['before']} / {got['after']} / {got['on_disk']}" if got else "-")
+        print(f"{table:<50}" + "".join(f"{c:>22}" for c in cells))
+    print()
     names = list(dict.fromkeys(name for s in sizes for name in s["phases"]))
-    print(f"{'phase: wall s (cpu s)':<40}" + "".join(f"{str(s['scale']) + 'x':>16}" for s in sizes)
+    print(f"{'phase: wall s (cpu s)':<40}" + "".join(f"{s['name']:>16}" for s in sizes)
           + (f"{'wall ratio':>12}" if len(sizes) > 1 else ""))
     for name in names:
         values = [s["phases"].get(name) for s in sizes]
@@ -357,6 +388,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=31)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--conf", action="append", default=[], metavar="FILE", help="l4spark TOML for the runs")
+    parser.add_argument("--formats", default="",
+                        help="table formats to run each size in, one after the other, e.g. parquet,delta "
+                             "(default: the conf's storage.format)")
     parser.add_argument("--fleets", default="out/bench-nightly/fleets", help="generated fleets (reused)")
     parser.add_argument("--out", default="out/bench-nightly", help="warehouses and the JSON result")
     args = parser.parse_args(argv)
@@ -368,12 +402,22 @@ def main(argv: list[str] | None = None) -> int:
     out, fleets = Path(args.out), Path(args.fleets)
     out.mkdir(parents=True, exist_ok=True)
     sizes = []
+    formats = [f.strip() for f in args.formats.split(",") if f.strip()] or [""]
     for plan in plans:
         fleet, reused = ensure_fleet(plan, fleets)
-        print(f"{plan.scale}x: nightly run on {fleet}{' (fleet reused)' if reused else ''}", flush=True)
-        sizes.append(run_size(plan, fleet, out / f"warehouse-{plan.scale}x", args.master, args.conf))
-        print(f"{plan.scale}x: {sizes[-1]['nightly_seconds']:.1f} s, steps {sizes[-1]['steps']}", flush=True)
-    ratios = growth(sizes)
+        for storage_format in formats:
+            name = f"{plan.scale}x" + (f" {storage_format}" if storage_format else "")
+            print(f"{name}: nightly run on {fleet}{' (fleet reused)' if reused else ''}", flush=True)
+            overrides = {"storage.format": storage_format} if storage_format else {}
+            warehouse = out / ("warehouse-" + name.replace(" ", "-"))
+            sizes.append({"name": name, **run_size(plan, fleet, warehouse, args.master, args.conf, overrides)})
+            print(f"{name}: {sizes[-1]['nightly_seconds']:.1f} s, steps {sizes[-1]['steps']}", flush=True)
+    if len(formats) > 1:
+        for plan in plans:
+            runs = [s for s in sizes if s["scale"] == plan.scale]
+            print(f"{plan.scale}x wall: " + ", ".join(f"{s['format']} {s['nightly_seconds']:.1f} s" for s in runs)
+                  + f"; {runs[-1]['format']}/{runs[0]['format']} {runs[-1]['nightly_seconds'] / runs[0]['nightly_seconds']:.2f}")
+    ratios = growth([s for s in sizes if s["name"].endswith(formats[-1])]) if formats != [""] else growth(sizes)
     print_report(sizes, ratios)
     result = {"sizes": sizes, "growth": ratios, "master": args.master, "cpus": os.cpu_count(),
               "command": " ".join([Path(sys.executable).name, "-m", "l4spark.bench.nightly", *(argv or sys.argv[1:])])}

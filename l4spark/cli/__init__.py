@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Sequence
 
-from l4spark.cli import diagnose, evaluate, nightly, normal_pool, parse, patterns, spatial
+from l4spark.cli import diagnose, evaluate, nightly, normal_pool, parse, patterns, spatial, sql
 from l4spark.errors import run_command
 from l4spark.simulate import cli as simulate
 
@@ -25,6 +25,6 @@ def build_parser() -> argparse.ArgumentParser:
                                                                  "logs (the L4 method on Spark).")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
     commands = parser.add_subparsers(dest="command", required=True)
-    for command in (simulate, patterns, spatial, normal_pool, diagnose, evaluate, nightly, parse):
+    for command in (simulate, patterns, spatial, normal_pool, diagnose, evaluate, nightly, parse, sql):
         command.add_parser(commands)
     return parser

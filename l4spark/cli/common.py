@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Mapping
 
@@ -18,7 +19,8 @@ def add_common_options(parser: argparse.ArgumentParser, warehouse_help: str | No
     parser.add_argument("--conf", action="append", default=[], metavar="FILE",
                         help="TOML config file overriding the defaults (repeatable; later wins)")
     parser.add_argument("--master", help="Spark master (default from conf: local[*])")
-    parser.add_argument("--format", choices=("parquet", "delta"), help="table format (default from conf: parquet)")
+    parser.add_argument("--format", choices=("parquet", "delta"),
+                        help="table format (default from conf: auto, Delta when its jars are there)")
     parser.add_argument("--lock-wait", type=float, metavar="SECONDS",
                         help="wait this long for another run's warehouse lock (default from conf: 0, fail at once)")
     return parser
@@ -38,10 +40,15 @@ def config_from_args(args: argparse.Namespace, overrides: Mapping[str, Any] | No
 
 @contextmanager
 def spark_session(config) -> Iterator:
-    """A Spark session for a command that only reads the warehouse."""
+    """A Spark session for a command, with the warehouse's persistent catalog when tables are
+    registered by name (``catalog.register``, l4spark/io/catalog.py)."""
+    from l4spark.io.catalog import metastore_folder
     from l4spark.io.session import build_session
 
-    spark = build_session(config.spark)
+    metastore = metastore_folder(config.storage, config.catalog) if config.catalog.register else None
+    if metastore is not None:
+        Path(metastore).mkdir(parents=True, exist_ok=True)
+    spark = build_session(config.spark, metastore)
     try:
         yield spark
     finally:

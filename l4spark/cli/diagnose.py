@@ -32,7 +32,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from l4spark.diagnosis.assemble import diagnose_jobs, write_diagnosis
-    from l4spark.nightly.batch import catch_up
+    from l4spark.io.maintenance import maintain_tables
+    from l4spark.nightly.batch import catch_up, register_by_name
     from l4spark.nightly.selection import failed_jobs
     from l4spark.report import render_terminal
     from l4spark.report.diagnosed import job_report, write_job_reports
@@ -56,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
 
             out = args.reports or fs.child(config.storage.warehouse, "_reports")
             reports = write_job_reports(diagnosis, out, skip=kept, spark=spark)
+        maintain_tables(spark, config.storage)
+        register_by_name(spark, config, progress)
     shown = [j for j in diagnosis.diagnosed][: max(0, args.show)]
     for job_id in shown:
         print()

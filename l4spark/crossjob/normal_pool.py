@@ -63,7 +63,7 @@ from l4spark.crossjob.reasons import (
 )
 from l4spark.io.session import materialize
 from l4spark.io import fs
-from l4spark.io.storage import read_table, table_exists, table_path, write_job_rows, write_json, write_table
+from l4spark.io.storage import read_table, stored_format, table_exists, table_path, write_job_rows, write_json, write_table
 from l4spark.io.tables import JOB_EVENT_FORMS, NORMAL_POOL, NORMAL_POOL_LEDGER, NORMAL_POOL_VARIANTS, columns
 from l4spark.parse.structure import with_masked
 from l4spark.parse.textrules import MaskRule
@@ -165,9 +165,9 @@ def read_normal_pool(spark: SparkSession, storage: StorageConfig) -> NormalPool:
 def _read_with_schema(spark: SparkSession, storage: StorageConfig, table: str, schema: str) -> DataFrame:
     """A small table read with its declared schema (an empty Parquet table has no file to infer one from).
     A Delta table's log holds its schema, and delta-spark refuses a user-specified one."""
-    if storage.format == "delta":
+    if (stored_format(storage, table) or storage.format) == "delta":
         return read_table(spark, storage, table).select(*columns(schema))
-    return spark.read.format(storage.format).schema(schema).load(table_path(storage, table))
+    return spark.read.format("parquet").schema(schema).load(table_path(storage, table))
 
 
 def build_pool(ledger: DataFrame, groups: DataFrame) -> DataFrame:

@@ -16,11 +16,13 @@ from l4spark.config import SparkConfig
 from l4spark.io.delta_jars import DELTA_SQL_SETTINGS, find_jars
 
 
-def build_session(conf: SparkConfig) -> SparkSession:
+def build_session(conf: SparkConfig, metastore: str | None = None) -> SparkSession:
     """A SparkSession for ``conf``. Python workers run this interpreter (``PYSPARK_PYTHON``) so
     that executors import the same l4spark and libraries; every socket binds to 127.0.0.1
     unless ``SPARK_LOCAL_IP`` says otherwise (a cluster's spark-submit sets its own).
-    With a Connect URL (``remote_url``) the session is a Spark Connect client instead."""
+    With a Connect URL (``remote_url``) the session is a Spark Connect client instead.
+    ``metastore``: a folder for Spark's persistent catalog (``metastore_settings``), so that tables
+    registered by name outlive the session; a submitted or Connect session keeps its own."""
     url = remote_url(conf)
     if url is not None:
         return _connect_session(conf, url)
@@ -36,6 +38,8 @@ def build_session(conf: SparkConfig) -> SparkSession:
     given = _submitted_conf() if submitted else set()
     settings = {"spark.sql.session.timeZone": "UTC", "spark.sql.shuffle.partitions": str(conf.shuffle_partitions),
                 "spark.log.level": conf.log_level, **({} if submitted else delta_settings(conf)), **conf.extra}
+    if metastore is not None and not submitted:
+        settings.update(metastore_settings(metastore, settings.get("spark.driver.extraJavaOptions", "")))
     if "spark.jars" in conf.extra and not submitted and "spark.jars" in delta_settings(conf):
         settings["spark.jars"] = delta_settings(conf)["spark.jars"] + "," + conf.extra["spark.jars"]
     builder = SparkSession.builder.appName(conf.app_name)
@@ -62,6 +66,17 @@ def delta_settings(conf: SparkConfig) -> dict[str, str]:
         return {}
     return {"spark.jars": ",".join(str(jar) for jar in jars), **DELTA_SQL_SETTINGS,
             "spark.databricks.delta.snapshotPartitions": str(conf.shuffle_partitions)}
+
+
+def metastore_settings(folder: str, java_options: str = "") -> dict[str, str]:
+    """Spark's persistent catalog in ``folder``: the Hive metastore (pyspark ships Hive 2.3 and
+    Derby) on an embedded Derby database ``folder/metastore_db``, managed tables and databases
+    under ``folder/spark-warehouse``, Derby's log in ``folder``. Another process with the same
+    settings sees the same tables (one process at a time: embedded Derby locks the database)."""
+    return {"spark.sql.catalogImplementation": "hive",
+            "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={folder}/metastore_db;create=true",
+            "spark.sql.warehouse.dir": f"{folder}/spark-warehouse",
+            "spark.driver.extraJavaOptions": f"{java_options} -Dderby.system.home={folder}".strip()}
 
 
 def _submitted_conf() -> set[str]:

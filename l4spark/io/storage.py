@@ -22,6 +22,7 @@ from typing import Any, Iterable
 from pyspark.sql import DataFrame, SparkSession
 
 from l4spark.config import StorageConfig
+from l4spark.errors import ConfigError
 from l4spark.killpoints import kill_point
 from l4spark.io import fs, tables
 
@@ -30,33 +31,56 @@ def table_path(storage: StorageConfig, table: str) -> str:
     return fs.child(storage.warehouse, table)
 
 
-def table_exists(storage: StorageConfig, table: str) -> bool:
-    """True when Spark can read the table.
+def stored_format(storage: StorageConfig, table: str) -> str | None:
+    """The format ``table`` is stored in (``"delta"`` or ``"parquet"``), None when there is no
+    table Spark can read.
 
-    Parquet: a partition folder or data file (a write of no rows leaves only ``_SUCCESS``, which
-    Spark cannot read a schema from). Delta: a committed version in ``_delta_log`` (the log holds
-    the schema, so a table whose rows were all replaced away still exists; data files without a
-    commit, as a crash during the first write leaves them, are not a table).
+    Delta: a committed version in ``_delta_log`` (the log holds the schema, so a table whose rows
+    were all replaced away still exists; data files without a commit, as a crash during the first
+    write leaves them, are not a table). Parquet: a partition folder or data file (a write of no
+    rows leaves only ``_SUCCESS``, which Spark cannot read a schema from); under
+    ``storage.format = "delta"`` only a completed Parquet write (``_SUCCESS``) counts, so the
+    files of a crashed first Delta write are not taken for a Parquet table. A table keeps the
+    format it was created in, whatever ``storage.format`` says now: every reader detects it.
     """
     if not fs.is_local(storage.warehouse):
         return _remote_table_exists(storage, table)
     path = Path(table_path(storage, table))
-    if storage.format == "delta":
-        log = path / "_delta_log"
-        return log.is_dir() and any(p.name[:1].isdigit() for p in log.iterdir())
     if not path.is_dir():
-        return False
-    return any(p.name == "_delta_log" or not p.name.startswith(("_", ".")) for p in path.iterdir())
+        return None
+    log = path / "_delta_log"
+    if log.is_dir():
+        return "delta" if any(p.name[:1].isdigit() for p in log.iterdir()) else None
+    if storage.format == "delta" and not (path / "_SUCCESS").exists():
+        return None
+    has_data = any(not p.name.startswith(("_", ".")) for p in path.iterdir())
+    return "parquet" if has_data else None
+
+
+def table_exists(storage: StorageConfig, table: str) -> bool:
+    """True when Spark can read the table (``stored_format``)."""
+    return stored_format(storage, table) is not None
 
 
 def read_table(spark: SparkSession, storage: StorageConfig, table: str) -> DataFrame:
-    """The whole table; partition columns (``job_id``...) come back as ordinary columns."""
-    reader = spark.read.format(storage.format)
-    if storage.format == "parquet":
+    """The whole table, in the format it is stored in; partition columns (``job_id``...) come
+    back as ordinary columns."""
+    stored = stored_format(storage, table) or storage.format
+    reader = spark.read.format(stored)
+    if stored == "parquet":
         # A Parquet table is its folder tree: basePath keeps job_id a column when a caller's
         # filter prunes the read down to one partition folder. Delta reads its log instead.
         reader = reader.option("basePath", table_path(storage, table))
     return reader.load(table_path(storage, table))
+
+
+def check_format(storage: StorageConfig, table: str) -> None:
+    """Refuse to write ``table`` in ``storage.format`` when it is stored in the other format."""
+    stored = stored_format(storage, table)
+    if stored is not None and stored != storage.format:
+        raise ConfigError(
+            f"the table {table_path(storage, table)} is {stored} but storage.format is {storage.format}: "
+            f"set storage.format = \"{stored}\" for this warehouse, or convert it (docs/delta.md#a-parquet-warehouse)")
 
 
 def write_job_rows(rows: DataFrame, storage: StorageConfig, table: str, job_ids: Iterable[str],
@@ -70,7 +94,8 @@ def write_job_rows(rows: DataFrame, storage: StorageConfig, table: str, job_ids:
     replaces the rows of all ``job_ids`` (an empty ``rows`` deletes them), so ``jobs_with_rows``
     is not needed. A table declared ``small``: the rows of many jobs in one task, sorted by job, so
     that one file writer is open at a time (a writer per job and task would hold a Parquet row-group
-    buffer each).
+    buffer each); as Delta it is not partitioned (``Table.partition_columns``): one file per write,
+    and the ``replaceWhere`` on the key column rewrites the files that held the replaced jobs.
     """
     declared = tables.table(table)
     key, small = declared.key, declared.small
@@ -80,12 +105,17 @@ def write_job_rows(rows: DataFrame, storage: StorageConfig, table: str, job_ids:
         rows = rows.coalesce(1).sortWithinPartitions(key)
     job_ids = sorted(set(job_ids))
     path = table_path(storage, table)
+    check_format(storage, table)
     if storage.format == "delta":
-        writer = rows.write.format("delta").mode("overwrite").partitionBy(key)
-        # The first write creates the table: there are no other jobs' rows to keep, and Sail
-        # refuses a replaceWhere on a path without a commit (delta-spark accepts it).
+        writer = rows.write.format("delta").mode("overwrite")
         if table_exists(storage, table):
+            # No partitionBy: Delta keeps the table's own partitioning (a table created partitioned
+            # by an older l4spark stays so).
             writer = writer.option("replaceWhere", replace_where(key, job_ids))
+        else:
+            # The first write creates the table: there are no other jobs' rows to keep, and Sail
+            # refuses a replaceWhere on a path without a commit (delta-spark accepts it).
+            writer = writer.partitionBy(*declared.partition_columns("delta"))
         writer.save(path)
         kill_point(f"after_write:{table}")
         return
@@ -142,6 +172,7 @@ def write_table(rows: DataFrame, storage: StorageConfig, table: str) -> None:
     replaced too, as a Parquet overwrite replaces it)."""
     if tables.table(table).key is not None:
         raise ValueError(f"'{table}' is partitioned by {tables.table(table).key}: replace rows with write_job_rows")
+    check_format(storage, table)
     writer = rows.write.format(storage.format).mode("overwrite")
     if storage.format == "delta":
         writer = writer.option("overwriteSchema", "true")

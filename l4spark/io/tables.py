@@ -15,14 +15,24 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Table:
-    """A warehouse table. ``key``: the partition column (rows of one value replaced together),
-    None for a small table rewritten whole. ``small``: all rows of a write in one task (one file
-    per partition). ``schema``: Spark DDL of its columns, None where the writer decides them."""
+    """A warehouse table. ``key``: the column whose values are replaced together (rows of one job,
+    or run), None for a small table rewritten whole. ``small``: all rows of a write in one task.
+    ``schema``: Spark DDL of its columns, None where the writer decides them."""
 
     name: str
     key: str | None
     schema: str | None
     small: bool = True
+
+    def partition_columns(self, storage_format: str) -> list[str]:
+        """The folder partitioning of the table in ``storage_format``. Parquet: by ``key`` (a
+        dynamic partition overwrite replaces a job's folder). Delta: only a big table (``events``)
+        is partitioned; a small per-job table is one file per write, and ``replaceWhere`` on the
+        key column rewrites the files holding the replaced jobs, so a batch adds one file to the
+        table instead of one per job (docs/delta.md#small-files)."""
+        if self.key is None or (storage_format == "delta" and self.small):
+            return []
+        return [self.key]
 
 
 EVENTS = Table("events", "job_id", None, small=False)

@@ -16,7 +16,10 @@ tables as one clean run:
    last ``nightly.max_attempts`` diagnoses failed on the same parse is given up (listed, not tried);
 5. diagnose them together and write the diagnosis tables (per job replaced; ``diagnosis_jobs``
    last) and their reports;
-6. record the run in the ``runs`` table (run id, date, counts, errors, seconds per step).
+6. Delta upkeep (l4spark/io/maintenance.py): compact the tables whose files passed
+   ``storage.optimize_min_files``, VACUUM past ``storage.vacuum_retain_hours``;
+7. record the run in the ``runs`` table (run id, date, counts, errors, seconds per step), then
+   register every table and the analyst views by name (``catalog.database``, l4spark/io/catalog.py).
 
 A job whose diagnosis fails is recorded in ``diagnosis_attempts`` and keeps its last good
 diagnosis (or gets a ``diagnosis_jobs`` error row when it has none); the others finish, and the
@@ -45,6 +48,8 @@ from l4spark.nightly.selection import jobs_to_diagnose, missing_jobs, stale_jobs
 from l4spark.parse.layout import scan_logs_root
 from l4spark.parse.pipeline import parse_jobs
 from l4spark.report.diagnosed import write_job_reports
+from l4spark.io.catalog import register_tables
+from l4spark.io.maintenance import Upkeep, maintain_tables
 from l4spark.io.storage import write_job_rows
 from l4spark.io.tables import RUNS
 
@@ -65,6 +70,8 @@ class NightlyRun:
     seconds: dict[str, float] = field(default_factory=dict)
     scanned: int = 0
     reports: dict[str, tuple] = field(default_factory=dict)
+    upkeep: list[Upkeep] = field(default_factory=list)
+    registered: list[str] = field(default_factory=list)
 
 
 def parse_missing(spark: SparkSession, config: Config, logs_root: str | Path,
@@ -127,9 +134,29 @@ def run_nightly(spark: SparkSession, config: Config, logs_root: str | Path, run_
         if reports_dir is not None:
             run.reports = write_job_reports(diagnosis, reports_dir, skip=run.kept, spark=spark)
             lap("reports")
+    run.upkeep = maintain_tables(spark, config.storage)
+    lap("upkeep")
     kill_point("before_runs_row")
     record_run(spark, config, run, "partial" if run.errors else "succeeded")
+    run.registered = register_by_name(spark, config, progress)
     return run
+
+
+def register_by_name(spark: SparkSession, config: Config, progress: Callable[[str], None] = log.info) -> list[str]:
+    """Register the warehouse's tables and views in ``catalog.database`` (``catalog.register``),
+    when the session's catalog outlives it; the names registered (none with an in-memory catalog:
+    the names would be gone with the session)."""
+    if not config.catalog.register or spark.conf.get("spark.sql.catalogImplementation", "in-memory") == "in-memory":
+        return []
+    try:
+        names = register_tables(spark, config.storage, config.catalog)
+    except Exception as exc:  # noqa: BLE001 - the run's tables are committed; a busy or broken
+        # metastore (embedded Derby held by an analyst's session) must not turn it into a failure
+        progress(f"tables not registered in the catalog database {config.catalog.database}: "
+                 f"{str(exc).splitlines()[0][:300]} (the next run registers them)")
+        return []
+    progress(f"{len(names)} tables and views registered in the catalog database {config.catalog.database}")
+    return names
 
 
 def record_run(spark: SparkSession, config: Config, run: NightlyRun, status: str) -> None:

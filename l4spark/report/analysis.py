@@ -13,9 +13,10 @@ file), so a drill-down reads kilobytes whatever the size of the warehouse and no
 whole table. Spark stays the tool for fleet-wide questions over ``events`` (Spark SQL on
 ``l4spark.io.storage.read_table``).
 
-Only Parquet warehouses (the default format) are read here: a Delta table's folder also holds
-files its log has removed, so reading it as plain Parquet would be wrong; such a table raises
-``AnalysisError`` (read it with Spark instead).
+Both formats are read, each table in the one it is stored in: a Delta table through its log
+with delta-rs (``deltalake``, no Spark; its folder also holds files the log has removed, so it is
+never read as plain Parquet), a Parquet table as its folder tree. A Delta table's partition and
+file statistics prune the same filters.
 
 Every function takes the warehouse root (``str`` or ``Path``) and returns a new pandas frame (or
 Series); list columns (``suspect_nodes``, ``sources``...) hold numpy arrays, as pyarrow gives
@@ -30,12 +31,13 @@ from typing import Iterable
 import pandas as pd
 import pyarrow as pa
 import pyarrow.dataset as ds
+from deltalake import DeltaTable
 
 from l4spark.config import StorageConfig
 from l4spark.io import tables
 from l4spark.errors import L4SparkError
 from l4spark.diagnosis.patterns import FaultPattern
-from l4spark.io.storage import escape_partition_value, table_exists
+from l4spark.io.storage import escape_partition_value, stored_format
 
 UNKNOWN = "unknown"
 
@@ -50,10 +52,13 @@ def read_result_table(warehouse: str | Path, table: str, job_id: str | None = No
     read), optionally only ``columns`` and the rows matching ``row_filter``.
 
     A job without rows gives an empty frame with the table's columns. Raises AnalysisError when
-    the table does not exist (the message says which command writes it) or is a Delta table.
+    the table does not exist (the message says which command writes it).
     """
     base = _table_dir(warehouse, table)
-    if job_id is None:
+    if job_id is None or _format(warehouse, table) == "delta":
+        if job_id is not None:
+            in_job = ds.field("job_id") == job_id
+            row_filter = in_job if row_filter is None else in_job & row_filter
         return _read(_dataset(base, table), columns, row_filter)
     folder = base / f"job_id={escape_partition_value(job_id)}"
     if not folder.is_dir():
@@ -248,25 +253,37 @@ def _table_dir(warehouse: str | Path, table: str) -> Path:
     if not _exists(warehouse, table):
         raise AnalysisError(f"no {table} table under {warehouse}: "
                             "`make demo`, `l4spark diagnose` or `l4spark nightly` write the result tables")
-    base = Path(warehouse) / table
-    if (base / "_delta_log").is_dir():
-        raise AnalysisError(f"{base} is a Delta table; read it with Spark (l4spark.io.storage.read_table), "
-                            "this module reads Parquet warehouses")
-    return base
+    return Path(warehouse) / table
+
+
+def _format(warehouse: str | Path, table: str) -> str | None:
+    return stored_format(StorageConfig(warehouse=str(warehouse)), table)
 
 
 def _exists(warehouse: str | Path, table: str) -> bool:
-    return table_exists(StorageConfig(warehouse=str(warehouse)), table)
+    return _format(warehouse, table) is not None
 
 
 def _dataset(base: Path, table: str) -> ds.Dataset:
+    if (base / "_delta_log").is_dir():
+        return DeltaTable(str(base)).to_pyarrow_dataset()
     # Partition values stay strings: pyarrow would infer an all-digit job id as an integer.
     key = tables.table(table).key
     return ds.dataset(base, format="parquet", partitioning=ds.partitioning(pa.schema([(key, pa.string())]), flavor="hive"))
 
 
 def _read(dataset: ds.Dataset, columns: list[str] | None, row_filter: ds.Expression | None) -> pd.DataFrame:
-    return dataset.to_table(columns=columns, filter=row_filter).to_pandas()
+    return _naive_utc(dataset.to_table(columns=columns, filter=row_filter)).to_pandas()
+
+
+def _naive_utc(rows: pa.Table) -> pa.Table:
+    """Timestamps as naive UTC whatever the format: delta-rs gives Delta's timestamps with a UTC
+    time zone, Spark's Parquet files give them naive (the writers' session time zone is UTC)."""
+    for i, column in enumerate(rows.schema):
+        if pa.types.is_timestamp(column.type) and column.type.tz is not None:
+            naive = rows.column(i).cast(pa.timestamp(column.type.unit))
+            rows = rows.set_column(i, column.name, naive)
+    return rows
 
 
 def _diagnosed(jobs: pd.DataFrame) -> pd.DataFrame:
