@@ -24,6 +24,7 @@ from l4spark.crossjob.fingerprint import GroupingLevel
 from l4spark.diagnosis.config import DiagnosisConfig
 from l4spark.errors import ConfigError
 from l4spark.io.delta_jars import find_jars
+from l4spark.io.fs import is_local
 from l4spark.parse.textrules import HeaderRule, MaskRule, WrapperRule, compile_pattern
 from l4spark.regexsafety import check_regex
 from l4spark.spatial.config import SpatialConfig
@@ -244,7 +245,8 @@ def _build(raw: dict[str, Any]) -> Config:
             raise ConfigError(f"'{name}' must be a table, found {table!r}")
         sections[name] = _STEP_BUILDERS[name](dict(table))
     if sections["storage"].format == "auto":
-        sections["storage"] = dataclasses.replace(sections["storage"], format=default_format(sections["spark"]))
+        sections["storage"] = dataclasses.replace(sections["storage"],
+                                                  format=default_format(sections["spark"], sections["storage"].warehouse))
     config = Config(masking=masking, **sections)
     _validate(config)
     return config
@@ -347,10 +349,12 @@ def _rule(cls: type, item: Any, where: str) -> Any:
         raise ConfigError(f"'{where}': {exc}") from exc
 
 
-def default_format(spark: SparkConfig) -> str:
+def default_format(spark: SparkConfig, warehouse: str = "") -> str:
     """``storage.format = "auto"``: Delta when Delta's jars are in ``spark.delta_jars`` (the
-    checkout's jars/ by default), else Parquet."""
-    return "delta" if find_jars(spark.delta_jars) is not None else "parquet"
+    checkout's jars/ by default) and the warehouse is a local path, else Parquet. A warehouse on
+    HDFS or an object store stays Parquet until Delta's upkeep (delta-rs, local paths only here)
+    and Delta's log on those stores are tested; ``storage.format = "delta"`` asks for it anyway."""
+    return "delta" if find_jars(spark.delta_jars) is not None and is_local(warehouse or ".") else "parquet"
 
 
 def _validate(config: Config) -> None:

@@ -33,7 +33,7 @@ LAYERS = [
 # nothing of their step beyond other pure modules
 PURE = ["config", "errors", "regexsafety", "spatial.config", "crossjob.config", "crossjob.fingerprint",
         "crossjob.reasons", "temporal.config", "diagnosis.config", "diagnosis.patterns", "parse.textrules",
-        "io.delta_jars"]
+        "io.delta_jars", "io.fs"]
 
 
 def module_name(path: Path) -> str:
@@ -157,7 +157,7 @@ def test_every_command_that_starts_spark_offers_the_shared_options():
 
     commands = dict(_commands(build_parser()))
     assert set(commands) == {"simulate", "patterns list", "patterns add", "patterns confirm", "spatial",
-                             "normal-pool", "diagnose", "evaluate", "nightly", "parse"}
+                             "normal-pool", "diagnose", "evaluate", "nightly", "parse", "sql"}
     for name, parser in commands.items():
         options = {o for a in parser._actions for o in a.option_strings}
         if name == "simulate":  # writes files, starts no Spark and takes no lock

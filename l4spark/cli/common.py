@@ -45,7 +45,10 @@ def spark_session(config) -> Iterator:
     from l4spark.io.catalog import metastore_folder
     from l4spark.io.session import build_session
 
-    metastore = metastore_folder(config.storage, config.catalog) if config.catalog.register else None
+    from l4spark.io import fs
+
+    embedded = config.catalog.register and (config.catalog.metastore or fs.is_local(config.storage.warehouse))
+    metastore = metastore_folder(config.storage, config.catalog) if embedded else None
     if metastore is not None:
         Path(metastore).mkdir(parents=True, exist_ok=True)
     spark = build_session(config.spark, metastore)

@@ -22,7 +22,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 
 from l4spark.config import CatalogConfig, StorageConfig
-from l4spark.io import tables
+from l4spark.io import fs, tables
 from l4spark.io.storage import read_table, stored_format, table_path
 
 log = logging.getLogger(__name__)
@@ -70,8 +70,9 @@ VIEWS: dict[str, tuple[tuple[str, ...], str]] = {
 
 
 def metastore_folder(storage: StorageConfig, catalog: CatalogConfig) -> str:
-    """The embedded metastore's folder: ``catalog.metastore``, or ``<warehouse>/_metastore``."""
-    return str(Path(catalog.metastore or Path(storage.warehouse) / "_metastore").resolve())
+    """The embedded metastore's folder: ``catalog.metastore``, or ``<warehouse>/_metastore`` (a
+    local warehouse; a remote one has no embedded metastore unless ``catalog.metastore`` names one)."""
+    return str(Path(catalog.metastore or fs.local_path(storage.warehouse) / "_metastore").resolve())
 
 
 def register_tables(spark: SparkSession, storage: StorageConfig, catalog: CatalogConfig) -> list[str]:

@@ -23,7 +23,7 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from l4spark.config import StorageConfig
-from l4spark.io import tables
+from l4spark.io import fs, tables
 from l4spark.io.storage import stored_format, table_path
 
 log = logging.getLogger(__name__)
@@ -58,8 +58,12 @@ def needs_compaction(files: list[str], min_files: int) -> bool:
 
 def maintain_tables(spark: SparkSession, storage: StorageConfig) -> list[Upkeep]:
     """Compact and vacuum every Delta table of the warehouse as the settings say; one ``Upkeep``
-    per Delta table, in the order of ``tables.TABLES``."""
+    per Delta table, in the order of ``tables.TABLES``. A remote warehouse is left alone (its
+    tables' logs are not read with delta-rs here)."""
     done = []
+    if not fs.is_local(storage.warehouse):
+        log.info("upkeep skipped: delta-rs reads local warehouses only here (%s)", storage.warehouse)
+        return done
     for name in tables.TABLES:
         if stored_format(storage, name) != "delta":
             continue

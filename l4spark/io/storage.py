@@ -44,7 +44,7 @@ def stored_format(storage: StorageConfig, table: str) -> str | None:
     format it was created in, whatever ``storage.format`` says now: every reader detects it.
     """
     if not fs.is_local(storage.warehouse):
-        return _remote_table_exists(storage, table)
+        return _remote_stored_format(storage, table)
     path = Path(table_path(storage, table))
     if not path.is_dir():
         return None
@@ -204,13 +204,15 @@ def write_json(path: str | Path, payload: Any) -> None:
 # ---- a remote warehouse (hdfs://, s3a://...; io/fs.py): no file system calls, Spark only -------
 
 
-def _remote_table_exists(storage: StorageConfig, table: str) -> bool:
-    """``table_exists`` on a remote warehouse, by a listing through Spark: Delta, a commit file in
-    ``_delta_log``; Parquet, a data file (Hadoop's listing leaves out ``_SUCCESS``)."""
+def _remote_stored_format(storage: StorageConfig, table: str) -> str | None:
+    """``stored_format`` on a remote warehouse, by a listing through Spark: Delta, a commit file in
+    ``_delta_log``; Parquet, a data file (Hadoop's listing leaves out ``_SUCCESS``). Each listing
+    is a Spark job, so only the configured format is looked for (a table in the other format
+    counts as missing here)."""
     if storage.format == "delta":
         log = fs.list_files(_active_session(), table_path(storage, table) + "/_delta_log")
-        return any(f.path.rsplit("/", 1)[-1][:1].isdigit() for f in log or [])
-    return bool(fs.list_files(_active_session(), table_path(storage, table)))
+        return "delta" if any(f.path.rsplit("/", 1)[-1][:1].isdigit() for f in log or []) else None
+    return "parquet" if fs.list_files(_active_session(), table_path(storage, table)) else None
 
 
 def _empty_remote_partitions(rows: DataFrame, storage: StorageConfig, table: str, job_ids: Iterable[str]) -> None:
