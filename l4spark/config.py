@@ -12,6 +12,7 @@ dataclasses live beside each step (``l4spark/<step>/config.py``, no Spark in the
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from l4spark.crossjob.fingerprint import GroupingLevel
 from l4spark.diagnosis.config import DiagnosisConfig
 from l4spark.errors import ConfigError
 from l4spark.io.delta_jars import find_jars
-from l4spark.io.fs import is_local
+from l4spark.io.fs import is_local, local_path
 from l4spark.parse.textrules import HeaderRule, MaskRule, WrapperRule, compile_pattern
 from l4spark.regexsafety import check_regex
 from l4spark.spatial.config import SpatialConfig
@@ -350,11 +351,37 @@ def _rule(cls: type, item: Any, where: str) -> Any:
 
 
 def default_format(spark: SparkConfig, warehouse: str = "") -> str:
-    """``storage.format = "auto"``: Delta when Delta's jars are in ``spark.delta_jars`` (the
-    checkout's jars/ by default) and the warehouse is a local path, else Parquet. A warehouse on
-    HDFS or an object store stays Parquet until Delta's upkeep (delta-rs, local paths only here)
-    and Delta's log on those stores are tested; ``storage.format = "delta"`` asks for it anyway."""
-    return "delta" if find_jars(spark.delta_jars) is not None and is_local(warehouse or ".") else "parquet"
+    """``storage.format = "auto"``: Delta where l4spark starts the Spark session itself with
+    Delta's jars (``spark.delta_jars``, the checkout's jars/ by default) on a local warehouse,
+    else Parquet. A session made by spark-submit (``PYSPARK_GATEWAY_PORT``) or a Spark Connect
+    server (``spark.remote``, ``SPARK_REMOTE``) has the jars its submitter or server gave it,
+    which l4spark cannot see before it starts; a warehouse on HDFS or an object store stays
+    Parquet until Delta's upkeep (delta-rs, local paths only here) and Delta's log there are
+    tested. ``storage.format = "delta"`` asks for Delta in every one of these cases. A warehouse
+    that already holds tables keeps their format (a Parquet warehouse from before stays Parquet)."""
+    existing = _existing_format(warehouse) if is_local(warehouse or ".") else None
+    if existing is not None:
+        return existing
+    own_session = "PYSPARK_GATEWAY_PORT" not in os.environ and not (
+        spark.extra.get("spark.remote") or os.environ.get("SPARK_REMOTE"))
+    with_jars = own_session and find_jars(spark.delta_jars) is not None
+    return "delta" if with_jars and is_local(warehouse or ".") else "parquet"
+
+
+def _existing_format(warehouse: str) -> str | None:
+    """The format of the first table folder of a local warehouse (a Delta log, or a completed
+    Parquet write), None when it has none yet."""
+    root = local_path(warehouse or ".")
+    if not root.is_dir():
+        return None
+    for entry in sorted(root.iterdir()):
+        if entry.name.startswith(("_", ".")) or not entry.is_dir():
+            continue
+        if (entry / "_delta_log").is_dir():
+            return "delta"
+        if (entry / "_SUCCESS").exists():
+            return "parquet"
+    return None
 
 
 def _validate(config: Config) -> None:

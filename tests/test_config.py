@@ -75,3 +75,37 @@ def test_bad_step_keys_are_clear_errors_at_load_naming_the_file(tmp_path, text, 
     with pytest.raises(ConfigError, match=message) as raised:
         load_config(path)
     assert str(path) in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_auto_format_is_delta_only_where_l4spark_starts_the_session_with_the_jars(tmp_path, monkeypatch):
+    """``storage.format = "auto"``: Delta for an own session with the jars on a new local
+    warehouse; Parquet under spark-submit, over Spark Connect, on a remote warehouse or without
+    the jars; an existing warehouse keeps the format of its tables."""
+    from l4spark.io.delta_jars import jar_name, DELTA_ARTIFACTS
+
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    for artifact in DELTA_ARTIFACTS:
+        (jars / jar_name(artifact)).write_bytes(b"")
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+
+    def resolved(warehouse, **more):
+        overrides = {"storage.warehouse": str(warehouse), "spark.delta_jars": str(jars), **more}
+        return load_config(overrides=overrides).storage.format
+
+    new = tmp_path / "new"
+    assert resolved(new) == "delta"
+    assert resolved(new, **{"spark.delta_jars": str(tmp_path / "none")}) == "parquet"
+    assert resolved("hdfs://127.0.0.1:8020/warehouse") == "parquet"
+    assert resolved(new, **{"storage.format": "delta"}) == "delta"
+    (tmp_path / "old" / "jobs").mkdir(parents=True)
+    (tmp_path / "old" / "jobs" / "_SUCCESS").write_bytes(b"")
+    assert resolved(tmp_path / "old") == "parquet"  # a Parquet warehouse from before stays Parquet
+    (tmp_path / "lake" / "jobs" / "_delta_log").mkdir(parents=True)
+    assert resolved(tmp_path / "lake", **{"spark.delta_jars": str(tmp_path / "none")}) == "delta"
+    monkeypatch.setenv("SPARK_REMOTE", "sc://127.0.0.1:15002")
+    assert resolved(new) == "parquet"
+    monkeypatch.delenv("SPARK_REMOTE")
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "1")
+    assert resolved(new) == "parquet"

@@ -131,7 +131,8 @@ def test_delta_rs_reads_every_table_as_spark_does(delta_spark, delta_nightly):
         by_spark = read_table(delta_spark, config.storage, table).toPandas()
         by_delta_rs = deltalake.DeltaTable(table_path(config.storage, table)).to_pandas()
         assert sorted(by_delta_rs.columns) == sorted(by_spark.columns), table
-        assert len(by_spark) > 0 or table in ("quarantine",), table
+        # quarantine: a clean fleet; diagnosis_pace: only jobs with per-rank timers or progress lines
+        assert len(by_spark) > 0 or table in ("quarantine", "diagnosis_pace"), table
         assert _rows(by_delta_rs) == _rows(by_spark), table
 
 

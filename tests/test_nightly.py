@@ -74,8 +74,9 @@ def test_killed_process_then_rerun_equals_a_clean_run(spark, logs, clean, tmp_pa
     """SIGKILL a real ``l4spark nightly`` process part way, rerun it: the tables of a clean run."""
     warehouse = tmp_path / "warehouse"
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    # the format of the clean run it is compared with (nightly_config), not the default's Delta
     command = [sys.executable, "-m", "l4spark.cli", "nightly", "--logs-root", str(logs), "--warehouse", str(warehouse),
-               "--master", "local[2]", "--no-reports"]
+               "--master", "local[2]", "--no-reports", "--format", "parquet"]
     # the in-process clean run's time plus a JVM start: the kill lands inside the work
     duration = clean[1].seconds["test_total"] + 8.0
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

@@ -39,8 +39,9 @@ def _nightly(logs, warehouse, kill_at: str | None = None) -> subprocess.Popen:
     env.pop(ENV, None)
     if kill_at:
         env[ENV] = kill_at
+    # the format of the clean run it is compared with (nightly_config), not the default's Delta
     command = [sys.executable, "-m", "l4spark.cli", "nightly", "--logs-root", str(logs), "--warehouse", str(warehouse),
-               "--master", "local[2]", "--no-reports"]
+               "--master", "local[2]", "--no-reports", "--format", "parquet"]
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

@@ -8,7 +8,7 @@ from l4spark.nightly.batch import run_nightly
 from tests.nightly_support import assert_same, nightly_config, snapshot
 from tests.storage.servers import hadoop_shell
 
-pytestmark = [pytest.mark.spark, pytest.mark.e2e]
+pytestmark = [pytest.mark.spark, pytest.mark.e2e, pytest.mark.slow]  # make test-slow
 
 
 def test_nightly_on_hdfs_equals_local(spark, minidfs, nightly_logs, nightly_clean):
