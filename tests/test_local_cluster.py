@@ -7,8 +7,9 @@ import os
 import subprocess
 import sys
 
-import pyarrow.parquet as pq
 import pytest
+
+from l4spark.report.analysis import read_result_table
 
 from tests.test_parse import write_job
 
@@ -25,5 +26,5 @@ def test_parse_job_under_local_cluster(tmp_path):
         env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "lines           84" in result.stdout
-    events = pq.read_table(warehouse / "events").to_pandas()
+    events = read_result_table(str(warehouse), "events")  # Delta (the default) or Parquet
     assert len(events) == 84 and events["event_id"].notna().all()

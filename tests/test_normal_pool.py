@@ -286,6 +286,7 @@ def test_ledger_from_the_parse_forms_equals_masking_every_line(spark, tmp_path, 
     from l4spark.io.storage import delete_job_partitions
 
     config = load_config(overrides={"storage.warehouse": str(tmp_path / "warehouse"), "spark.master": "local[2]",
+                                    "storage.format": "parquet",  # delete_job_partitions is Parquet only
                                     "structure.max_shapes": max_shapes})
     fleet = tmp_path / "fleet"
     # every framework, odd white space and multi-byte text included: the simulator's mix
