@@ -38,9 +38,10 @@ def default_config():
 
 @pytest.fixture
 def test_config(tmp_path):
-    """The default config with its own warehouse under the test's tmp_path."""
+    """The default config with its own warehouse under the test's tmp_path, in Parquet: the
+    tests that use it read the folders as Parquet (Delta has its own tests: test_delta_spark.py)."""
     return load_config(overrides={"storage.warehouse": str(tmp_path / "warehouse"),
-                                  "spark.master": "local[2]"})
+                                  "spark.master": "local[2]", "storage.format": "parquet"})
 
 
 @pytest.fixture(scope="session")
