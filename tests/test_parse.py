@@ -137,7 +137,7 @@ def test_event_ids_are_stable_across_runs_and_jobs(spark, test_config, tmp_path)
 
 def test_line_order_is_exact_in_a_file_bigger_than_a_task(spark, tmp_path):
     from l4spark.config import load_config
-    config = load_config(overrides={"storage.warehouse": str(tmp_path / "warehouse"),
+    config = load_config(overrides={"storage.warehouse": str(tmp_path / "warehouse"), "storage.format": "parquet",
                                     "ingest.target_task_bytes": 64 * 1024, "ingest.read_chunk_bytes": 4096,
                                     "ingest.batch_lines": 1000})
     logs = tmp_path / "logs"
@@ -196,7 +196,8 @@ def test_shape_path_equals_structuring_every_line(spark, tmp_path):
                                       failed_share=0.5))
     tables = {}
     for name, overrides in {"shapes": {}, "per_line": {"structure.max_shapes": 1}}.items():
-        config = load_config(overrides={"storage.warehouse": str(tmp_path / name), **overrides})
+        config = load_config(overrides={"storage.warehouse": str(tmp_path / name), "storage.format": "parquet",
+                                        **overrides})
         summary = parse_jobs(spark, config, logs, progress=lambda m: None)
         tables[name] = (read(tmp_path / name, "events").sort_values(["job_id", "file", "line_no"])
                         .reset_index(drop=True))
