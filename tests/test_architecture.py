@@ -33,7 +33,7 @@ LAYERS = [
 # nothing of their step beyond other pure modules
 PURE = ["config", "errors", "regexsafety", "spatial.config", "crossjob.config", "crossjob.fingerprint",
         "crossjob.reasons", "temporal.config", "diagnosis.config", "diagnosis.patterns", "parse.textrules",
-        "io.delta_jars", "io.fs"]
+        "io.delta_jars", "io.fs", "io.maven"]
 
 
 def module_name(path: Path) -> str:

@@ -81,7 +81,8 @@ def test_auto_format_is_delta_only_where_l4spark_starts_the_session_with_the_jar
     """``storage.format = "auto"``: Delta for an own session with the jars on a new local
     warehouse; Parquet under spark-submit, over Spark Connect, on a remote warehouse or without
     the jars; an existing warehouse keeps the format of its tables."""
-    from l4spark.io.delta_jars import jar_name, DELTA_ARTIFACTS
+    from l4spark.io.delta_jars import DELTA_ARTIFACTS
+    from l4spark.io.maven import jar_name
 
     jars = tmp_path / "jars"
     jars.mkdir()

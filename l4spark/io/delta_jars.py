@@ -24,13 +24,10 @@ the version of the installed Python package (4.4.1), which Maven Central does no
 
 from __future__ import annotations
 
-import logging
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
-log = logging.getLogger(__name__)
+from l4spark.io.maven import copy_jars, fetch_command, jar_name, jars_in
 
 DELTA_VERSION = "4.4.0"
 # Maven coordinates (group:artifact:version) and the file name ``mvn dependency:copy`` gives each.
@@ -47,11 +44,6 @@ class DeltaJarsError(RuntimeError):
     """The Delta jars could not be fetched (no Maven, or Maven could not resolve them)."""
 
 
-def jar_name(artifact: str) -> str:
-    _group, name, version = artifact.split(":")
-    return f"{name}-{version}.jar"
-
-
 def jar_folder(folder: str | Path | None = None) -> Path:
     """``folder``, or the checkout's ``jars/`` when empty or None."""
     return Path(folder).expanduser().resolve() if folder else DEFAULT_FOLDER
@@ -59,40 +51,14 @@ def jar_folder(folder: str | Path | None = None) -> Path:
 
 def find_jars(folder: str | Path | None = None) -> list[Path] | None:
     """The Delta jar files in ``folder`` (``jar_folder``), or None unless all of them are there."""
-    base = jar_folder(folder)
-    jars = [base / jar_name(artifact) for artifact in DELTA_ARTIFACTS]
-    return jars if all(jar.is_file() for jar in jars) else None
+    return jars_in(jar_folder(folder), DELTA_ARTIFACTS)
 
 
 def fetch_jars(folder: str | Path | None = None) -> list[Path]:
     """Copy the Delta jars from Maven Central into ``folder`` (those not there yet) with
     ``mvn dependency:copy``; returns their paths. Raises ``DeltaJarsError`` naming what failed."""
-    base = jar_folder(folder)
-    mvn = shutil.which("mvn")
-    for artifact in DELTA_ARTIFACTS:
-        if (base / jar_name(artifact)).is_file():
-            continue
-        if mvn is None:
-            raise DeltaJarsError(f"need Maven (mvn) on PATH to fetch {artifact} into {base}")
-        command = [mvn, "-q", "-B", "dependency:copy", f"-Dartifact={artifact}", f"-DoutputDirectory={base}"]
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode != 0 or not (base / jar_name(artifact)).is_file():
-            raise DeltaJarsError(f"mvn could not copy {artifact} into {base} (exit {done.returncode}):\n"
-                                 f"{(done.stdout + done.stderr)[-2000:]}")
-        log.info("fetched %s into %s", artifact, base)
-    return [base / jar_name(artifact) for artifact in DELTA_ARTIFACTS]
-
-
-def main(argv: list[str]) -> int:
-    try:
-        jars = fetch_jars(argv[0] if argv else None)
-    except DeltaJarsError as exc:
-        print(exc, file=sys.stderr)
-        return 1
-    for jar in jars:
-        print(jar)
-    return 0
+    return copy_jars(DELTA_ARTIFACTS, jar_folder(folder), DeltaJarsError)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(fetch_command(fetch_jars, DeltaJarsError, sys.argv[1:]))

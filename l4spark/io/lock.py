@@ -167,6 +167,12 @@ def stale_reason(holder: LockHolder | None, path: Path, stale_s: float) -> str |
         except FileNotFoundError:
             return None  # released meanwhile: the next attempt creates it
         return f"unreadable lock file {age:.0f}s old" if age > GUARD_STALE_S else None
+    return holder_stale_reason(holder, stale_s)
+
+
+def holder_stale_reason(holder: LockHolder, stale_s: float) -> str | None:
+    """Why ``holder``'s lock (a lock file, or a remote warehouse's claim) is no longer live:
+    held longer than ``stale_s``, or its process on this host gone or replaced; None while live."""
     age = time.time() - holder.created
     if age > stale_s:
         return f"held for {age:.0f}s, more than storage.lock_stale_s={stale_s:.0f}"
@@ -293,7 +299,7 @@ def _live_claims(spark, folder: str, stale_s: float) -> list[LockHolder]:
             holder = LockHolder(**json.loads(fs.read_version(spark, folder, f"claim-{token}", 0)))
         except (ValueError, TypeError):
             continue
-        reason = _remote_stale_reason(holder, stale_s)
+        reason = holder_stale_reason(holder, stale_s)
         if reason:
             log.warning("ignoring the stale claim on %s of %s: %s", folder, holder.describe(), reason)
             continue
@@ -301,14 +307,3 @@ def _live_claims(spark, folder: str, stale_s: float) -> list[LockHolder]:
     return live
 
 
-def _remote_stale_reason(holder: LockHolder, stale_s: float) -> str | None:
-    age = time.time() - holder.created
-    if age > stale_s:
-        return f"held for {age:.0f}s, more than storage.lock_stale_s={stale_s:.0f}"
-    if holder.host == socket.gethostname():
-        if not _alive(holder.pid):
-            return f"process {holder.pid} on {holder.host} is gone"
-        start = _process_start(holder.pid)
-        if holder.pid_start and start and start != holder.pid_start:
-            return f"pid {holder.pid} now belongs to another process"
-    return None

@@ -19,15 +19,10 @@ On a cluster these come from the cluster's own Hadoop (or ``spark-submit --packa
 
 from __future__ import annotations
 
-import logging
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
-from l4spark.io.delta_jars import jar_name
-
-log = logging.getLogger(__name__)
+from l4spark.io.maven import copy_jars, fetch_command, jar_name, jars_in
 
 HADOOP_VERSION = "3.5.0"
 AWS_SDK_VERSION = "2.35.4"
@@ -45,9 +40,7 @@ class StorageJarsError(RuntimeError):
 def s3a_jars(folder: str | Path | None = None) -> list[Path] | None:
     """hadoop-aws, the AWS SDK bundle and the analytics accelerator in ``folder`` (default
     ``jars-storage/``), or None unless all are there."""
-    base = Path(folder) if folder else DEFAULT_FOLDER
-    jars = [base / jar_name(artifact) for artifact in S3A_ARTIFACTS]
-    return jars if all(jar.is_file() for jar in jars) else None
+    return jars_in(Path(folder) if folder else DEFAULT_FOLDER, S3A_ARTIFACTS)
 
 
 def find_storage_jar(artifact_name: str, folder: str | Path | None = None) -> Path:
@@ -61,32 +54,8 @@ def find_storage_jar(artifact_name: str, folder: str | Path | None = None) -> Pa
 
 def fetch_jars(folder: str | Path | None = None) -> list[Path]:
     """Copy the storage jars from Maven Central into ``folder`` (those not there yet)."""
-    base = Path(folder) if folder else DEFAULT_FOLDER
-    mvn = shutil.which("mvn")
-    for artifact in ARTIFACTS:
-        if (base / jar_name(artifact)).is_file():
-            continue
-        if mvn is None:
-            raise StorageJarsError(f"need Maven (mvn) on PATH to fetch {artifact} into {base}")
-        command = [mvn, "-q", "-B", "dependency:copy", f"-Dartifact={artifact}", f"-DoutputDirectory={base}"]
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode != 0 or not (base / jar_name(artifact)).is_file():
-            raise StorageJarsError(f"mvn could not copy {artifact} into {base} (exit {done.returncode}):\n"
-                                   f"{(done.stdout + done.stderr)[-2000:]}")
-        log.info("fetched %s into %s", artifact, base)
-    return [base / jar_name(artifact) for artifact in ARTIFACTS]
-
-
-def main(argv: list[str]) -> int:
-    try:
-        jars = fetch_jars(argv[0] if argv else None)
-    except StorageJarsError as exc:
-        print(exc, file=sys.stderr)
-        return 1
-    for jar in jars:
-        print(jar)
-    return 0
+    return copy_jars(ARTIFACTS, Path(folder) if folder else DEFAULT_FOLDER, StorageJarsError)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(fetch_command(fetch_jars, StorageJarsError, sys.argv[1:]))

@@ -186,14 +186,8 @@ def _match_job_files(job_name: str, entries: list[tuple[str, str, int]], matcher
         parts = rel.split("/")
         if len(parts) > 2:
             node_folders.add("/".join(parts[:2]))
-        match = matcher.match(rel)
-        if not match:
-            scan.issues.append(Issue(job_name, rel, "outside_layout",
-                                     f"path does not match the layout pattern {matcher.pattern!r}"))
-            continue
-        if match.group("job_id") != job_name:
-            scan.issues.append(Issue(job_name, rel, "outside_layout",
-                                     f"pattern gives job_id {match.group('job_id')!r} inside folder {job_name!r}"))
+        match = _layout_match(rel, job_name, matcher, scan)
+        if match is None:
             continue
         folders_with_ranks.update(_folders(rel))
         scan.files.append(RankFile(job_name, match.group("node"), int(match.group("rank")), full, rel, size))
@@ -202,6 +196,21 @@ def _match_job_files(job_name: str, entries: list[tuple[str, str, int]], matcher
         return
     for folder in sorted(node_folders - folders_with_ranks):
         scan.issues.append(Issue(job_name, folder + "/", "no_rank_files", "node folder holds no rank file"))
+
+
+def _layout_match(rel: str, job_name: str, matcher: re.Pattern[str], scan: LayoutScan) -> re.Match[str] | None:
+    """The layout pattern's match of a job folder's file, or None with an ``outside_layout`` issue
+    (no match, or a job_id other than its folder's)."""
+    match = matcher.match(rel)
+    if not match:
+        scan.issues.append(Issue(job_name, rel, "outside_layout",
+                                 f"path does not match the layout pattern {matcher.pattern!r}"))
+        return None
+    if match.group("job_id") != job_name:
+        scan.issues.append(Issue(job_name, rel, "outside_layout",
+                                 f"pattern gives job_id {match.group('job_id')!r} inside folder {job_name!r}"))
+        return None
+    return match
 
 
 def _scan_job_dir(root: Path, job_dir: Path, matcher: re.Pattern[str], job_file: str, scan: LayoutScan) -> None:
@@ -220,14 +229,8 @@ def _scan_job_dir(root: Path, job_dir: Path, matcher: re.Pattern[str], job_file:
             if name.startswith(("_", ".")):
                 scan.skipped_hidden += 1
                 continue
-            match = matcher.match(rel)
-            if not match:
-                scan.issues.append(Issue(job_name, rel, "outside_layout",
-                                         f"path does not match the layout pattern {matcher.pattern!r}"))
-                continue
-            if match.group("job_id") != job_name:
-                scan.issues.append(Issue(job_name, rel, "outside_layout",
-                                         f"pattern gives job_id {match.group('job_id')!r} inside folder {job_name!r}"))
+            match = _layout_match(rel, job_name, matcher, scan)
+            if match is None:
                 continue
             try:
                 size = full.stat().st_size
