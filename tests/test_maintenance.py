@@ -50,3 +50,38 @@ def test_per_job_writes_add_one_file_each_and_upkeep_compacts_then_vacuums(spark
 
     (again,) = maintain_tables(spark, storage)  # nothing left to do
     assert (again.files_before, again.files_after, again.optimized, again.vacuumed) == (1, 1, False, 0)
+
+
+def test_events_as_delta_are_files_per_task_a_rerun_rewrites_only_its_jobs_files(spark, tmp_path):
+    """``events`` as Delta is not partitioned (a folder per job is a file per job and task): each
+    write adds a file per writing task, a rerun of one job rewrites only the files whose job_id
+    range holds it, and upkeep packs the table into one file with every row unchanged."""
+    storage = StorageConfig(str(tmp_path / "warehouse"), "delta", optimize_min_files=4, vacuum_retain_hours=-1)
+    path = str(tmp_path / "warehouse" / "events")
+    schema = "job_id string, line_no long, message string"
+
+    def write(jobs: list[str], tag: str) -> None:
+        rows = [(job, n, f"{tag} line {n}") for job in jobs for n in range(50)]
+        frame = spark.createDataFrame(rows, schema).repartitionByRange(2, "job_id")
+        write_job_rows(frame, storage, "events", jobs)
+
+    write(["job-01", "job-02", "job-03", "job-04"], "first")
+    write(["job-05", "job-06", "job-07", "job-08"], "first")
+    table = deltalake.DeltaTable(path)
+    assert table.metadata().partition_columns == []
+    first_files = set(table.file_uris())
+    assert len(first_files) == 4  # two tasks per write, not a file per job
+
+    write(["job-06"], "rerun")
+    table = deltalake.DeltaTable(path)
+    kept = first_files & set(table.file_uris())
+    assert len(kept) == 3  # only the file holding job-06 (and job-05) was rewritten
+    rows = table.to_pandas()
+    assert len(rows) == 8 * 50 and set(rows.loc[rows["job_id"] == "job-06", "message"].str[:5]) == {"rerun"}
+    assert set(rows.loc[rows["job_id"] != "job-06", "message"].str[:5]) == {"first"}
+
+    (upkeep,) = maintain_tables(spark, storage)
+    assert (upkeep.table, upkeep.optimized, upkeep.files_after) == ("events", True, 1)
+    compacted = deltalake.DeltaTable(path).to_pandas()
+    assert compacted.sort_values(["job_id", "line_no"]).reset_index(drop=True).equals(
+        rows.sort_values(["job_id", "line_no"]).reset_index(drop=True))

@@ -41,3 +41,14 @@ def test_writers_refuse_an_undeclared_table_or_the_wrong_kind(spark, tmp_path):
     with pytest.raises(ValueError, match="partitioned by job_id"):
         write_table(rows, storage, "diagnosis_jobs")
     assert not (tmp_path / "warehouse").exists()
+
+
+def test_the_key_of_every_per_job_table_is_its_first_column():
+    """Delta keeps min and max statistics of a table's first columns only (32 by default): with the
+    key first, a ``replaceWhere`` or a one-job read skips the files whose key range misses the job
+    (Delta tables are not partitioned, ``Table.partition_columns``)."""
+    for table in tables.TABLES.values():
+        if table.key is not None and table.schema is not None:
+            assert tables.columns(table.schema)[0] == table.key, table.name
+    from l4spark.parse.pipeline import _event_columns
+    assert _event_columns()[0] == tables.EVENTS.key

@@ -94,8 +94,9 @@ def write_job_rows(rows: DataFrame, storage: StorageConfig, table: str, job_ids:
     replaces the rows of all ``job_ids`` (an empty ``rows`` deletes them), so ``jobs_with_rows``
     is not needed. A table declared ``small``: the rows of many jobs in one task, sorted by job, so
     that one file writer is open at a time (a writer per job and task would hold a Parquet row-group
-    buffer each); as Delta it is not partitioned (``Table.partition_columns``): one file per write,
-    and the ``replaceWhere`` on the key column rewrites the files that held the replaced jobs.
+    buffer each). As Delta no table is partitioned (``Table.partition_columns``): a small table gets
+    one file per write, ``events`` one per writing task, and the ``replaceWhere`` on the key column
+    rewrites only the files that held the replaced jobs.
     """
     declared = tables.table(table)
     key, small = declared.key, declared.small

@@ -26,11 +26,13 @@ class Table:
 
     def partition_columns(self, storage_format: str) -> list[str]:
         """The folder partitioning of the table in ``storage_format``. Parquet: by ``key`` (a
-        dynamic partition overwrite replaces a job's folder). Delta: only a big table (``events``)
-        is partitioned; a small per-job table is one file per write, and ``replaceWhere`` on the
-        key column rewrites the files holding the replaced jobs, so a batch adds one file to the
-        table instead of one per job (docs/delta.md#small-files)."""
-        if self.key is None or (storage_format == "delta" and self.small):
+        dynamic partition overwrite replaces a job's folder). Delta: none; ``replaceWhere`` on the
+        key column replaces a job's rows, rewriting only the files whose statistics say they may
+        hold it (``key`` is the first column, so Delta keeps its min and max per file), and
+        ``OPTIMIZE`` packs a nightly's files into few. A batch adds a file per writing task
+        instead of one per job, and a drill-down into one job reads the files whose key range
+        holds it (docs/delta.md#small-files-layout-optimize-vacuum)."""
+        if self.key is None or storage_format == "delta":
             return []
         return [self.key]
 
