@@ -6,6 +6,11 @@ Why a test: the PySpark Connect client copies a plan into its checkpoint command
 protobuf, which refuses plans nested more than 100 levels; the diagnosis' per-line plans are
 deeper, so every job used to end as an error row over Connect (``session.materialize``). The two
 runs are separate processes (one process holds either a classic or a Connect session).
+
+The tables are Delta through delta-spark on both sides: the Connect server is started with Delta's
+jars, SQL extension and catalog (as a platform's Connect endpoint would be), the client asks for
+``--format delta`` (the default ``auto`` cannot see the server's classpath), and delta-rs reads
+the tables back.
 """
 
 from __future__ import annotations
@@ -18,10 +23,13 @@ import sys
 import time
 from pathlib import Path
 
+import deltalake
 import pandas as pd
 import pytest
 
 import pyspark
+
+from l4spark.io.delta_jars import DELTA_SQL_SETTINGS, find_jars
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 
@@ -41,13 +49,17 @@ def connect_url(tmp_path_factory):
     jars = sorted((spark_home / "jars").glob("spark-connect_*.jar"))
     if not jars:
         pytest.fail(f"no spark-connect jar under {spark_home / 'jars'}: pyspark's packaging changed")
+    delta = find_jars()
+    if not delta:
+        pytest.fail("`make jars` copies Delta's jars into jars/")
     port = _free_port()
     log = tmp_path_factory.mktemp("connect-server") / "server.log"
     env = {**os.environ, "SPARK_HOME": str(spark_home), "SPARK_LOCAL_IP": "127.0.0.1",
            "PYSPARK_PYTHON": sys.executable}
     command = [str(Path(sys.executable).parent / "spark-submit"),
                "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
-               "--master", "local[2]", "--driver-memory", "1g",
+               "--master", "local[2]", "--driver-memory", "1g", "--jars", ",".join(map(str, delta)),
+               *[arg for key, value in DELTA_SQL_SETTINGS.items() for arg in ("--conf", f"{key}={value}")],
                "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
                "--conf", f"spark.connect.grpc.binding.port={port}",
                "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
@@ -75,12 +87,12 @@ def _diagnose(fleet: Path, warehouse: Path, remote: str | None) -> subprocess.Co
     if remote:
         env["SPARK_REMOTE"] = remote
     command = [str(Path(sys.executable).parent / "l4spark"), "diagnose", "--logs-root", str(fleet),
-               "--warehouse", str(warehouse), "--all-failed"]
+               "--warehouse", str(warehouse), "--all-failed", "--format", "delta"]
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
 
 
 def _table(warehouse: Path, name: str) -> pd.DataFrame:
-    frame = pd.read_parquet(warehouse / name)
+    frame = deltalake.DeltaTable(str(warehouse / name)).to_pandas()
     frame = frame.drop(columns=[c for c in PER_RUN if c in frame.columns]).astype(str)
     return frame.sort_values(list(frame.columns)).reset_index(drop=True)
 
@@ -94,7 +106,7 @@ def test_diagnosis_over_spark_connect_equals_classic(connect_url, tmp_path):
     over_connect = _diagnose(fleet, tmp_path / "wh-connect", connect_url)
     assert over_connect.returncode == 0, over_connect.stdout[-3000:] + over_connect.stderr[-3000:]
     assert "errors 0" in over_connect.stdout, over_connect.stdout[-3000:]
-    jobs = pd.read_parquet(tmp_path / "wh-connect" / "diagnosis_jobs")
+    jobs = deltalake.DeltaTable(str(tmp_path / "wh-connect" / "diagnosis_jobs")).to_pandas()
     assert len(jobs) >= 2 and set(jobs["status"]) == {"diagnosed"}
 
     # the same warehouse state (parsed, pooled) diagnosed again on classic Spark

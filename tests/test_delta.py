@@ -11,6 +11,8 @@ the Sail server runs in this process and the assertions read the Delta logs dire
 
 from __future__ import annotations
 
+import re
+
 import gzip
 import json
 import multiprocessing
@@ -325,3 +327,18 @@ def test_parse_writes_delta_tables_and_a_rerun_replaces_them(connect, tmp_path):
     jobs = deltalake.DeltaTable(str(warehouse / "jobs")).to_pandas()
     assert sorted(jobs["job_id"]) == ["job-a", "job-b"]
     assert len(set(jobs["run_id"])) == 1 and not set(jobs["run_id"]) & first_runs
+
+
+def test_plain_strings_writes_every_string_type_as_ddl_string(spark):
+    """The cast that keeps ``string collate UTF8_BINARY`` out of a Delta log written over Spark
+    Connect (storage.plain_strings): nested strings too, other types untouched, names kept."""
+    from l4spark.io.storage import plain_strings
+
+    frame = spark.createDataFrame([("a", ["b"], {"k": 1}, ("c", 2), 3)],
+                                  "`job id` string, tags array<string>, m map<string,int>, s struct<x:string,y:int>, n long")
+    plain = plain_strings(frame)
+    assert plain.schema == frame.schema
+    assert plain.collect() == frame.collect()
+    plan = plain._jdf.queryExecution().analyzed().toString().lower()
+    assert re.search(r"cast\(tags#\d+ as array<string>\)", plan) and re.search(r"cast\(`?job id", plan), plan
+    assert not re.search(r"cast\(n#", plan), plan

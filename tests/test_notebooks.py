@@ -308,6 +308,13 @@ def test_job_drilldown_notebook_runs(nightly, monkeypatch):
     text = output_text(outputs)
     assert f"job: {job_id}" in text
     assert f"remedy:     {analysis.job_summary(warehouse, job_id)['remedy']}" in text
+    # the catalog view recurring_suspects, read by name in Spark, agrees with the pandas helper
+    suspects = set(analysis.job_nodes(warehouse, job_id).query("suspect")["node"])
+    recurring = analysis.recurring_suspects(warehouse)
+    recurring = recurring[recurring["node"].isin(suspects)]
+    assert f"suspects of this job that were suspects of other jobs: {len(recurring)} of {len(suspects)}" in text
+    for node in recurring.itertuples():
+        assert f"   {node.node}: {node.n_jobs} jobs in " in text
     first = analysis.first_flagged_event(warehouse, job_id)
     anchor = analysis.lines_around(warehouse, job_id, first["event_id"], first["sample_node"], before=0, after=0)
     assert f">> {anchor['line_no'].iloc[0]:>7}" in text

@@ -8,6 +8,11 @@ for a folder named by another ``.pth`` line; the job also starts from a folder o
 checkout. So the only l4spark either side can import is the shipped ``.zip``; the test checks
 that precondition, then that every failed job got a diagnosis whose line counts only reading
 every rank file on the executors can give.
+
+The warehouse is Delta through delta-spark, as a cluster gives it to a submitted job: Delta's two
+jars on ``--jars`` and its SQL extension and catalog on ``--conf`` (docs/deploy.md), and
+``storage.format = "delta"`` in the job's conf (the default ``auto`` cannot see what the submitter
+put on the classpath). The tables are read back with delta-rs.
 """
 
 from __future__ import annotations
@@ -21,10 +26,11 @@ import sysconfig
 import venv
 from pathlib import Path
 
-import pyarrow.parquet as pq
+import deltalake
 import pytest
 
 from l4spark import __version__
+from l4spark.io.delta_jars import DELTA_SQL_SETTINGS, find_jars
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 
@@ -70,7 +76,11 @@ def test_nightly_job_runs_from_the_shipped_package(tmp_path):
     python = bare_interpreter(tmp_path / "bare")
     # Few shuffle partitions for two one-core executors; on a cluster this file sets them too.
     conf = tmp_path / "spark.toml"
-    conf.write_text("[spark]\nshuffle_partitions = 2\n")
+    conf.write_text("[spark]\nshuffle_partitions = 2\n[storage]\nformat = \"delta\"\n")
+    jars = find_jars()
+    assert jars, "`make jars` copies Delta's jars into jars/"
+    delta = ["--jars", ",".join(map(str, jars))] + [arg for key, value in DELTA_SQL_SETTINGS.items()
+                                                   for arg in ("--conf", f"{key}={value}")]
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "SPARK_HOME", "SPARK_REMOTE")}
     env.update(SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=str(python), PYSPARK_DRIVER_PYTHON=str(python))
 
@@ -79,16 +89,18 @@ def test_nightly_job_runs_from_the_shipped_package(tmp_path):
     assert "No module named 'l4spark'" in precondition.stderr, precondition.stderr[-2000:]
 
     result = subprocess.run(
-        [str(SPARK_SUBMIT), "--master", "local-cluster[2,1,1024]", "--py-files", str(archive),
+        [str(SPARK_SUBMIT), "--master", "local-cluster[2,1,1024]", "--py-files", str(archive), *delta,
          str(REPO / "jobs" / "nightly.py"), "--logs-root", str(logs), "--warehouse", str(warehouse),
          "--date", "2026-11-20", "--conf", str(conf), "--no-reports"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
 
-    diagnoses = pq.read_table(warehouse / "diagnosis_jobs").to_pandas()
+    folders = [p for p in warehouse.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))]
+    assert len(folders) >= 10 and all((p / "_delta_log").is_dir() for p in folders), sorted(p.name for p in folders)
+    diagnoses = deltalake.DeltaTable(str(warehouse / "diagnosis_jobs")).to_pandas()
     diagnoses["job_id"] = diagnoses["job_id"].astype(str)
     assert sorted(diagnoses["job_id"]) == sorted(labels)
-    runs = pq.read_table(warehouse / "runs").to_pandas()
+    runs = deltalake.DeltaTable(str(warehouse / "runs")).to_pandas()
     assert len(runs) == 1 and runs.loc[0, "run_date"] == "2026-11-20" and runs.loc[0, "n_diagnosed"] == len(labels)
     for row in diagnoses.itertuples():
         label = labels[row.job_id]

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from l4spark.config import StorageConfig
 from l4spark.errors import ConfigError
@@ -108,7 +110,7 @@ def write_job_rows(rows: DataFrame, storage: StorageConfig, table: str, job_ids:
     path = table_path(storage, table)
     check_format(storage, table)
     if storage.format == "delta":
-        writer = rows.write.format("delta").mode("overwrite")
+        writer = plain_strings(rows).write.format("delta").mode("overwrite")
         if table_exists(storage, table):
             # No partitionBy: Delta keeps the table's own partitioning (a table created partitioned
             # by an older l4spark stays so).
@@ -128,6 +130,50 @@ def write_job_rows(rows: DataFrame, storage: StorageConfig, table: str, job_ids:
     else:
         _empty_remote_partitions(rows, storage, table, gone)
     kill_point(f"after_write:{table}")
+
+
+def plain_strings(rows: DataFrame) -> DataFrame:
+    """``rows`` with every column that holds strings cast to its type written out in DDL (plain
+    ``string``), for a Delta write.
+
+    Over Spark Connect (Spark 4.2), a string typed by the client (a ``mapInArrow`` output schema,
+    a ``cast(StringType())``) reaches the server with the collation UTF8_BINARY named explicitly,
+    and delta-spark 4.4 writes it into the table's log as the type ``string collate UTF8_BINARY``,
+    which delta-rs (and DuckDB) refuse: "Unsupported Delta table type" (the Delta protocol keeps a
+    collation in the field's metadata, the type stays ``string``). A cast to the DDL text ``string``
+    gives the server's default string type; on classic Spark the cast is to the same type and the
+    optimizer drops it. The client's schema does not show the collation, so every string column is
+    cast (tests/test_connect_diagnosis.py reads every table with delta-rs)."""
+    columns = [F.col(_quoted_name(f.name)).cast(_ddl(f.dataType)).alias(f.name) if _has_string(f.dataType)
+               else F.col(_quoted_name(f.name)) for f in rows.schema.fields]
+    return rows.select(*columns)
+
+
+def _has_string(data_type: T.DataType) -> bool:
+    if isinstance(data_type, T.ArrayType):
+        return _has_string(data_type.elementType)
+    if isinstance(data_type, T.MapType):
+        return _has_string(data_type.keyType) or _has_string(data_type.valueType)
+    if isinstance(data_type, T.StructType):
+        return any(_has_string(f.dataType) for f in data_type.fields)
+    return isinstance(data_type, T.StringType)
+
+
+def _ddl(data_type: T.DataType) -> str:
+    """``data_type`` as Spark DDL with every string type written ``string``."""
+    if isinstance(data_type, T.StringType):
+        return "string"
+    if isinstance(data_type, T.ArrayType):
+        return f"array<{_ddl(data_type.elementType)}>"
+    if isinstance(data_type, T.MapType):
+        return f"map<{_ddl(data_type.keyType)},{_ddl(data_type.valueType)}>"
+    if isinstance(data_type, T.StructType):
+        return "struct<" + ",".join(f"{_quoted_name(f.name)}:{_ddl(f.dataType)}" for f in data_type.fields) + ">"
+    return data_type.simpleString()
+
+
+def _quoted_name(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
 
 
 def replace_where(key: str, values: Iterable[str]) -> str:
@@ -174,6 +220,8 @@ def write_table(rows: DataFrame, storage: StorageConfig, table: str) -> None:
     if tables.table(table).key is not None:
         raise ValueError(f"'{table}' is partitioned by {tables.table(table).key}: replace rows with write_job_rows")
     check_format(storage, table)
+    if storage.format == "delta":
+        rows = plain_strings(rows)
     writer = rows.write.format(storage.format).mode("overwrite")
     if storage.format == "delta":
         writer = writer.option("overwriteSchema", "true")
