@@ -95,6 +95,8 @@ def test_bench_runs_the_nightly_batch_and_reports_what_the_fleet_holds(tmp_path)
     assert size["process_seconds"] > size["nightly_seconds"] and size["peak_memory_bytes"] > 0
     assert set(size["phase_cpu_seconds"]) == set(size["phases"])
     assert 0 < size["cpu_seconds"] <= size["process_cpu_seconds"]
+    # every write and every read back of a job is at least one Spark job
+    assert size["spark_jobs"] > 2 * len(failed) and "Spark jobs" in done.stdout
     assert result["growth"][0]["data_ratio"] == 1.0
     assert "nightly run" in done.stdout and "written" in done.stdout
 

@@ -256,7 +256,7 @@ def run_size(plan: FleetPlan, fleet: Path, warehouse: Path, master: str, conf_fi
         "steps": inner["run"]["seconds"], "phases": phases, "phase_cpu_seconds": phase_cpu,
         "cpu_seconds": round(sum(phase_cpu.values()), 2), "process_cpu_seconds": cpu.samples[-1][1],
         "timeline": inner["timeline"], "peak_memory_bytes": memory.peak_bytes,
-        "format": inner["format"], "table_files": inner["table_files"],
+        "format": inner["format"], "table_files": inner["table_files"], "spark_jobs": inner["spark_jobs"],
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
     }
@@ -282,15 +282,26 @@ def _nightly_process(fleet: str, warehouse: str, master: str, conf_files: list[s
         print(f"    [{elapsed:7.1f}s] {message}", flush=True)
 
     try:
+        jobs_before = spark_jobs_started(spark)
         run = run_nightly(spark, config, fleet, reports_dir=Path(warehouse) / "_reports", progress=progress)
         nightly_seconds = time.perf_counter() - run_started
+        spark_jobs = spark_jobs_started(spark) - jobs_before
         readback = _read_back(spark, config, run.run_id)
     finally:
         spark.stop()
     result = {"nightly_seconds": nightly_seconds, "session_seconds": round(session_seconds, 2),
               "run_started_epoch": run_started_epoch, "timeline": timeline, "format": config.storage.format,
+              "spark_jobs": spark_jobs,
               "table_files": table_files(config.storage, run.upkeep), **readback}
     Path(result_path).write_text(json.dumps(result, indent=2, default=str))
+
+
+def spark_jobs_started(spark) -> int:
+    """How many Spark jobs the application has started: job ids are numbered from 0 in order, and
+    the status tracker keeps the newest (``spark.ui.retainedJobs``). A count that load does not
+    move, unlike seconds on a shared machine."""
+    ids = spark.sparkContext.statusTracker().getJobIdsForGroup(None)
+    return max(ids) + 1 if ids else 0
 
 
 def table_files(storage, upkeep) -> dict[str, dict[str, int]]:
@@ -336,13 +347,13 @@ def _read_back(spark, config, run_id: str) -> dict:
 def print_report(sizes: list[dict], ratios: list[dict]) -> None:
     print()
     print(f"{'run':>9}{'jobs':>6}{'failed':>7}{'files':>8}{'MB':>9}{'lines':>12}{'nightly s':>11}"
-          f"{'process s':>11}{'cpu s':>8}{'MB/s':>7}{'s/failed':>9}{'peak GiB':>9}  load before/after")
+          f"{'process s':>11}{'cpu s':>8}{'MB/s':>7}{'s/failed':>9}{'peak GiB':>9}{'Spark jobs':>11}  load before/after")
     for s in sizes:
         per_failed = f"{s['seconds_per_failed_job']:.1f}" if s["seconds_per_failed_job"] is not None else "-"
         print(f"{s['name']:>9}{s['jobs']:>6}{s['failed_jobs']:>7}{s['files']:>8,}{s['input_bytes'] / 1e6:>9,.1f}"
               f"{s['lines']:>12,}{s['nightly_seconds']:>11.1f}{s['process_seconds']:>11.1f}{s['cpu_seconds']:>8.0f}"
               f"{s['mb_per_s']:>7.2f}"
-              f"{per_failed:>9}{s['peak_memory_bytes'] / 2**30:>9.2f}  "
+              f"{per_failed:>9}{s['peak_memory_bytes'] / 2**30:>9.2f}{s['spark_jobs']:>11,}  "
               f"{s['load_average_before'][0]:.1f}/{s['load_average_after'][0]:.1f}")
     print()
     tables = sorted({t for s in sizes for t in s["table_files"]})
