@@ -28,10 +28,12 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
 if TYPE_CHECKING:  # pure callers (the layout, the reader) import this module without pyspark
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _VERSION = re.compile(r"^(?P<name>.+)-(?P<version>\d{6})$")
+# Spark's error for a file its scan could not read; the path is URL-encoded (a space is %20)
+_READ_FAILED = re.compile(r"\[FAILED_READ_FILE\.\w+\] Encountered error while reading file (?P<path>\S+?)\.?\s")
 
 
 @dataclass(frozen=True)
@@ -89,11 +91,67 @@ def list_files(spark: "SparkSession", root: str) -> list[RemoteFile] | None:
     return sorted((RemoteFile(path, sizes.get(key, 0)) for key, path in listed.items()), key=lambda f: f.path)
 
 
+def binary_files(spark: "SparkSession", paths: list[str]) -> "DataFrame | None":
+    """Spark's ``binaryFile`` source over the listed files ``paths`` (``path``, ``length``,
+    ``content``...), or None when none of them is left. A file that the storage refuses to hand
+    over (an S3 object archived to Glacier or denied by a policy, an HDFS file whose blocks are
+    lost) or that is gone since the listing gives no row instead of failing the query: the scan
+    skips it (``ignoreCorruptFiles``, ``ignoreMissingFiles``), and a file gone before the query is
+    planned (Spark checks that every path exists then: PATH_NOT_FOUND) is left out here, one
+    planning per gone file. Callers tell a refused file by its missing row."""
+    remaining = list(paths)
+    while remaining:
+        try:
+            files = (spark.read.format("binaryFile").option("ignoreCorruptFiles", "true")
+                     .option("ignoreMissingFiles", "true").load(remaining))
+            files.schema  # plan it now: Spark Connect plans lazily, and the path check is part of planning
+            return files
+        except Exception as exc:  # AnalysisException of classic Spark and of Connect alike
+            gone = _gone_path(exc, remaining)
+            if gone is None:
+                raise
+            remaining.remove(gone)
+    return None
+
+
+def _gone_path(exc: Exception, paths: list[str]) -> str | None:
+    """The path of ``paths`` that a PATH_NOT_FOUND error names, or None."""
+    named = getattr(exc, "getMessageParameters", lambda: None)() or {}
+    if "PATH_NOT_FOUND" not in str(exc) or "path" not in named:
+        return None
+    by_path = {urlparse(path).path: path for path in paths}
+    return by_path.get(urlparse(named["path"]).path)
+
+
+def refused_path(error: Exception, paths: list[str]) -> str | None:
+    """The path of ``paths`` that failed a Spark query because HDFS refused it (a
+    FAILED_READ_FILE error naming it, caused by a BlockMissingException or an
+    AccessControlException), or None for any other error. ``binary_files`` skips other
+    unreadable files, but Spark's scan fails on these two: the caller reads again without it."""
+    text = str(error)
+    match = _READ_FAILED.search(text)
+    if match is None or not any(name in text for name in ("BlockMissingException", "AccessControlException")):
+        return None
+    named = urlparse(unquote(match.group("path"))).path
+    return next((path for path in paths if urlparse(path).path == named), None)
+
+
 def read_files(spark: "SparkSession", paths: list[str]) -> dict[str, bytes]:
-    """The bytes of the small files ``paths`` (which must exist), by path as given."""
-    if not paths:
-        return {}
-    rows = spark.read.format("binaryFile").load(paths).select("path", "content").collect()
+    """The bytes of the small files ``paths``, by path as given. A file the storage refuses (or
+    one gone since it was listed) is left out, not an error: the caller says what is missing."""
+    remaining = list(paths)
+    while True:
+        files = binary_files(spark, remaining)
+        if files is None:
+            return {}
+        try:
+            rows = files.select("path", "content").collect()
+            break
+        except Exception as exc:  # noqa: BLE001 -- only a refused file is left out, all else raises
+            refused = refused_path(exc, remaining)
+            if refused is None:
+                raise
+            remaining.remove(refused)
     by_path = {urlparse(row.path).path: bytes(row.content) for row in rows}
     return {path: by_path[urlparse(path).path] for path in paths if urlparse(path).path in by_path}
 

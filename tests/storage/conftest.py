@@ -11,6 +11,8 @@ from tests.storage.servers import start_minidfs
 def minidfs(spark, tmp_path_factory):
     dfs = start_minidfs(tmp_path_factory.mktemp("minidfs"))
     spark.conf.set("dfs.replication", "1")  # one DataNode: the session's HDFS writes keep one replica
+    # a lost block (test_bad_inputs_on_hdfs...) fails its read after 3 waits of up to this many ms each
+    spark.conf.set("dfs.client.retry.window.base", "50")
     yield dfs
     dfs.stop()
 

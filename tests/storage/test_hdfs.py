@@ -25,28 +25,33 @@ def test_nightly_on_hdfs_equals_local(spark, minidfs, nightly_logs, nightly_clea
 
 
 def test_bad_inputs_on_hdfs_are_quarantined_as_locally(spark, minidfs, tmp_path):
-    """The reliability corpus (truncated and corrupt .gz, missing or broken job.json, binary and
-    giant lines...) parsed from HDFS: the same jobs and quarantine rows as from a local disk.
-    Without its 4096-rank job (copying 4096 files into the MiniDFSCluster takes minutes here) and
-    without its one empty folder (a remote listing sees files only: docs/deploy.md, known differences)."""
-    import shutil
-
-    from l4spark.parse.pipeline import parse_jobs
-    from tests.reliability.corpus import write_bad_corpus
+    """The reliability corpus (truncated and corrupt .gz, missing or broken job.json, binary
+    lines...) parsed from HDFS gives the same jobs, quarantine rows and events as from a local
+    disk. Files HDFS cannot hand over, for real: a rank file and a job.json whose one block is
+    lost (its block file deleted from the DataNode's disk: the read fails with
+    BlockMissingException, which Spark's scan never skips) and a rank file deleted between the
+    listing and the read; each is counted as a local unreadable file is."""
+    from tests.storage.bad_inputs import (GONE, META_JOB, REFUSED, TABLES, UNREADABLE_JOB, expected_refusals,
+                                          parse_locally, parse_then_snapshot, without_details, write_storage_corpus)
 
     logs = tmp_path / "bad-logs"
-    write_bad_corpus(logs)
-    shutil.rmtree(logs / "zz-4096-ranks")
-    (logs / "zz-empty-node" / "node-c").rmdir()
+    write_storage_corpus(logs)
+    local = parse_locally(spark, logs, tmp_path / "warehouse")
     hadoop_shell(minidfs.uri, "-put", str(logs), "/bad-logs")
-    local_warehouse, remote_warehouse = tmp_path / "warehouse", minidfs.uri + "/bad-warehouse"
-    parse_jobs(spark, nightly_config(local_warehouse), logs)
-    parse_jobs(spark, nightly_config(remote_warehouse), minidfs.uri + "/bad-logs")
-    tables = ("jobs", "quarantine", "events")
-    local, remote = snapshot(spark, local_warehouse, tables), snapshot(spark, remote_warehouse, tables)
-    reasons = set(local["quarantine"]["reason"])
-    assert {"gzip_truncated", "gzip_corrupt", "job_meta"} <= reasons
-    assert_same(remote, local, tables)
+    for rel in (REFUSED, f"{META_JOB}/job.json"):
+        content = (logs / rel).read_bytes()
+        blocks = [p for p in (minidfs.base / "data").rglob("blk_*")
+                  if not p.name.endswith(".meta") and p.read_bytes() == content]
+        assert len(blocks) == 1, (rel, blocks)
+        blocks[0].unlink()
+    remote = parse_then_snapshot(spark, minidfs.uri + "/bad-logs", minidfs.uri + "/bad-warehouse",
+                                 between=lambda: hadoop_shell(minidfs.uri, "-rm", f"/bad-logs/{GONE}"))
+    assert {"gzip_truncated", "gzip_corrupt", "job_meta"} <= set(local["quarantine"]["reason"])
+    assert "job.json is unreadable" in remote["jobs"].set_index("job_id").loc[META_JOB, "meta_error"]
+    assert expected_refusals(remote["quarantine"]) == sorted([
+        (REFUSED, "unreadable_file", UNREADABLE_JOB), (GONE, "unreadable_file", UNREADABLE_JOB),
+        (f"{META_JOB}/job.json", "job_meta", META_JOB)])
+    assert_same(without_details(remote), without_details(local), TABLES)
 
 
 def test_killed_nightly_on_hdfs_then_a_rerun_equal_a_clean_run(spark, minidfs, nightly_logs, nightly_clean):
