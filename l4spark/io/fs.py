@@ -38,8 +38,8 @@ _READ_FAILED = re.compile(r"\[FAILED_READ_FILE\.\w+\] Encountered error while re
 
 @dataclass(frozen=True)
 class RemoteFile:
-    path: str   # fully qualified, as Hadoop names it (and as tasks read it back)
-    size: int
+    path: str          # fully qualified, as Hadoop names it (and as tasks read it back)
+    size: int | None   # None: listed without sizes
 
 
 def is_local(uri: str | Path) -> bool:
@@ -72,23 +72,26 @@ def _missing(exc: Exception) -> bool:
     return "PATH_NOT_FOUND" in text or "does not exist" in text or "FileNotFoundException" in text
 
 
-def list_files(spark: "SparkSession", root: str) -> list[RemoteFile] | None:
+def list_files(spark: "SparkSession", root: str, sizes: bool = False) -> list[RemoteFile] | None:
     """Every file under ``root`` (recursively, hidden names left out), or None when ``root`` does
-    not exist."""
+    not exist. ``sizes``: with each file's size in bytes (a Spark job over the file statuses);
+    without, the names come from the file index alone (``inputFiles``: a listing, no job), which
+    is all that existence checks, versions and lock claims need."""
     try:
         files = spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(root)
-        rows = files.select("path", "length").collect()
         every = files.inputFiles()
+        rows = files.select("path", "length").collect() if sizes else []
     except Exception as exc:  # AnalysisException of classic Spark and of Connect alike
         if _missing(exc):
             return None
         raise
     # a scan leaves empty files out; the file index (inputFiles) has them: they are 0 bytes long
-    sizes = {urlparse(row.path).path: int(row.length) for row in rows}
+    measured = {urlparse(row.path).path: int(row.length) for row in rows}
     every = [unquote(path) for path in every]  # inputFiles gives URIs (a space is %20), the scan plain paths
     listed = {urlparse(path).path: path for path in every}
     listed.update({urlparse(row.path).path: row.path for row in rows})
-    return sorted((RemoteFile(path, sizes.get(key, 0)) for key, path in listed.items()), key=lambda f: f.path)
+    return sorted((RemoteFile(path, measured.get(key, 0) if sizes else None) for key, path in listed.items()),
+                  key=lambda f: f.path)
 
 
 def binary_files(spark: "SparkSession", paths: list[str]) -> "DataFrame | None":

@@ -145,7 +145,7 @@ def _scan_remote(spark: Any, root: str, matcher: re.Pattern[str], job_file: str,
     """``scan_logs_root`` of a remote root: one listing through Spark, the same rules as the local
     walk (Hadoop's listing already leaves out ``_`` and ``.`` names, so none is counted as skipped;
     an object store has no empty folders, so a node folder without any file is not seen)."""
-    listing = fs.list_files(spark, root)
+    listing = fs.list_files(spark, root, sizes=True)
     if listing is None:
         raise InputLayoutError(f"logs root {root!r} does not exist")
     wanted = set(jobs) if jobs is not None else None
