@@ -34,3 +34,14 @@ def s3(spark):
         spark.conf.set(key, value)
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def storage_corpus(spark, tmp_path_factory):
+    """The bad-input corpus of the storage tests (tests/storage/bad_inputs.py) and its tables
+    parsed from the local disk, once for the HDFS and the S3 test: (logs folder, tables)."""
+    from tests.storage.bad_inputs import parse_locally, write_storage_corpus
+
+    base = tmp_path_factory.mktemp("storage-corpus")
+    write_storage_corpus(base / "bad-logs")
+    return base / "bad-logs", parse_locally(spark, base / "bad-logs", base / "warehouse")
