@@ -7,10 +7,12 @@ is *remote* and reached only through the DataFrame API, so the same code runs un
 and Spark Connect, and Hadoop's file system of the cluster (its configuration, credentials,
 connectors) does the I/O:
 
-- listing: the ``binaryFile`` source without its ``content`` column (``path``, ``length``);
-  Hadoop's listing leaves out names starting with ``_`` or ``.``, as the local walk does;
+- listing: the ``binaryFile`` source's file index (``inputFiles``: names, no Spark job), with a
+  scan of its ``path`` and ``length`` columns where sizes are needed; Hadoop's listing leaves out
+  names starting with ``_`` or ``.``, as the local walk does;
 - bytes: the ``binaryFile`` source with ``content`` (raw bytes, no decompression: a damaged .gz
-  reaches the reader as it is on storage);
+  reaches the reader as it is on storage); a file the storage refuses gives no row
+  (``binary_files``, ``refused_path``);
 - small documents (template store, normal-pool state): write-once *versions*, each a one-row
   Parquet folder written by Spark (``<name>-<NNNNNN>/``); the current version is the highest one
   whose folder holds a data file. No rename is needed to make a version current, so this is
