@@ -4,8 +4,8 @@ what a task yields for blocks whose lines are all set aside."""
 from __future__ import annotations
 
 from l4spark.config import IngestConfig
-from l4spark.parse.ingest import arrow_batches, plan_read_tasks, shape_count_batches
-from l4spark.parse.layout import RankFile
+from l4spark.parse.ingest import FILE_READ, arrow_batches, plan_read_tasks, shape_count_batches, with_unread_files
+from l4spark.parse.layout import Issue, RankFile
 from l4spark.parse.reader import ReadLimits
 
 
@@ -51,3 +51,16 @@ def test_a_block_of_only_set_aside_lines_yields_only_its_issue(tmp_path):
     rows = [row for batch in arrow_batches(rank_files, limits, 2, shape_ids={"step 00 ok": 5}) for row in batch.to_pylist()]
     lines = [(row["file"], row["line_no"], row["raw"], row["shape_id"]) for row in rows if row["issue"] is None]
     assert lines == [("j/n/rank-1.log", 2, "step 12 ok", 5), ("j/n/rank-1.log", 3, "step 12 ok", 5)]
+
+
+def test_a_remote_file_the_read_did_not_hand_over_is_counted_unreadable():
+    """A remote read marks each file it got (FILE_READ); a listed non-empty file without a mark
+    was skipped by Spark's scan (refused or gone) and becomes an unreadable_file issue. Empty
+    files are not read by Spark (their empty_file rows are made apart), and a local read never
+    skips a file, so neither is flagged."""
+    remote = [RankFile("j", "n", r, f"s3a://b/logs/j/n/rank-{r}.log", f"j/n/rank-{r}.log", size)
+              for r, size in enumerate((10, 10, 0))]
+    issues = [Issue("j", "j/n/rank-0.log", FILE_READ, "", 0), Issue("j", "j/n/rank-0.log", "binary_line", "x", 1)]
+    settled = with_unread_files(issues, remote)
+    assert [(i.file, i.reason) for i in settled] == [("j/n/rank-0.log", "binary_line"), ("j/n/rank-1.log", "unreadable_file")]
+    assert with_unread_files([], files("j", 2, 10)) == []

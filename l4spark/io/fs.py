@@ -7,10 +7,12 @@ is *remote* and reached only through the DataFrame API, so the same code runs un
 and Spark Connect, and Hadoop's file system of the cluster (its configuration, credentials,
 connectors) does the I/O:
 
-- listing: the ``binaryFile`` source without its ``content`` column (``path``, ``length``);
-  Hadoop's listing leaves out names starting with ``_`` or ``.``, as the local walk does;
+- listing: the ``binaryFile`` source's file index (``inputFiles``: names, no Spark job), with a
+  scan of its ``path`` and ``length`` columns where sizes are needed; Hadoop's listing leaves out
+  names starting with ``_`` or ``.``, as the local walk does;
 - bytes: the ``binaryFile`` source with ``content`` (raw bytes, no decompression: a damaged .gz
-  reaches the reader as it is on storage);
+  reaches the reader as it is on storage); a file the storage refuses gives no row
+  (``binary_files``, ``refused_path``);
 - small documents (template store, normal-pool state): write-once *versions*, each a one-row
   Parquet folder written by Spark (``<name>-<NNNNNN>/``); the current version is the highest one
   whose folder holds a data file. No rename is needed to make a version current, so this is
@@ -28,16 +30,18 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
 if TYPE_CHECKING:  # pure callers (the layout, the reader) import this module without pyspark
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _VERSION = re.compile(r"^(?P<name>.+)-(?P<version>\d{6})$")
+# Spark's error for a file its scan could not read; the path is URL-encoded (a space is %20)
+_READ_FAILED = re.compile(r"\[FAILED_READ_FILE\.\w+\] Encountered error while reading file (?P<path>\S+?)\.?\s")
 
 
 @dataclass(frozen=True)
 class RemoteFile:
-    path: str   # fully qualified, as Hadoop names it (and as tasks read it back)
-    size: int
+    path: str          # fully qualified, as Hadoop names it (and as tasks read it back)
+    size: int | None   # None: listed without sizes
 
 
 def is_local(uri: str | Path) -> bool:
@@ -70,30 +74,89 @@ def _missing(exc: Exception) -> bool:
     return "PATH_NOT_FOUND" in text or "does not exist" in text or "FileNotFoundException" in text
 
 
-def list_files(spark: "SparkSession", root: str) -> list[RemoteFile] | None:
+def list_files(spark: "SparkSession", root: str, sizes: bool = False) -> list[RemoteFile] | None:
     """Every file under ``root`` (recursively, hidden names left out), or None when ``root`` does
-    not exist."""
+    not exist. ``sizes``: with each file's size in bytes (a Spark job over the file statuses);
+    without, the names come from the file index alone (``inputFiles``: a listing, no job), which
+    is all that existence checks, versions and lock claims need."""
     try:
         files = spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(root)
-        rows = files.select("path", "length").collect()
         every = files.inputFiles()
+        rows = files.select("path", "length").collect() if sizes else []
     except Exception as exc:  # AnalysisException of classic Spark and of Connect alike
         if _missing(exc):
             return None
         raise
     # a scan leaves empty files out; the file index (inputFiles) has them: they are 0 bytes long
-    sizes = {urlparse(row.path).path: int(row.length) for row in rows}
+    measured = {urlparse(row.path).path: int(row.length) for row in rows}
     every = [unquote(path) for path in every]  # inputFiles gives URIs (a space is %20), the scan plain paths
     listed = {urlparse(path).path: path for path in every}
     listed.update({urlparse(row.path).path: row.path for row in rows})
-    return sorted((RemoteFile(path, sizes.get(key, 0)) for key, path in listed.items()), key=lambda f: f.path)
+    return sorted((RemoteFile(path, measured.get(key, 0) if sizes else None) for key, path in listed.items()),
+                  key=lambda f: f.path)
+
+
+def binary_files(spark: "SparkSession", paths: list[str]) -> "DataFrame | None":
+    """Spark's ``binaryFile`` source over the listed files ``paths`` (``path``, ``length``,
+    ``content``...), or None when none of them is left. A file that the storage refuses to hand
+    over (an S3 object archived to Glacier or denied by a policy, an HDFS file whose blocks are
+    lost) or that is gone since the listing gives no row instead of failing the query: the scan
+    skips it (``ignoreCorruptFiles``, ``ignoreMissingFiles``), and a file gone before the query is
+    planned (Spark checks that every path exists then: PATH_NOT_FOUND) is left out here, one
+    planning per gone file. Callers tell a refused file by its missing row."""
+    remaining = list(paths)
+    while remaining:
+        try:
+            files = (spark.read.format("binaryFile").option("ignoreCorruptFiles", "true")
+                     .option("ignoreMissingFiles", "true").load(remaining))
+            files.schema  # plan it now: Spark Connect plans lazily, and the path check is part of planning
+            return files
+        except Exception as exc:  # AnalysisException of classic Spark and of Connect alike
+            gone = _gone_path(exc, remaining)
+            if gone is None:
+                raise
+            remaining.remove(gone)
+    return None
+
+
+def _gone_path(exc: Exception, paths: list[str]) -> str | None:
+    """The path of ``paths`` that a PATH_NOT_FOUND error names, or None."""
+    named = getattr(exc, "getMessageParameters", lambda: None)() or {}
+    if "PATH_NOT_FOUND" not in str(exc) or "path" not in named:
+        return None
+    by_path = {urlparse(path).path: path for path in paths}
+    return by_path.get(urlparse(named["path"]).path)
+
+
+def refused_path(error: Exception, paths: list[str]) -> str | None:
+    """The path of ``paths`` that failed a Spark query because HDFS refused it (a
+    FAILED_READ_FILE error naming it, caused by a BlockMissingException or an
+    AccessControlException), or None for any other error. ``binary_files`` skips other
+    unreadable files, but Spark's scan fails on these two: the caller reads again without it."""
+    text = str(error)
+    match = _READ_FAILED.search(text)
+    if match is None or not any(name in text for name in ("BlockMissingException", "AccessControlException")):
+        return None
+    named = urlparse(unquote(match.group("path"))).path
+    return next((path for path in paths if urlparse(path).path == named), None)
 
 
 def read_files(spark: "SparkSession", paths: list[str]) -> dict[str, bytes]:
-    """The bytes of the small files ``paths`` (which must exist), by path as given."""
-    if not paths:
-        return {}
-    rows = spark.read.format("binaryFile").load(paths).select("path", "content").collect()
+    """The bytes of the small files ``paths``, by path as given. A file the storage refuses (or
+    one gone since it was listed) is left out, not an error: the caller says what is missing."""
+    remaining = list(paths)
+    while True:
+        files = binary_files(spark, remaining)
+        if files is None:
+            return {}
+        try:
+            rows = files.select("path", "content").collect()
+            break
+        except Exception as exc:  # noqa: BLE001 -- only a refused file is left out, all else raises
+            refused = refused_path(exc, remaining)
+            if refused is None:
+                raise
+            remaining.remove(refused)
     by_path = {urlparse(row.path).path: bytes(row.content) for row in rows}
     return {path: by_path[urlparse(path).path] for path in paths if urlparse(path).path in by_path}
 

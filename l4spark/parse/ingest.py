@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from l4spark.config import IngestConfig
-from l4spark.io.fs import is_local
+from l4spark.io.fs import binary_files, is_local
 from l4spark.io.session import local_frame
 from l4spark.parse.layout import Issue, RankFile
 from l4spark.parse.reader import ReadLimits, read_lines
@@ -43,6 +43,8 @@ INGEST_SCHEMA = T.StructType([
     T.StructField("n_bytes", T.LongType(), True),
     T.StructField("shape_id", T.IntegerType(), True),
 ])
+# A remote read's row for each file it got the bytes of (not a quarantine entry: ``with_unread_files``).
+FILE_READ = "file_read"
 _ARROW_SCHEMA = pa.schema([
     pa.field("job_id", pa.string(), False),
     pa.field("node", pa.string()),
@@ -147,7 +149,12 @@ def _read_remote_files(spark: SparkSession, files: Sequence[RankFile], limits: R
     """``read_rank_files`` of files on a remote file system (``io.fs``): Spark's ``binaryFile``
     source reads each file whole (no split, no decompression; Hadoop's file system of the cluster
     opens it), and the same reader turns its bytes into lines inside the task. Spark packs the
-    files into tasks (``spark.sql.files.maxPartitionBytes``); one file must stay under 2 GB."""
+    files into tasks (``spark.sql.files.maxPartitionBytes``); one file must stay under 2 GB.
+
+    A file the storage refuses to hand over (an S3 object archived to Glacier, a denied key, an
+    HDFS block lost, a file deleted since the listing) gives no row (``fs.binary_files``) instead
+    of failing the stage: a task only sees the files it got, so it adds one ``FILE_READ`` row per
+    file, and ``with_unread_files`` makes an ``unreadable_file`` issue of each listed file without one."""
     by_path = {f.path: f for f in files}
 
     def read_contents(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -161,6 +168,7 @@ def _read_remote_files(spark: SparkSession, files: Sequence[RankFile], limits: R
                 ids = None if shape_ids is None else _task_shape_ids(chosen, shape_ids)
                 yield from arrow_batches(chosen, limits, batch_lines, raw=raw, shape=shape,
                                          shape_ids=ids, contents=contents)
+            yield _read_marks(chosen)
 
     # Spark's scan skips empty files: their quarantine rows (empty_file) are made here
     empty = [f for f in files if f.size == 0]
@@ -173,9 +181,34 @@ def _read_remote_files(spark: SparkSession, files: Sequence[RankFile], limits: R
     empty_frame = spark.createDataFrame(pa.Table.from_batches(empty_rows, schema=_ARROW_SCHEMA), INGEST_SCHEMA)
     if not any(f.size for f in files):
         return empty_frame
-    lines = (spark.read.format("binaryFile").load([f.path for f in files if f.size])
-             .select("path", "content").mapInArrow(read_contents, INGEST_SCHEMA))
+    stored = binary_files(spark, [f.path for f in files if f.size])
+    if stored is None:
+        return empty_frame
+    lines = stored.select("path", "content").mapInArrow(read_contents, INGEST_SCHEMA)
     return lines.unionByName(empty_frame) if empty_rows else lines
+
+
+def _read_marks(files: Sequence[RankFile]) -> pa.RecordBatch:
+    """One ``FILE_READ`` row per file a remote read task got the bytes of."""
+    columns: dict[str, list] = {name: [] for name in _ARROW_SCHEMA.names}
+    for rank_file in files:
+        _append_issue(columns, rank_file, Issue(rank_file.job_id, rank_file.rel_path, FILE_READ, "", n_lines=0))
+    return _to_batch(columns)
+
+
+def with_unread_files(issues: Sequence[Issue], files: Sequence[RankFile]) -> list[Issue]:
+    """The files' issues of a read (the issue rows of ``read_rank_files``), its ``FILE_READ``
+    rows replaced by an ``unreadable_file`` issue for each non-empty remote file that has none
+    (the scan skipped it). A local read has no such rows and loses no file: its issues are kept."""
+    kept = [issue for issue in issues if issue.reason != FILE_READ]
+    if not files or is_local(files[0].path):
+        return kept
+    read = {(issue.job_id, issue.file) for issue in issues if issue.reason == FILE_READ}
+    unread = [Issue(f.job_id, f.rel_path, "unreadable_file",
+                    "cannot read the file: the storage refused it or it is gone since the listing "
+                    "(Spark's executor log names the error)", n_lines=0)
+              for f in files if f.size and (f.job_id, f.rel_path) not in read]
+    return kept + unread
 
 
 def _parallelism(spark: SparkSession) -> int:

@@ -145,7 +145,7 @@ def _scan_remote(spark: Any, root: str, matcher: re.Pattern[str], job_file: str,
     """``scan_logs_root`` of a remote root: one listing through Spark, the same rules as the local
     walk (Hadoop's listing already leaves out ``_`` and ``.`` names, so none is counted as skipped;
     an object store has no empty folders, so a node folder without any file is not seen)."""
-    listing = fs.list_files(spark, root)
+    listing = fs.list_files(spark, root, sizes=True)
     if listing is None:
         raise InputLayoutError(f"logs root {root!r} does not exist")
     wanted = set(jobs) if jobs is not None else None
@@ -163,14 +163,22 @@ def _scan_remote(spark: Any, root: str, matcher: re.Pattern[str], job_file: str,
             by_job.setdefault(job_name, []).append((rel, remote))
     if wanted is not None and wanted - set(by_job):
         raise InputLayoutError(f"jobs not found under {root!r}: {sorted(wanted - set(by_job))}")
-    registries = {job_name: remote.path for job_name, entries in by_job.items()
+    registries = {job_name: remote for job_name, entries in by_job.items()
                   for rel, remote in entries if rel == f"{job_name}/{job_file}"}
-    texts = fs.read_files(spark, sorted(registries.values()))
+    # Spark's scan skips empty files: a 0-byte job.json is b"", as it reads locally
+    texts = {remote.path: b"" for remote in registries.values() if not remote.size}
+    texts.update(fs.read_files(spark, sorted(r.path for r in registries.values() if r.size)))
     for job_name in sorted(by_job):
         _match_job_files(job_name, [(rel, remote.path, remote.size) for rel, remote in sorted(by_job[job_name])],
                          matcher, job_file, scan)
-        raw = texts.get(registries.get(job_name, ""))
-        scan.jobs[job_name] = job_meta_from_bytes(raw, job_file, job_name)
+        registry = registries.get(job_name)
+        if registry is not None and registry.path not in texts:  # listed, yet not handed over
+            scan.jobs[job_name] = JobMeta(job_name, "unknown", {}, None, None,
+                                          f"{job_file} is unreadable: the storage refused it or it is gone "
+                                          "since the listing")
+        else:
+            scan.jobs[job_name] = job_meta_from_bytes(None if registry is None else texts[registry.path],
+                                                      job_file, job_name)
     _finish(scan, job_file)
     return scan
 

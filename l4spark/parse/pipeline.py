@@ -30,8 +30,8 @@ from pyspark.sql import functions as F
 
 from l4spark import __version__
 from l4spark.config import Config
-from l4spark.parse.ingest import read_rank_files
-from l4spark.parse.layout import Issue, LayoutScan, scan_logs_root
+from l4spark.parse.ingest import read_rank_files, with_unread_files
+from l4spark.parse.layout import Issue, LayoutScan, RankFile, scan_logs_root
 from l4spark.parse.shapes import (
     original_masked,
     shape_numbers,
@@ -43,6 +43,7 @@ from l4spark.parse.shapes import (
 from l4spark.parse.structure import with_masked, with_structure
 from l4spark.parse.template_store import load_template_store, save_template_store
 from l4spark.parse.templates import TemplateStore
+from l4spark.io import fs
 from l4spark.io.session import local_frame
 from l4spark.io.storage import read_table, table_exists, write_job_rows, write_table
 from l4spark.io.tables import JOB_EVENT_COUNTS, JOB_EVENT_FORMS, JOBS, QUARANTINE
@@ -92,15 +93,7 @@ def parse_jobs(spark: SparkSession, config: Config, logs_root: str | Path, jobs:
 
     store = load_template_store(config.storage, config.drain, config.structure.fold_digits, spark=spark)
     before = len(store)
-    not_by_shape = shapes_usable(config.structure)
-    parsed = None
-    if not_by_shape is None:
-        parsed = _parse_by_shape(spark, config, scan, store, progress, clock, summary)
-    else:
-        progress(f"structuring every line ({not_by_shape})")
-    if parsed is None:
-        parsed = _parse_per_line(spark, config, scan, store, progress, clock, summary)
-    file_issues, forms = parsed
+    file_issues, forms = _parse_readable(spark, config, scan, store, progress, clock, summary)
     summary.new_templates = len(store) - before
 
     counts = _event_counts(spark, config, scan, job_ids)
@@ -118,18 +111,45 @@ def parse_jobs(spark: SparkSession, config: Config, logs_root: str | Path, jobs:
     return summary
 
 
-def _parse_by_shape(spark: SparkSession, config: Config, scan: LayoutScan, store: TemplateStore,
+def _parse_readable(spark: SparkSession, config: Config, scan: LayoutScan, store: TemplateStore,
                     progress: Callable[[str], None], clock: "_Clock",
+                    summary: ParseSummary) -> tuple[list[Issue], pd.DataFrame]:
+    """``_parse_by_shape`` (or ``_parse_per_line`` when shapes do not fit) of the files the
+    storage hands over. HDFS's BlockMissingException and AccessControlException fail Spark's scan
+    even where it skips other unreadable files (FileScanRDD): the parse starts again without the
+    file the error names, which is then counted as unreadable (``with_unread_files``)."""
+    not_by_shape = shapes_usable(config.structure)
+    if not_by_shape is not None:
+        progress(f"structuring every line ({not_by_shape})")
+    refused: set[str] = set()
+    while True:
+        readable = [f for f in scan.files if f.path not in refused]
+        try:
+            parsed = None
+            if not_by_shape is None:
+                parsed = _parse_by_shape(spark, config, scan, readable, store, progress, clock, summary)
+            return parsed or _parse_per_line(spark, config, scan, readable, store, progress, clock, summary)
+        except Exception as exc:  # noqa: BLE001 -- only a file the storage refused is retried, all else raises
+            path = fs.refused_path(exc, [f.path for f in readable if not fs.is_local(f.path)])
+            if path is None:
+                raise
+            progress(f"{path} cannot be read (lost blocks or no permission): counted as unreadable, parsing again")
+            refused.add(path)
+
+
+def _parse_by_shape(spark: SparkSession, config: Config, scan: LayoutScan, readable: list[RankFile],
+                    store: TemplateStore, progress: Callable[[str], None], clock: "_Clock",
                     summary: ParseSummary) -> tuple[list[Issue], pd.DataFrame] | None:
     """Two reads of the files, no cache: (1) distinct shapes with their first occurrence, and
     the files' quarantine rows; the driver structures, masks and templates the shapes; (2) lines
     joined to their shape's fields and event id, written. Returns the files' issues and the
     message forms (``_forms``). None when the run has more than ``structure.max_shapes``
-    shapes (the caller then structures every line)."""
+    shapes (the caller then structures every line). ``readable``: the files read (``scan.files``
+    but those the storage refused: they are counted as unreadable)."""
     issue = F.col("issue")
     max_rows = 4 * config.structure.max_shapes + 8 * len(scan.files)
     stats = (
-        read_rank_files(spark, scan.files, config.ingest, counts_only=True)
+        read_rank_files(spark, readable, config.ingest, counts_only=True)
         .groupBy("job_id", "shape", "issue", F.when(issue.isNotNull(), F.col("file")).alias("issue_file"))
         .agg(F.sum("n_lines").alias("n_lines"), F.min(F.struct("file", "line_no", "raw")).alias("first"),
              F.first("detail").alias("detail"), F.sum("n_bytes").alias("n_bytes"), F.first("raw").alias("sample"))
@@ -139,11 +159,11 @@ def _parse_by_shape(spark: SparkSession, config: Config, scan: LayoutScan, store
         .limit(max_rows + 1)
         .toPandas()
     )
-    file_issues = [
+    file_issues = with_unread_files([
         Issue(r.job_id, r.issue_file, r.issue, r.detail, int(r.n_lines or 0), int(r.n_bytes or 0),
               None if pd.isna(r.first_line) else int(r.first_line), r.sample)
         for r in stats[stats["issue"].notna()].itertuples()
-    ]
+    ], scan.files)
     per_job = stats[stats["issue"].isna()]
     shapes = per_job.sort_values(["first_file", "first_line"], kind="stable").drop_duplicates("shape")
     if len(stats) > max_rows or len(shapes) > config.structure.max_shapes:
@@ -164,7 +184,7 @@ def _parse_by_shape(spark: SparkSession, config: Config, scan: LayoutScan, store
     summary.seconds["template"] = clock.lap()
     progress(f"templated: {table['masked'].nunique():,} masked messages, {len(store)} events in the store")
 
-    lines = (read_rank_files(spark, scan.files, config.ingest, raw=True, shape_ids=_job_shape_ids(per_job, table))
+    lines = (read_rank_files(spark, readable, config.ingest, raw=True, shape_ids=_job_shape_ids(per_job, table))
              .where(issue.isNull()))
     shape_rows = shapes_frame(spark, table.drop(columns=["masked"]))
     lines, reference = _with_year_reference(spark, lines, scan)
@@ -185,11 +205,12 @@ def _job_shape_ids(per_job: pd.DataFrame, table: pd.DataFrame) -> dict[str, dict
     return by_job
 
 
-def _parse_per_line(spark: SparkSession, config: Config, scan: LayoutScan, store: TemplateStore,
-                    progress: Callable[[str], None], clock: "_Clock",
+def _parse_per_line(spark: SparkSession, config: Config, scan: LayoutScan, readable: list[RankFile],
+                    store: TemplateStore, progress: Callable[[str], None], clock: "_Clock",
                     summary: ParseSummary) -> tuple[list[Issue], pd.DataFrame]:
-    """Structure and mask every line in the JVM; one read, kept in a cache for the three steps."""
-    read, reference = _with_year_reference(spark, read_rank_files(spark, scan.files, config.ingest), scan)
+    """Structure and mask every line in the JVM; one read, kept in a cache for the three steps.
+    ``readable`` as in ``_parse_by_shape``."""
+    read, reference = _with_year_reference(spark, read_rank_files(spark, readable, config.ingest), scan)
     parsed = (
         read
         .transform(lambda df: with_structure(df, config.structure, reference))
@@ -202,7 +223,7 @@ def _parse_per_line(spark: SparkSession, config: Config, scan: LayoutScan, store
     level = StorageLevel.DISK_ONLY if config.ingest.cache == "disk" else StorageLevel.MEMORY_AND_DISK
     parsed = parsed.persist(level)
     try:
-        file_issues = _file_issues(parsed)
+        file_issues = with_unread_files(_file_issues(parsed), scan.files)
         lines = parsed.where(F.col("issue").isNull())
         stats = (
             lines.groupBy("job_id", "masked")

@@ -11,6 +11,8 @@ from tests.storage.servers import start_minidfs
 def minidfs(spark, tmp_path_factory):
     dfs = start_minidfs(tmp_path_factory.mktemp("minidfs"))
     spark.conf.set("dfs.replication", "1")  # one DataNode: the session's HDFS writes keep one replica
+    # a lost block (test_bad_inputs_on_hdfs...) fails its read after 3 waits of up to this many ms each
+    spark.conf.set("dfs.client.retry.window.base", "50")
     yield dfs
     dfs.stop()
 
@@ -32,3 +34,14 @@ def s3(spark):
         spark.conf.set(key, value)
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def storage_corpus(spark, tmp_path_factory):
+    """The bad-input corpus of the storage tests (tests/storage/bad_inputs.py) and its tables
+    parsed from the local disk, once for the HDFS and the S3 test: (logs folder, tables)."""
+    from tests.storage.bad_inputs import parse_locally, write_storage_corpus
+
+    base = tmp_path_factory.mktemp("storage-corpus")
+    write_storage_corpus(base / "bad-logs")
+    return base / "bad-logs", parse_locally(spark, base / "bad-logs", base / "warehouse")

@@ -11,47 +11,40 @@ from tests.storage.servers import hadoop_shell
 pytestmark = [pytest.mark.spark, pytest.mark.e2e, pytest.mark.slow]  # make test-slow
 
 
-def test_nightly_on_hdfs_equals_local(spark, minidfs, nightly_logs, nightly_clean):
-    hadoop_shell(minidfs.uri, "-put", str(nightly_logs), "/logs")
-    warehouse = minidfs.uri + "/warehouse"
-    run = run_nightly(spark, nightly_config(warehouse), minidfs.uri + "/logs")
-    _, local_run, local_tables = nightly_clean
-    assert run.diagnosed == local_run.diagnosed and run.diagnosed
-    assert_same(snapshot(spark, warehouse), local_tables)
-    # a second run finds nothing new and writes the same tables
-    again = run_nightly(spark, nightly_config(warehouse), minidfs.uri + "/logs")
-    assert again.parsed == [] and again.selected == []
-    assert_same(snapshot(spark, warehouse), local_tables)
+def test_bad_inputs_on_hdfs_are_quarantined_as_locally(spark, minidfs, storage_corpus):
+    """The reliability corpus (truncated and corrupt .gz, missing or broken job.json, binary
+    lines...) parsed from HDFS gives the same jobs, quarantine rows and events as from a local
+    disk. Files HDFS cannot hand over, for real: a rank file and a job.json whose one block is
+    lost (its block file deleted from the DataNode's disk: the read fails with
+    BlockMissingException, which Spark's scan never skips) and a rank file deleted between the
+    listing and the read; each is counted as a local unreadable file is."""
+    from tests.storage.bad_inputs import (GONE, META_JOB, REFUSED, TABLES, UNREADABLE_JOB, expected_refusals,
+                                          parse_then_snapshot, without_details)
 
-
-def test_bad_inputs_on_hdfs_are_quarantined_as_locally(spark, minidfs, tmp_path):
-    """The reliability corpus (truncated and corrupt .gz, missing or broken job.json, binary and
-    giant lines...) parsed from HDFS: the same jobs and quarantine rows as from a local disk.
-    Without its 4096-rank job (copying 4096 files into the MiniDFSCluster takes minutes here) and
-    without its one empty folder (a remote listing sees files only: docs/deploy.md, known differences)."""
-    import shutil
-
-    from l4spark.parse.pipeline import parse_jobs
-    from tests.reliability.corpus import write_bad_corpus
-
-    logs = tmp_path / "bad-logs"
-    write_bad_corpus(logs)
-    shutil.rmtree(logs / "zz-4096-ranks")
-    (logs / "zz-empty-node" / "node-c").rmdir()
+    logs, local = storage_corpus
     hadoop_shell(minidfs.uri, "-put", str(logs), "/bad-logs")
-    local_warehouse, remote_warehouse = tmp_path / "warehouse", minidfs.uri + "/bad-warehouse"
-    parse_jobs(spark, nightly_config(local_warehouse), logs)
-    parse_jobs(spark, nightly_config(remote_warehouse), minidfs.uri + "/bad-logs")
-    tables = ("jobs", "quarantine", "events")
-    local, remote = snapshot(spark, local_warehouse, tables), snapshot(spark, remote_warehouse, tables)
-    reasons = set(local["quarantine"]["reason"])
-    assert {"gzip_truncated", "gzip_corrupt", "job_meta"} <= reasons
-    assert_same(remote, local, tables)
+    for rel in (REFUSED, f"{META_JOB}/job.json"):
+        content = (logs / rel).read_bytes()
+        blocks = [p for p in (minidfs.base / "data").rglob("blk_*")
+                  if not p.name.endswith(".meta") and p.read_bytes() == content]
+        assert len(blocks) == 1, (rel, blocks)
+        blocks[0].unlink()
+    remote = parse_then_snapshot(spark, minidfs.uri + "/bad-logs", minidfs.uri + "/bad-warehouse",
+                                 between=lambda: hadoop_shell(minidfs.uri, "-rm", f"/bad-logs/{GONE}"))
+    assert {"gzip_truncated", "gzip_corrupt", "job_meta"} <= set(local["quarantine"]["reason"])
+    assert "job.json is unreadable" in remote["jobs"].set_index("job_id").loc[META_JOB, "meta_error"]
+    assert expected_refusals(remote["quarantine"]) == sorted([
+        (REFUSED, "unreadable_file", UNREADABLE_JOB), (GONE, "unreadable_file", UNREADABLE_JOB),
+        (f"{META_JOB}/job.json", "job_meta", META_JOB)])
+    assert_same(without_details(remote), without_details(local), TABLES)
 
 
-def test_killed_nightly_on_hdfs_then_a_rerun_equal_a_clean_run(spark, minidfs, nightly_logs, nightly_clean):
-    """`l4spark nightly` on HDFS killed right after writing events (no cleanup: its lock claim
-    stays); the rerun takes the dead run's claim over and ends with the clean run's tables."""
+def test_nightly_on_hdfs_killed_midway_then_rerun_equals_local(spark, minidfs, nightly_logs, nightly_clean):
+    """`l4spark nightly` with logs and warehouse on HDFS, killed right after writing events (its
+    own process, no cleanup: its lock claim stays); the rerun takes the dead run's claim over,
+    diagnoses the same jobs and writes tables equal, row for row, to the same nightly's on local
+    paths; a run after that finds nothing new and leaves them so. (One remote nightly for both
+    of the issue's HDFS checks: end to end equal to local, killed midway and rerun.)"""
     import os
     import subprocess
     import sys
@@ -59,17 +52,22 @@ def test_killed_nightly_on_hdfs_then_a_rerun_equal_a_clean_run(spark, minidfs, n
     from l4spark.io.lock import warehouse_lock
     from l4spark.killpoints import ENV, KILLED_EXIT
 
-    logs, warehouse = minidfs.uri + "/kill-logs", minidfs.uri + "/kill-warehouse"
-    hadoop_shell(minidfs.uri, "-put", str(nightly_logs), "/kill-logs")
+    logs, warehouse = minidfs.uri + "/logs", minidfs.uri + "/warehouse"
+    hadoop_shell(minidfs.uri, "-put", str(nightly_logs), "/logs")
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", ENV: "after_write:events",
            "PYTHONPATH": os.pathsep.join(sys.path)}
     killed = subprocess.run([sys.executable, "-m", "l4spark.cli", "nightly", "--logs-root", logs,
                              "--warehouse", warehouse, "--master", "local[2]", "--no-reports"],
                             env=env, capture_output=True, text=True, timeout=900)
     assert killed.returncode == KILLED_EXIT, killed.stderr[-3000:]
-    assert "claim-" in hadoop_shell(minidfs.uri, "-ls", "/kill-warehouse/_lock")
+    assert "claim-" in hadoop_shell(minidfs.uri, "-ls", "/warehouse/_lock")
     config = nightly_config(warehouse)
+    _, local_run, local_tables = nightly_clean
     with warehouse_lock(config.storage, "rerun", spark=spark):
         rerun = run_nightly(spark, config, logs)
     assert rerun.parsed  # the killed run left the parse unfinished
-    assert_same(nightly_clean[2], snapshot(spark, warehouse))
+    assert rerun.diagnosed == local_run.diagnosed and rerun.diagnosed
+    assert_same(snapshot(spark, warehouse), local_tables)
+    again = run_nightly(spark, config, logs)
+    assert again.parsed == [] and again.selected == []
+    assert_same(snapshot(spark, warehouse), local_tables)
