@@ -43,7 +43,7 @@ from l4spark.crossjob.reasons import NO_HISTORY
 from l4spark.diagnosis.config import DiagnosisConfig
 from l4spark.diagnosis.scoring import SEVERITY, job_patterns, pattern_hit_rows, rank_matches, score_events
 from l4spark.io.session import materialize
-from l4spark.spatial.pace import PACE_COLUMNS, unit_pace
+from l4spark.spatial.pace import PACE_COLUMNS, timer_readings, unit_pace
 from l4spark.spatial.ranking import rank_nodes, spatial_events, write_diagnosis_nodes
 from l4spark.io.storage import read_table, table_exists, write_job_rows
 from l4spark.io.tables import DIAGNOSIS_ATTEMPTS, DIAGNOSIS_EVENTS, DIAGNOSIS_ITERATIONS, DIAGNOSIS_JOBS, DIAGNOSIS_NODES, DIAGNOSIS_PACE, columns
@@ -269,16 +269,23 @@ def _diagnose_batch(spark: SparkSession, config: Config, job_ids: list[str], reg
     tconf = config.temporal
     storage = config.storage
     progress(f"diagnosing {len(job_ids)} jobs")
-    events = read_table(spark, storage, "events").where(F.col("job_id").isin(job_ids))
-    jobs = read_table(spark, storage, "jobs").where(F.col("job_id").isin(job_ids)).select("job_id", "settings")
-    offsets = materialize(node_clock_offsets(events, tconf))
-    staged = with_stage_and_iteration(events, tconf, offsets)
-    lines = prepare_lines(staged, offsets, conf, tconf).persist()
+    # The batch's lines are read once: every step below reads them again (clock offsets, staging,
+    # ranking, pace), and each fresh read of the table is a file listing and a scan of its own.
+    events = read_table(spark, storage, "events").where(F.col("job_id").isin(job_ids)).persist()
+    # the registry rows are on the driver already (diagnose_jobs); no second read of the table
+    jobs = spark.createDataFrame([(job_id, registry[job_id].settings) for job_id in job_ids],
+                                 "job_id string, settings string")
+    lines = None
     try:
+        offsets = materialize(node_clock_offsets(events, tconf))
+        staged = with_stage_and_iteration(events, tconf, offsets)
+        lines = prepare_lines(staged, offsets, conf, tconf).persist()
         return _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs, lines, offsets,
                                progress)
     finally:
-        lines.unpersist()
+        if lines is not None:
+            lines.unpersist()
+        events.unpersist()
 
 
 def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs, lines, offsets,
@@ -300,10 +307,12 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     timing = job_timing(lines, tconf).toPandas()
     progress(f"cross-job filter: {len(evidence)} candidate events in {evidence['job_id'].nunique()} jobs")
     # 2. spatial
-    node_rows = materialize(rank_nodes(events, config.spatial, candidate_events))
+    # the per-rank timer blocks are parsed once, for the ranking's slowness and for the pace rows
+    timers = materialize(timer_readings(events, tconf))
+    node_rows = materialize(rank_nodes(events, config.spatial, candidate_events, timers))
     spatial = spatial_events(node_rows).select("job_id", "event_id", "score").toPandas()
     nodes = node_rows.toPandas()
-    pace = unit_pace(events, tconf, config.spatial.granularity).toPandas()
+    pace = unit_pace(events, tconf, config.spatial.granularity, timers).toPandas()
     # 3. temporal
     iterations_df, progress_df = analyse_iterations(lines.select(*STAGED_COLUMNS), candidate_events, tconf,
                                                     offsets=offsets)
