@@ -42,7 +42,7 @@ from l4spark.diagnosis.pattern_store import pattern_library
 from l4spark.crossjob.reasons import NO_HISTORY
 from l4spark.diagnosis.config import DiagnosisConfig
 from l4spark.diagnosis.scoring import SEVERITY, job_patterns, pattern_hit_rows, rank_matches, score_events
-from l4spark.io.session import materialize
+from l4spark.io.session import materialize, without_adaptive_execution
 from l4spark.spatial.pace import PACE_COLUMNS, timer_readings, unit_pace
 from l4spark.spatial.ranking import rank_nodes, spatial_events, write_diagnosis_nodes
 from l4spark.io.storage import read_table, table_exists, write_job_rows
@@ -220,18 +220,8 @@ def diagnose_jobs(spark: SparkSession, config: Config, job_ids: Iterable[str], r
     ready = [j for j in job_ids if j not in errors]
     parts = []
     if ready:
-        try:
-            parts.append(_diagnose_batch(spark, config, ready, registry, progress))
-        except Exception as exc:  # a step failed on some job's data: isolate it
-            if len(ready) == 1:
-                errors[ready[0]] = _failed(ready[0], exc)
-            else:
-                progress(f"batch diagnosis failed ({type(exc).__name__}); diagnosing the {len(ready)} jobs one by one")
-                for job_id in ready:
-                    try:
-                        parts.append(_diagnose_batch(spark, config, [job_id], registry, progress))
-                    except Exception as one:  # noqa: BLE001 - reported as the job's error row
-                        errors[job_id] = _failed(job_id, one)
+        with without_adaptive_execution(spark):
+            _diagnose_ready(spark, config, ready, registry, progress, parts, errors)
     merged = _merge_parts(parts)
     rows = [*merged.pop("job_rows")]
     for job_id, reason in sorted(errors.items()):
@@ -241,6 +231,24 @@ def diagnose_jobs(spark: SparkSession, config: Config, job_ids: Iterable[str], r
     jobs["run_id"], jobs["processed_at"], jobs["version"] = run_id, processed_at, __version__
     jobs = jobs.sort_values("job_id").reset_index(drop=True)
     return Diagnosis(run_id=run_id, jobs=jobs, **merged)
+
+
+def _diagnose_ready(spark: SparkSession, config: Config, ready: list[str], registry: dict,
+                    progress: Callable[[str], None], parts: list[dict], errors: dict[str, str]) -> None:
+    """The batch of ``ready`` jobs in one pass into ``parts``; when it fails on some job's data,
+    the jobs one by one, so that only the broken one gets its reason in ``errors``."""
+    try:
+        parts.append(_diagnose_batch(spark, config, ready, registry, progress))
+    except Exception as exc:  # a step failed on some job's data: isolate it
+        if len(ready) == 1:
+            errors[ready[0]] = _failed(ready[0], exc)
+        else:
+            progress(f"batch diagnosis failed ({type(exc).__name__}); diagnosing the {len(ready)} jobs one by one")
+            for job_id in ready:
+                try:
+                    parts.append(_diagnose_batch(spark, config, [job_id], registry, progress))
+                except Exception as one:  # noqa: BLE001 - reported as the job's error row
+                    errors[job_id] = _failed(job_id, one)
 
 
 def _failed(job_id: str, exc: Exception) -> str:

@@ -126,7 +126,9 @@ def unit_pace(events: DataFrame, conf: TemporalConfig = TemporalConfig(), granul
         .where((F.col("n_units") >= MIN_PEERS) & (F.col("peer_ms") > 0))
         .withColumn("ratio", F.col("ms") / F.col("peer_ms"))
     )
-    slowest = F.max_by(F.struct("timer", "ms", "peer_ms"), "ratio")
+    # the largest ratio; among equal ratios (the median unit reads 1.0 on many timers) the
+    # greatest timer name, so that the row does not depend on the order rows arrive in
+    slowest = F.max(F.struct("ratio", "timer", "ms", "peer_ms"))
     return (
         with_peers.groupBy("job_id", "node", "process_rank", "source", "step")
         .agg(slowest.alias("worst"), F.max("ratio").alias("ratio"))
