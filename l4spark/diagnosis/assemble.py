@@ -317,17 +317,15 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     # 2. spatial
     # the per-rank timer blocks are parsed once, for the ranking's slowness and for the pace rows
     timers = materialize(timer_readings(events, tconf))
-    node_rows = materialize(rank_nodes(events, config.spatial, candidate_events, timers))
-    spatial = spatial_events(node_rows).select("job_id", "event_id", "score").toPandas()
-    nodes = node_rows.toPandas()
+    nodes = rank_nodes(events, config.spatial, candidate_events, timers).toPandas()
+    spatial = spatial_events(nodes)[["job_id", "event_id", "score"]]
     pace = unit_pace(events, tconf, config.spatial.granularity, timers).toPandas()
     # 3. temporal
     iterations_df, progress_df = analyse_iterations(lines.select(*STAGED_COLUMNS), candidate_events, tconf,
                                                     offsets=offsets)
-    iterations_df = materialize(iterations_df)
-    temporal = temporal_events(lines, iterations_df).select("job_id", "event_id", "score").toPandas()
-    points = job_failure_points(lines.select(*events.columns), progress_df, tconf).toPandas()
     iterations = iterations_df.toPandas()
+    temporal = temporal_events(iterations)[["job_id", "event_id", "score"]]
+    points = job_failure_points(lines.select(*events.columns), progress_df, tconf).toPandas()
     progress(f"spatial and temporal steps done ({len(nodes)} units, {len(iterations)} iterations)")
     # 4. patterns, over every candidate event
     templates = _templates(spark, config, evidence["event_id"].unique().tolist())

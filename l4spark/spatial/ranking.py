@@ -297,21 +297,33 @@ def baseline_rankings(events: DataFrame, granularity: str = "node") -> DataFrame
     )
 
 
-def spatial_events(node_rows: DataFrame) -> DataFrame:
+def spatial_events(node_rows: pd.DataFrame) -> pd.DataFrame:
     """The spatially indicating events of each job: the evidence of its suspect units.
 
-    Input: ``diagnosis_nodes`` rows. Output: job_id, event_id, score (the largest deviation
-    of a suspect unit on the event), n_nodes (suspect units it is evidence for), nodes (sorted),
-    source (``spatial``). Jobs without a suspect have no row.
+    Input: ``diagnosis_nodes`` rows as pandas (the diagnosis collects them anyway; one Spark
+    job fewer than deriving this in Spark). Output: job_id, event_id, score (the largest
+    deviation of a suspect unit on the event), n_nodes (suspect units it is evidence for),
+    nodes (sorted), source (``spatial``). Jobs without a suspect have no row.
     """
-    return (
-        node_rows.where("suspect")
-        .select("job_id", "node", F.explode(F.arrays_zip("evidence", "evidence_scores")).alias("item"))
-        .groupBy("job_id", F.col("item.evidence").alias("event_id"))
-        .agg(F.max("item.evidence_scores").alias("score"), F.countDistinct("node").alias("n_nodes"),
-             F.array_sort(F.collect_set("node")).alias("nodes"))
-        .select("job_id", "event_id", "score", "n_nodes", "nodes", F.lit("spatial").alias("source"))
-    )
+    columns = ["job_id", "event_id", "score", "n_nodes", "nodes", "source"]
+    suspects = node_rows[node_rows["suspect"].fillna(False).astype(bool)] if len(node_rows) else node_rows
+    items = pd.DataFrame(
+        [(job_id, event_id, score, node)
+         for job_id, node, events, scores in zip(suspects.get("job_id", []), suspects.get("node", []),
+                                                 suspects.get("evidence", []), suspects.get("evidence_scores", []))
+         for event_id, score in zip(_items(events), _items(scores)) if event_id is not None],
+        columns=["job_id", "event_id", "score", "node"])
+    if items.empty:
+        return pd.DataFrame(columns=columns)
+    return (items.groupby(["job_id", "event_id"], sort=True)
+            .agg(score=("score", "max"), n_nodes=("node", "nunique"),
+                 nodes=("node", lambda n: sorted(set(n))))
+            .reset_index().assign(source="spatial")[columns])
+
+
+def _items(values) -> list:
+    """An array cell of a collected frame as a list (None: empty)."""
+    return [] if values is None else list(values)
 
 
 def write_diagnosis_nodes(node_rows: DataFrame, storage: StorageConfig, job_ids: Iterable[str]) -> None:
