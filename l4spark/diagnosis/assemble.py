@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Iterable, Sequence
@@ -220,7 +221,7 @@ def diagnose_jobs(spark: SparkSession, config: Config, job_ids: Iterable[str], r
     ready = [j for j in job_ids if j not in errors]
     parts = []
     if ready:
-        with without_adaptive_execution(spark):
+        with nullcontext() if config.diagnosis.adaptive_execution else without_adaptive_execution(spark):
             _diagnose_ready(spark, config, ready, registry, progress, parts, errors)
     merged = _merge_parts(parts)
     rows = [*merged.pop("job_rows")]
