@@ -115,3 +115,26 @@ def test_a_job_without_per_rank_readings_says_so_and_a_healthy_pace_names_no_one
     assert "Pace" not in render_terminal(_report(pd.DataFrame()))
     healthy = _pace_rows().assign(ratio=lambda f: 1.0 + 0.001 * f["node"].str[1:].astype(int))
     assert "No unit is slower than its peers" in render_terminal(_report(healthy))
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("b_first", [True, False])
+def test_unit_pace_breaks_equal_ratios_by_timer_name_not_by_row_order(spark, b_first):
+    """The median unit reads ratio 1.0 on every timer: its row names the greatest timer name,
+    whichever timer the block prints first (the old max_by kept a row by arrival order: a
+    change of plan, such as adaptive execution off, changed 3 of 148 pace rows of a fleet)."""
+    from l4spark.spatial.pace import unit_pace
+    from l4spark.temporal.config import TemporalConfig
+
+    t0 = datetime(2026, 11, 2, 7, 0, 0)
+    texts = ["times across ranks (ms):"]
+    timers = [("b-second", (1.0, 2.0, 2.5)), ("a-first", (10.0, 20.0, 30.0))]
+    for timer, values in (timers if b_first else timers[::-1]):
+        texts.append(f"  {timer}:")
+        texts += [f"     rank {r:2d}: {v:.2f}" for r, v in enumerate(values)]
+    rows = [("job-t", "n2", 2, line, None, text) for line, text in enumerate(texts, start=1)]
+    rows += [("job-t", f"n{r}", r, 0, t0, "start") for r in range(3)]
+    pace = unit_pace(spark.createDataFrame(rows, EVENT_SCHEMA), TemporalConfig()).toPandas().set_index("node")
+    assert pace.loc["n1", "ratio"] == 1.0
+    assert (pace.loc["n1", "timer"], pace.loc["n1", "ms"]) == ("b-second", 2.0)
+    assert (pace.loc["n2", "timer"], pace.loc["n2", "ratio"]) == ("a-first", 1.5)

@@ -342,7 +342,7 @@ def test_diagnosis_nodes_are_written_per_job_and_replaced_on_rerun(spark, tiny_e
     table = spark.read.parquet(test_config.storage.warehouse + "/diagnosis_nodes")
     assert set(DIAGNOSIS_NODES_COLUMNS) == set(table.columns)
     assert table.count() == 6
-    events = spatial_events(rows).toPandas().sort_values("event_id")
+    events = spatial_events(rows.toPandas()).sort_values("event_id")
     suspects = rows.where("suspect").toPandas()
     assert set(events["event_id"]) == {e for ev in suspects["evidence"] for e in ev}
     assert set(events["source"]) == {"spatial"}

@@ -429,3 +429,19 @@ def test_untimed_progress_bars_are_paced_by_their_own_clock():
     assert analyse_progress(untimed, last_t=None, first_error_t=None).slowdown_from is None
     progress = analyse_progress(untimed, last_t=None, first_error_t=None, paced=paced)
     assert (progress.slowdown_from, progress.failure_iteration, progress.stalled) == (67, 67, False)
+
+
+def test_temporal_events_are_the_events_of_anomalous_iterations_scored_by_the_lowest():
+    import pandas as pd
+
+    from l4spark.temporal.jobs import temporal_events
+
+    iterations = pd.DataFrame({
+        "job_id": ["j", "j", "j", "k"], "iteration": [3, 5, 7, 1], "score": [0.2, 0.1, np.nan, 0.5],
+        "anomalous": [True, True, False, None],
+        "event_ids": [np.array(["e1", "e2"]), np.array(["e1"]), np.array(["e9"]), np.array(["e4"])]})
+    events = temporal_events(iterations)
+    assert events.to_dict("records") == [
+        {"job_id": "j", "event_id": "e1", "score": 0.9, "iteration": 3, "stage": "training"},
+        {"job_id": "j", "event_id": "e2", "score": 0.8, "iteration": 3, "stage": "training"}]
+    assert list(temporal_events(iterations.iloc[0:0]).columns) == ["job_id", "event_id", "score", "iteration", "stage"]

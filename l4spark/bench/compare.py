@@ -3,8 +3,8 @@
     python -m l4spark.bench.compare WAREHOUSE_A WAREHOUSE_B
 
 Both warehouses hold a nightly run over the same fleet (for example one made by main's code and
-one by a branch's). The tables ``diagnosis_jobs``, ``diagnosis_events``, ``diagnosis_nodes`` and
-``diagnosis_iterations`` are read whole, the columns that name the run (``run_id``,
+one by a branch's). The tables ``diagnosis_jobs``, ``diagnosis_events``, ``diagnosis_nodes``,
+``diagnosis_iterations`` and ``diagnosis_pace`` are read whole, the columns that name the run (``run_id``,
 ``processed_at``, ``version``) are dropped, and the rows are sorted on every column; the two
 sides must then be equal cell for cell (floats to ``FLOAT_TOLERANCE`` relative). Exit 0 when
 every table is equal, 1 otherwise, with the first differing rows printed.
@@ -18,7 +18,7 @@ import sys
 import numpy as np
 import pandas as pd
 
-TABLES = ("diagnosis_jobs", "diagnosis_events", "diagnosis_nodes", "diagnosis_iterations")
+TABLES = ("diagnosis_jobs", "diagnosis_events", "diagnosis_nodes", "diagnosis_iterations", "diagnosis_pace")
 RUN_COLUMNS = {"run_id", "processed_at", "version"}
 FLOAT_TOLERANCE = 1e-9
 

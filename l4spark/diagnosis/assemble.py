@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Iterable, Sequence
@@ -42,8 +43,8 @@ from l4spark.diagnosis.pattern_store import pattern_library
 from l4spark.crossjob.reasons import NO_HISTORY
 from l4spark.diagnosis.config import DiagnosisConfig
 from l4spark.diagnosis.scoring import SEVERITY, job_patterns, pattern_hit_rows, rank_matches, score_events
-from l4spark.io.session import materialize
-from l4spark.spatial.pace import PACE_COLUMNS, unit_pace
+from l4spark.io.session import materialize, without_adaptive_execution
+from l4spark.spatial.pace import PACE_COLUMNS, timer_readings, unit_pace
 from l4spark.spatial.ranking import rank_nodes, spatial_events, write_diagnosis_nodes
 from l4spark.io.storage import read_table, table_exists, write_job_rows
 from l4spark.io.tables import DIAGNOSIS_ATTEMPTS, DIAGNOSIS_EVENTS, DIAGNOSIS_ITERATIONS, DIAGNOSIS_JOBS, DIAGNOSIS_NODES, DIAGNOSIS_PACE, columns
@@ -220,18 +221,8 @@ def diagnose_jobs(spark: SparkSession, config: Config, job_ids: Iterable[str], r
     ready = [j for j in job_ids if j not in errors]
     parts = []
     if ready:
-        try:
-            parts.append(_diagnose_batch(spark, config, ready, registry, progress))
-        except Exception as exc:  # a step failed on some job's data: isolate it
-            if len(ready) == 1:
-                errors[ready[0]] = _failed(ready[0], exc)
-            else:
-                progress(f"batch diagnosis failed ({type(exc).__name__}); diagnosing the {len(ready)} jobs one by one")
-                for job_id in ready:
-                    try:
-                        parts.append(_diagnose_batch(spark, config, [job_id], registry, progress))
-                    except Exception as one:  # noqa: BLE001 - reported as the job's error row
-                        errors[job_id] = _failed(job_id, one)
+        with nullcontext() if config.diagnosis.adaptive_execution else without_adaptive_execution(spark):
+            _diagnose_ready(spark, config, ready, registry, progress, parts, errors)
     merged = _merge_parts(parts)
     rows = [*merged.pop("job_rows")]
     for job_id, reason in sorted(errors.items()):
@@ -241,6 +232,24 @@ def diagnose_jobs(spark: SparkSession, config: Config, job_ids: Iterable[str], r
     jobs["run_id"], jobs["processed_at"], jobs["version"] = run_id, processed_at, __version__
     jobs = jobs.sort_values("job_id").reset_index(drop=True)
     return Diagnosis(run_id=run_id, jobs=jobs, **merged)
+
+
+def _diagnose_ready(spark: SparkSession, config: Config, ready: list[str], registry: dict,
+                    progress: Callable[[str], None], parts: list[dict], errors: dict[str, str]) -> None:
+    """The batch of ``ready`` jobs in one pass into ``parts``; when it fails on some job's data,
+    the jobs one by one, so that only the broken one gets its reason in ``errors``."""
+    try:
+        parts.append(_diagnose_batch(spark, config, ready, registry, progress))
+    except Exception as exc:  # a step failed on some job's data: isolate it
+        if len(ready) == 1:
+            errors[ready[0]] = _failed(ready[0], exc)
+        else:
+            progress(f"batch diagnosis failed ({type(exc).__name__}); diagnosing the {len(ready)} jobs one by one")
+            for job_id in ready:
+                try:
+                    parts.append(_diagnose_batch(spark, config, [job_id], registry, progress))
+                except Exception as one:  # noqa: BLE001 - reported as the job's error row
+                    errors[job_id] = _failed(job_id, one)
 
 
 def _failed(job_id: str, exc: Exception) -> str:
@@ -269,16 +278,23 @@ def _diagnose_batch(spark: SparkSession, config: Config, job_ids: list[str], reg
     tconf = config.temporal
     storage = config.storage
     progress(f"diagnosing {len(job_ids)} jobs")
-    events = read_table(spark, storage, "events").where(F.col("job_id").isin(job_ids))
-    jobs = read_table(spark, storage, "jobs").where(F.col("job_id").isin(job_ids)).select("job_id", "settings")
-    offsets = materialize(node_clock_offsets(events, tconf))
-    staged = with_stage_and_iteration(events, tconf, offsets)
-    lines = prepare_lines(staged, offsets, conf, tconf).persist()
+    # The batch's lines are read once: every step below reads them again (clock offsets, staging,
+    # ranking, pace), and each fresh read of the table is a file listing and a scan of its own.
+    events = read_table(spark, storage, "events").where(F.col("job_id").isin(job_ids)).persist()
+    # the registry rows are on the driver already (diagnose_jobs); no second read of the table
+    jobs = spark.createDataFrame([(job_id, registry[job_id].settings) for job_id in job_ids],
+                                 "job_id string, settings string")
+    lines = None
     try:
+        offsets = materialize(node_clock_offsets(events, tconf))
+        staged = with_stage_and_iteration(events, tconf, offsets)
+        lines = prepare_lines(staged, offsets, conf, tconf).persist()
         return _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs, lines, offsets,
                                progress)
     finally:
-        lines.unpersist()
+        if lines is not None:
+            lines.unpersist()
+        events.unpersist()
 
 
 def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs, lines, offsets,
@@ -300,17 +316,17 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     timing = job_timing(lines, tconf).toPandas()
     progress(f"cross-job filter: {len(evidence)} candidate events in {evidence['job_id'].nunique()} jobs")
     # 2. spatial
-    node_rows = materialize(rank_nodes(events, config.spatial, candidate_events))
-    spatial = spatial_events(node_rows).select("job_id", "event_id", "score").toPandas()
-    nodes = node_rows.toPandas()
-    pace = unit_pace(events, tconf, config.spatial.granularity).toPandas()
+    # the per-rank timer blocks are parsed once, for the ranking's slowness and for the pace rows
+    timers = materialize(timer_readings(events, tconf))
+    nodes = rank_nodes(events, config.spatial, candidate_events, timers).toPandas()
+    spatial = spatial_events(nodes)[["job_id", "event_id", "score"]]
+    pace = unit_pace(events, tconf, config.spatial.granularity, timers).toPandas()
     # 3. temporal
     iterations_df, progress_df = analyse_iterations(lines.select(*STAGED_COLUMNS), candidate_events, tconf,
                                                     offsets=offsets)
-    iterations_df = materialize(iterations_df)
-    temporal = temporal_events(lines, iterations_df).select("job_id", "event_id", "score").toPandas()
-    points = job_failure_points(lines.select(*events.columns), progress_df, tconf).toPandas()
     iterations = iterations_df.toPandas()
+    temporal = temporal_events(iterations)[["job_id", "event_id", "score"]]
+    points = job_failure_points(lines.select(*events.columns), progress_df, tconf).toPandas()
     progress(f"spatial and temporal steps done ({len(nodes)} units, {len(iterations)} iterations)")
     # 4. patterns, over every candidate event
     templates = _templates(spark, config, evidence["event_id"].unique().tolist())

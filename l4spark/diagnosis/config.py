@@ -20,6 +20,10 @@ class DiagnosisConfig:
     """Knobs of the assembly (TOML section ``[diagnosis]``); docs/diagnosis.md explains each."""
 
     use_normal_pool: bool = True  # False: no cross-job filter (every job compared as if without history)
+    # Spark's adaptive query execution during a batch's diagnosis (io.session.without_adaptive_execution):
+    # off halves the Spark jobs (AQE runs every shuffle stage as a job), but every shuffle then
+    # keeps spark.shuffle_partitions tasks; results are the same either way
+    adaptive_execution: bool = True
     min_score: float = 0.5  # an event is flagged when its score reaches this
     max_events: int = 200  # flagged events kept per job (best first)
     pattern_min_confidence: float = 0.5  # a pattern is reported from this share of its signature

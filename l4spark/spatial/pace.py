@@ -92,7 +92,8 @@ def progress_readings(events: DataFrame, conf: TemporalConfig) -> DataFrame:
             .select("job_id", "node", "rank", "iteration", per_iteration.alias("ms")))
 
 
-def unit_pace(events: DataFrame, conf: TemporalConfig = TemporalConfig(), granularity: str = "node") -> DataFrame:
+def unit_pace(events: DataFrame, conf: TemporalConfig = TemporalConfig(), granularity: str = "node",
+              timers: DataFrame | None = None) -> DataFrame:
     """``diagnosis_pace`` rows of every job of ``events``: per unit and step, its slowest reading
     against the median of its peers.
 
@@ -101,9 +102,10 @@ def unit_pace(events: DataFrame, conf: TemporalConfig = TemporalConfig(), granul
     step (the iteration; a timer block without an iteration line before it: its header's line
     number), timer (null for progress), ms, peer_ms (the median over the units of that job,
     source, step and timer), ratio (ms / peer_ms). A node's row is its slowest rank's. Steps
-    read by fewer than MIN_PEERS units have no row.
+    read by fewer than MIN_PEERS units have no row. ``timers``: ``timer_readings(events, conf)``
+    when the caller has them already (the diagnosis computes them once for this and the ranking).
     """
-    timers = timer_readings(events, conf)
+    timers = timer_readings(events, conf) if timers is None else timers
     holders = events.select("job_id", "node", F.col("rank").cast("int").alias("named_rank")).distinct()
     timed = (
         timers.join(holders, on=["job_id", "named_rank"], how="inner")
@@ -124,7 +126,9 @@ def unit_pace(events: DataFrame, conf: TemporalConfig = TemporalConfig(), granul
         .where((F.col("n_units") >= MIN_PEERS) & (F.col("peer_ms") > 0))
         .withColumn("ratio", F.col("ms") / F.col("peer_ms"))
     )
-    slowest = F.max_by(F.struct("timer", "ms", "peer_ms"), "ratio")
+    # the largest ratio; among equal ratios (the median unit reads 1.0 on many timers) the
+    # greatest timer name, so that the row does not depend on the order rows arrive in
+    slowest = F.max(F.struct("ratio", "timer", "ms", "peer_ms"))
     return (
         with_peers.groupBy("job_id", "node", "process_rank", "source", "step")
         .agg(slowest.alias("worst"), F.max("ratio").alias("ratio"))

@@ -184,7 +184,7 @@ def unit_activity(events: DataFrame, granularity: str = "node") -> DataFrame:
 # ---- pure per-job logic --------------------------------------------------------------------
 
 
-def unit_slowness(events: DataFrame, granularity: str = "node") -> DataFrame:
+def unit_slowness(events: DataFrame, granularity: str = "node", timers: DataFrame | None = None) -> DataFrame:
     """Per unit, how far its ranks' per-rank timers stay above the other ranks' (a straggler).
 
     Input: ``events`` (job_id, node, rank, line_no, message; without message or line_no: no
@@ -195,11 +195,13 @@ def unit_slowness(events: DataFrame, granularity: str = "node") -> DataFrame:
     are noise); a rank's reading is its *second* highest z over the blocks (one report is not
     sustained), the largest over the timers. Output: job_id, node, process_rank (the unit
     holding the named rank), slow_z (the largest over the unit's ranks). Jobs without such
-    blocks have no row.
+    blocks have no row. ``timers``: ``pace.timer_readings`` of ``events`` when the caller has
+    them already (the diagnosis shares one computation with ``pace.unit_pace``); its
+    ``iteration`` column is not used, so readings made with or without a temporal config serve.
     """
     if "message" not in events.columns or "line_no" not in events.columns:
         return events.sparkSession.createDataFrame([], "job_id string, node string, process_rank int, slow_z double")
-    reports = timer_readings(events).drop("iteration")
+    reports = (timer_readings(events) if timers is None else timers).drop("iteration")
     block = ["job_id", "reporter", "reporter_rank", "block", "timer"]
     median = reports.groupBy(*block).agg(F.percentile_approx("ms", 0.5).alias("median"))
     reports = reports.join(median, on=block, how="inner").withColumn("dev", F.abs(F.col("ms") - F.col("median")))
@@ -225,16 +227,17 @@ def unit_slowness(events: DataFrame, granularity: str = "node") -> DataFrame:
 # ---- Spark: per-job ranking, baselines, outputs --------------------------------------------
 
 
-def unit_inputs(events: DataFrame, granularity: str = "node",
-                candidates: DataFrame | None = None) -> tuple[DataFrame, DataFrame]:
+def unit_inputs(events: DataFrame, granularity: str = "node", candidates: DataFrame | None = None,
+                timers: DataFrame | None = None) -> tuple[DataFrame, DataFrame]:
     """The two long-form inputs of ``rank_units`` for every job of ``events``: the unit facts
     and mentions (UNIT_FACTS_COLUMNS) and the unit activity (``unit_activity`` with
     ``unit_slowness``'s slow_z, null where no timer names the unit). Built once, they
-    can be ranked under several configurations (``rank_unit_inputs``; the evaluation does)."""
+    can be ranked under several configurations (``rank_unit_inputs``; the evaluation does).
+    ``timers``: see ``unit_slowness``."""
     facts = unit_event_facts(events, granularity, candidates).unionByName(
         unit_mentions(events, granularity, candidates))
     activity = unit_activity(events, granularity)
-    slow = unit_slowness(events, granularity).withColumnRenamed("job_id", "s_job").withColumnRenamed(
+    slow = unit_slowness(events, granularity, timers).withColumnRenamed("job_id", "s_job").withColumnRenamed(
         "node", "s_node").withColumnRenamed("process_rank", "s_rank")
     same_unit = ((activity["job_id"] == slow["s_job"]) & (activity["node"] == slow["s_node"])
                  & activity["process_rank"].eqNullSafe(slow["s_rank"]))
@@ -260,7 +263,7 @@ def rank_unit_inputs(facts: DataFrame, activity: DataFrame, config: SpatialConfi
 
 
 def rank_nodes(events: DataFrame, config: SpatialConfig = SpatialConfig(),
-               candidates: DataFrame | None = None) -> DataFrame:
+               candidates: DataFrame | None = None, timers: DataFrame | None = None) -> DataFrame:
     """``diagnosis_nodes`` rows for every job in ``events`` (filter it to the failed jobs first).
 
     Input: ``events`` (job_id, node, rank, ts, level, event_id; message and line_no are used
@@ -268,8 +271,9 @@ def rank_nodes(events: DataFrame, config: SpatialConfig = SpatialConfig(),
     cross-job filtering, or None to compare over every event. A job whose candidate set is
     empty still gets its units ranked by silence (all scores 0.5). Output
     (DIAGNOSIS_NODES.schema): one row per unit; process_rank is null at node granularity.
+    ``timers``: ``pace.timer_readings`` of ``events``, when already computed (``unit_slowness``).
     """
-    return rank_unit_inputs(*unit_inputs(events, config.granularity, candidates), config)
+    return rank_unit_inputs(*unit_inputs(events, config.granularity, candidates, timers), config)
 
 
 def baseline_rankings(events: DataFrame, granularity: str = "node") -> DataFrame:
@@ -293,21 +297,33 @@ def baseline_rankings(events: DataFrame, granularity: str = "node") -> DataFrame
     )
 
 
-def spatial_events(node_rows: DataFrame) -> DataFrame:
+def spatial_events(node_rows: pd.DataFrame) -> pd.DataFrame:
     """The spatially indicating events of each job: the evidence of its suspect units.
 
-    Input: ``diagnosis_nodes`` rows. Output: job_id, event_id, score (the largest deviation
-    of a suspect unit on the event), n_nodes (suspect units it is evidence for), nodes (sorted),
-    source (``spatial``). Jobs without a suspect have no row.
+    Input: ``diagnosis_nodes`` rows as pandas (the diagnosis collects them anyway; one Spark
+    job fewer than deriving this in Spark). Output: job_id, event_id, score (the largest
+    deviation of a suspect unit on the event), n_nodes (suspect units it is evidence for),
+    nodes (sorted), source (``spatial``). Jobs without a suspect have no row.
     """
-    return (
-        node_rows.where("suspect")
-        .select("job_id", "node", F.explode(F.arrays_zip("evidence", "evidence_scores")).alias("item"))
-        .groupBy("job_id", F.col("item.evidence").alias("event_id"))
-        .agg(F.max("item.evidence_scores").alias("score"), F.countDistinct("node").alias("n_nodes"),
-             F.array_sort(F.collect_set("node")).alias("nodes"))
-        .select("job_id", "event_id", "score", "n_nodes", "nodes", F.lit("spatial").alias("source"))
-    )
+    columns = ["job_id", "event_id", "score", "n_nodes", "nodes", "source"]
+    suspects = node_rows[node_rows["suspect"].fillna(False).astype(bool)] if len(node_rows) else node_rows
+    items = pd.DataFrame(
+        [(job_id, event_id, score, node)
+         for job_id, node, events, scores in zip(suspects.get("job_id", []), suspects.get("node", []),
+                                                 suspects.get("evidence", []), suspects.get("evidence_scores", []))
+         for event_id, score in zip(_items(events), _items(scores)) if event_id is not None],
+        columns=["job_id", "event_id", "score", "node"])
+    if items.empty:
+        return pd.DataFrame(columns=columns)
+    return (items.groupby(["job_id", "event_id"], sort=True)
+            .agg(score=("score", "max"), n_nodes=("node", "nunique"),
+                 nodes=("node", lambda n: sorted(set(n))))
+            .reset_index().assign(source="spatial")[columns])
+
+
+def _items(values) -> list:
+    """An array cell of a collected frame as a list (None: empty)."""
+    return [] if values is None else list(values)
 
 
 def write_diagnosis_nodes(node_rows: DataFrame, storage: StorageConfig, job_ids: Iterable[str]) -> None:

@@ -344,11 +344,21 @@ def job_failure_points(staged: DataFrame, progress: DataFrame, conf: TemporalCon
                     .cast("long").alias("failure_iteration")))
 
 
-def temporal_events(staged: DataFrame, iterations: DataFrame) -> DataFrame:
+def temporal_events(iterations: pd.DataFrame) -> pd.DataFrame:
     """Temporally indicating events: job_id, event_id, score (1 - the lowest score of an
-    anomalous iteration introducing it), iteration (first such), stage ('training')."""
-    flagged = (iterations.where(F.col("anomalous"))
-               .select("job_id", "iteration", "score", F.explode("event_ids").alias("event_id")))
-    return (flagged.groupBy("job_id", "event_id")
-            .agg(F.max(1 - F.col("score")).alias("score"), F.min("iteration").alias("iteration"))
-            .select("job_id", "event_id", "score", "iteration", F.lit("training").alias("stage")))
+    anomalous iteration introducing it), iteration (first such), stage ('training').
+
+    Input: ``analyse_iterations``' iterations as pandas (the diagnosis collects them anyway)."""
+    columns = ["job_id", "event_id", "score", "iteration", "stage"]
+    anomalous = iterations[iterations["anomalous"].fillna(False).astype(bool)] if len(iterations) else iterations
+    flagged = pd.DataFrame(
+        [(job_id, event_id, 1 - score, iteration)
+         for job_id, iteration, score, events in zip(anomalous.get("job_id", []), anomalous.get("iteration", []),
+                                                     anomalous.get("score", []), anomalous.get("event_ids", []))
+         for event_id in ([] if events is None else list(events))],
+        columns=["job_id", "event_id", "score", "iteration"])
+    if flagged.empty:
+        return pd.DataFrame(columns=columns)
+    return (flagged.groupby(["job_id", "event_id"], sort=True, dropna=False)
+            .agg(score=("score", "max"), iteration=("iteration", "min"))
+            .reset_index().assign(stage="training")[columns])
