@@ -10,7 +10,7 @@ WAREHOUSE ?= warehouse
 SEED   ?= 7
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: setup jars storage-jars demo evaluate evaluate-generalisation test test-slow test-reliability fuzz bench bench-nightly bench-small bench-storage parse-accuracy clean
+.PHONY: setup jars storage-jars demo evaluate evaluate-generalisation test test-storage test-reliability fuzz bench bench-nightly bench-small bench-storage parse-accuracy clean
 
 setup: $(STAMP) $(JARS_STAMP) $(STORAGE_JARS_STAMP)
 
@@ -68,15 +68,14 @@ evaluate-generalisation: setup
 	$(PY) -m l4spark.evaluation.spatial_eval $(foreach s,$(GEN_SEEDS),--fleet out/gen-fleet-$(s)) --compare --lofo
 
 test: setup airflow-setup
-	$(PY) -m pytest -q --durations=20 -m "not slow"
+	$(PY) -m pytest -q --durations=20
 
-# The real-server storage tests (tests/storage: a MiniDFSCluster and an S3 server on 127.0.0.1,
-# the nightly end to end on hdfs:// and s3a://, bad and refused files on both): about 6 minutes
-# on this 2-core machine (5 of their own beyond the shared local nightly), outside `make test`,
-# which is near its 35-minute bar already; run them after touching io/fs.py, io/lock.py or a
-# remote read/write path.
-test-slow: setup
-	$(PY) -m pytest -q --durations=20 -m slow
+# The real-server storage tests alone (tests/storage: a MiniDFSCluster and an S3 server on
+# 127.0.0.1, the nightly end to end on hdfs:// and s3a://, bad and refused files on both; about 6
+# minutes on this 2-core machine, part of `make test`): run them after touching io/fs.py,
+# io/lock.py or a remote read/write path.
+test-storage: setup
+	$(PY) -m pytest -q --durations=20 tests/storage
 
 # The reliability set (docs/reliability.md): bad-input corpus, fuzz tests, regex safety, the
 # warehouse lock, killed and concurrent nightly runs. `make test` runs it too.

@@ -8,7 +8,7 @@ from l4spark.nightly.batch import run_nightly
 from tests.nightly_support import assert_same, nightly_config, snapshot
 from tests.storage.servers import hadoop_shell
 
-pytestmark = [pytest.mark.spark, pytest.mark.e2e, pytest.mark.slow]  # make test-slow
+pytestmark = [pytest.mark.spark, pytest.mark.e2e, pytest.mark.storage]  # make test-storage
 
 
 def test_bad_inputs_on_hdfs_are_quarantined_as_locally(spark, minidfs, storage_corpus):

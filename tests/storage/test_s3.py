@@ -8,7 +8,7 @@ from l4spark.nightly.batch import run_nightly
 from tests.nightly_support import assert_same, nightly_config, snapshot
 from tests.storage.servers import upload_tree
 
-pytestmark = [pytest.mark.spark, pytest.mark.e2e, pytest.mark.slow]  # make test-slow
+pytestmark = [pytest.mark.spark, pytest.mark.e2e, pytest.mark.storage]  # make test-storage
 
 
 def test_nightly_on_s3_equals_local(spark, s3, nightly_logs, nightly_clean, tmp_path):
