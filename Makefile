@@ -46,8 +46,8 @@ demo: setup
 	test -d $(FLEET) || $(VENV)/bin/l4spark simulate --out $(FLEET) --seed $(SEED)
 	$(VENV)/bin/l4spark diagnose --logs-root $(FLEET) --warehouse $(WAREHOUSE) --all-failed --reports out/reports
 	@echo
-	@echo "The tables are registered by name (docs/analysts.md). Nodes that keep failing jobs, in Spark SQL:"
-	@echo '  SELECT node, n_jobs, n_weeks, fault_classes FROM l4spark.recurring_suspects ORDER BY n_jobs DESC, node'
+	@echo "The tables are registered by name (docs/analysts.md). Failures per week, stage and fault class, in Spark SQL:"
+	@echo '  SELECT week, failure_stage, fault_class, n_jobs FROM l4spark.faults_per_week ORDER BY week DESC, n_jobs DESC'
 	@echo "paste it into: $(VENV)/bin/l4spark sql --warehouse $(WAREHOUSE) \"<query>\""
 
 # Diagnosis accuracy on a fresh labelled fleet (>= 100 failed jobs of all 19 kinds): the paper's tables.
