@@ -90,11 +90,7 @@ def register_tables(spark: SparkSession, storage: StorageConfig, catalog: Catalo
             continue
         _register_table(spark, f"{db}.{name}", stored, table_path(storage, name), declared)
         registered.append(name)
-    for view, (needs, body) in VIEWS.items():
-        if set(needs) <= set(registered):
-            spark.sql(f"CREATE OR REPLACE VIEW {db}.{view} AS {body.format(db=db)}")
-            registered.append(view)
-    return registered
+    return registered + _create_views(spark, registered, f"{db}.")
 
 
 def read_by_name(spark: SparkSession, storage: StorageConfig, catalog: CatalogConfig, name: str) -> DataFrame:
@@ -118,9 +114,18 @@ def register_temp_views(spark: SparkSession, storage: StorageConfig) -> list[str
         if stored_format(storage, name) is not None:
             read_table(spark, storage, name).createOrReplaceTempView(name)
             created.append(name)
+    return created + _create_views(spark, created, "")
+
+
+def _create_views(spark: SparkSession, tables_there: list[str], prefix: str) -> list[str]:
+    """The analyst views whose tables are in ``tables_there``: in the database ``prefix``
+    (``"l4spark."``) over its tables, or temporary views (``prefix`` empty) over the temporary
+    views of the folders; the names created."""
+    kind = "VIEW" if prefix else "TEMPORARY VIEW"
+    created = []
     for view, (needs, body) in VIEWS.items():
-        if set(needs) <= set(created):
-            spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {view} AS {body.replace('{db}.', '')}")
+        if set(needs) <= set(tables_there):
+            spark.sql(f"CREATE OR REPLACE {kind} {prefix}{view} AS {body.replace('{db}.', prefix)}")
             created.append(view)
     return created
 
