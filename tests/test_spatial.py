@@ -174,8 +174,9 @@ def test_peer_blame_and_first_failure_each_move_the_faulty_node_above_a_noisier_
     both = first["both"]
     assert (both["named_by"], both["onset_lag_s"]) == (2, 0.0)
     defaults = SpatialConfig()
+    # blame: named by 2 of the 7 other units, the typical unit by none
     assert both["combined_score"] == pytest.approx(
-        both["score"] + defaults.blame_weight * 1.0 + defaults.timing_weight * 1.0, abs=1e-6)
+        both["score"] + defaults.blame_weight * 2 / 7 + defaults.timing_weight * 1.0, abs=1e-6)
     assert both["signals"][1:] == ["named by 2 peer(s) (weight 2.00 after discounting names given by design): ip:10.0.0.6",
                                    "failed first, 7.0 s before the next unit"]
 
@@ -247,8 +248,13 @@ def test_peer_mentions_count_other_units_loud_lines_naming_a_unit():
 
 
 def test_blame_and_timing_scores():
-    assert blame_scores(pd.Series([2, 1, 1, 1, 0])).tolist() == [0.5, 0.0, 0.0, 0.0, 0.0]
+    # a share of the other units, beyond the median unit's names
+    assert blame_scores(pd.Series([2, 1, 1, 1, 0])).tolist() == [0.25, 0.0, 0.0, 0.0, 0.0]
+    assert blame_scores(pd.Series([4.0, 0, 0, 0, 0])).tolist() == [1.0, 0.0, 0.0, 0.0, 0.0]
     assert blame_scores(pd.Series([0, 0, 0])).tolist() == [0.0, 0.0, 0.0]
+    # the store host named by all 15 others with its by-design discount (1 - 15/16 each) is not
+    # blamed as if everyone named it: dividing by the most named unit's count made this 1.0
+    assert blame_scores(pd.Series([15 / 16] + [0.0] * 15))[0] == pytest.approx(1 / 16)
     assert timing_scores(pd.Series([0.0, 2.0, np.nan]), 2.0).tolist() == pytest.approx([1.0, np.exp(-1.0), 0.0])
 
 
@@ -446,9 +452,9 @@ def test_a_node_most_peers_name_outranks_one_that_only_logs_less():
     rows += [_fact("n06", "role_warning", 5, 50.0)]
     counts = pd.DataFrame(rows, columns=UNIT_FACTS_COLUMNS[1:])
     activity = _activity(8, n_lines={6: 200}, last_s={3: 899.0})
-    # one score, no tier: which wins is the weights' business. With blame worth 0.4 the named node
-    # leads; the default 0.2 (chosen leave-one-family-out, docs/spatial.md) lets n06's extra event
-    # and its far fewer lines (0.733 + 0.1) beat n03's 0.5 (isolated only by what it lacks) + 0.2
+    # one score, no tier: which wins is the weights' business. Named by all seven others, n03's
+    # blame is 1.0; worth 0.4 (or the default 0.8) it beats n06's extra event and far fewer lines
+    # (0.733 + 0.1) with n03's 0.5 (isolated only by what it lacks) + the blame weight
     ranked = rank_units("job-y", counts, activity, SpatialConfig(blame_weight=0.4)).set_index("node")
     assert ranked.loc["n06", "silent"] and ranked.loc["n06", "signals"][0] == "silent: far fewer lines than its peers"
     assert ranked.loc["n03", "named_by"] == 7
@@ -498,7 +504,7 @@ def test_the_store_host_named_by_every_survivor_is_not_the_suspect():
     raw = combine(signals, SpatialConfig(blame_discount=False)).set_index(nodes)["blame"]
     # six of seven name n00: 6 x (1 - 6/8) = 1.5 against n05's two full names
     assert blame.idxmax() == "n05" and blame["n00"] == pytest.approx(0.75 * blame["n05"])
-    assert raw.idxmax() == "n00" and raw["n00"] == 1.0
+    assert raw.idxmax() == "n00" and raw["n00"] == pytest.approx(6 / 7)  # six of the seven others
 
 
 def test_a_silent_unit_gets_the_silence_weight_not_a_tier():

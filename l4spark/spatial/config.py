@@ -29,7 +29,7 @@ class SpatialConfig:
     silent_z: float = 5.0  # ...and this many robust spreads (1.4826 MAD) below their median
     truncated_share: float = 0.5  # fewer lines than this share of the peers' median: truncated
     evidence_required: bool = True  # isolation above 0.5 counts only for a unit with evidence
-    blame_weight: float = 0.2  # combined score added for being the unit peers name most (names discounted by design)
+    blame_weight: float = 0.8  # combined score added when every other unit names it (a share; names discounted by design)
     blame_discount: bool = True  # discount a name by how many units give it (the store host is named by all by design)
     silence_weight: float = 0.25  # combined score added for stopping early without an error line / missing rank files
     slowness_weight: float = 0.5  # combined score added for being the unit every other unit waits for (a straggler)

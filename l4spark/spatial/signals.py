@@ -321,13 +321,18 @@ def _node_ranks(activity: pd.DataFrame) -> dict[str, set[int]]:
 
 
 def blame_scores(named_by: pd.Series) -> pd.Series:
-    """Blame in [0, 1]: how far more peers name a unit than name the job's typical unit, as a
-    share of the most named unit's count (launcher summaries that name every node cancel out).
-    Input: per unit, the (discounted) naming count, ``named_weight`` of ``peer_mentions``."""
-    top = named_by.max() if len(named_by) else 0
-    if top <= 0:
+    """Blame in [0, 1]: the share of the other units that name a unit, beyond the job's typical
+    unit (launcher summaries that name every node cancel out). Input: per unit (one row per unit
+    of the job), the (discounted) naming count, ``named_weight`` of ``peer_mentions``.
+
+    The share is of the job's other units, not of the most named unit's count: the rendezvous
+    host named by every store client carries about one discounted name (``peer_mentions``), and
+    dividing by the top count turned that one name back into full blame whenever the store host
+    was the only unit named (issue #18: 6 of the 34 misses on seven development fleets)."""
+    others = len(named_by) - 1
+    if others < 1 or named_by.max() <= 0:
         return pd.Series(0.0, index=named_by.index)
-    return ((named_by - named_by.median()) / top).clip(lower=0.0, upper=1.0)
+    return ((named_by - named_by.median()) / others).clip(lower=0.0, upper=1.0)
 
 
 def timing_scores(onset_lag_s: pd.Series, scale_s: float) -> pd.Series:
