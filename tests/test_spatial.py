@@ -563,3 +563,27 @@ def test_unit_slowness_reads_megatron_per_rank_timers(spark):
     events = spark.createDataFrame(rows, "job_id string, node string, rank int, line_no long, message string")
     slow = unit_slowness(events).toPandas().set_index("node")["slow_z"]
     assert slow.idxmax() == "n2" and slow["n2"] > 20 and slow.drop("n2").max() < 3
+
+
+def test_a_store_host_named_by_every_rank_does_not_outrank_a_faulty_node_nobody_names():
+    """16 nodes, a CUDA kernel failure on n09 whose peers' errors name nobody; every other
+    node's store client names n00 (rank 0, the c10d store host), which times out on the store
+    more than the two others that report it. The store host's names are given by design:
+    discounted, they are a small share of the 15 others, and n09's own error events, logged
+    first, rank it first (issue #18: dividing the discounted names by the most named unit's
+    count gave n00 full blame, 0.979 against n09's 0.888)."""
+    rows = []
+    for i in range(16):
+        node = f"n{i:02d}"
+        rows += [_fact(node, "init", 4, 10.0), _fact(node, "iteration", 200, 20.0),
+                 _fact(node, "bootstrap", 4, 11.0), _mention(node, "bootstrap", f"ip:10.0.0.{i + 1}", None, loud=0)]
+        if node != "n00":
+            rows += [_fact(node, "store_recv_failed", 30, 965.0), _mention(node, "store_recv_failed", "host:n00", 965.0)]
+    rows += [_fact("n00", "tcpstore_timeout", 6, 960.0), _fact("n01", "tcpstore_timeout", 1, 960.0),
+             _fact("n02", "tcpstore_timeout", 1, 960.0),
+             _fact("n09", "cuda_kernel_error", 2, 950.0), _fact("n09", "xid_13", 1, 950.1)]
+    ranked = rank_units("job-k", pd.DataFrame(rows, columns=UNIT_FACTS_COLUMNS[1:]), _activity(16),
+                        SpatialConfig()).set_index("node")
+    assert ranked.loc["n00", "named_by"] == 15 and ranked.loc["n09", "named_by"] == 0
+    assert ranked.loc["n00", "score"] > 0.7  # isolated too: the blame alone decides
+    assert ranked.loc["n09", "rank"] == 1 and ranked.loc["n00", "rank"] == 2
