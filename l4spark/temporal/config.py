@@ -159,7 +159,7 @@ class TemporalConfig:
     max_iterations: int = 2000  # last iterations of a job compared (earlier ones are skipped)
     max_ranks: int = 64  # ranks whose lines build the sequences (all marker ranks + a sample)
     hang_factor: float = 5.0  # stall: job's last line later than this x iteration time after last progress
-    slowdown_factor: float = 1.5  # slowdown: iteration time above this x the baseline until the end
+    slowdown_factor: float = 1.2  # slowdown: iteration time above this x the baseline until the end (a straggler: 1.2-1.7x)
     slowdown_min_intervals: int = 2
     slowdown_band: float = 1.1  # the slowdown began where iteration time first rose above this x the baseline
     recovery_intervals: int = 3  # an anomaly the job ran this many normal logged intervals past is not a failure
