@@ -47,6 +47,7 @@ from l4spark.io import fs
 from l4spark.io.session import local_frame
 from l4spark.io.storage import read_table, table_exists, write_job_rows, write_table
 from l4spark.io.tables import JOB_EVENT_COUNTS, JOB_EVENT_FORMS, JOBS, QUARANTINE
+from l4spark.io.tables import columns as table_columns
 from l4spark.parse.textrules import Masker, message_form
 
 log = logging.getLogger(__name__)
@@ -474,9 +475,10 @@ def _write_templates(spark: SparkSession, config: Config, store) -> None:
         .select("event_id", "template", "first_seen",
                 F.coalesce("n_lines", F.lit(0)).cast("long").alias("n_lines"),
                 F.coalesce("n_jobs", F.lit(0)).cast("long").alias("n_jobs"))
-        .orderBy("event_id")
+        # one file in event order; a global orderBy and a checkpoint cost three Spark jobs more
+        .coalesce(1).sortWithinPartitions("event_id")
     )
-    write_table(table.localCheckpoint(), config.storage, "templates")
+    write_table(table, config.storage, "templates")
 
 
 def _write_jobs(spark: SparkSession, config: Config, scan: LayoutScan, summary: ParseSummary) -> None:
@@ -500,8 +502,12 @@ def _write_jobs(spark: SparkSession, config: Config, scan: LayoutScan, summary: 
 
 def _write_quarantine(spark: SparkSession, config: Config, issues: list[Issue], job_ids: list[str],
                       run_id: str) -> None:
-    rows = [(i.job_id, i.file, i.reason, i.detail, i.n_lines, i.n_bytes, i.line_no, i.sample, run_id)
-            for i in issues if i.job_id is not None]
-    frame = local_frame(spark, rows, QUARANTINE.schema)
-    if rows or table_exists(config.storage, "quarantine"):
-        write_job_rows(frame, config.storage, "quarantine", job_ids, {r[0] for r in rows})
+    rows = pd.DataFrame.from_records(
+        [(i.job_id, i.file, i.reason, i.detail, i.n_lines, i.n_bytes, i.line_no, i.sample, run_id)
+         for i in issues if i.job_id is not None], columns=table_columns(QUARANTINE.schema))
+    # through pandas (Arrow): a local relation; a list of tuples is an RDD whose rows a Python
+    # worker has to unpickle, about a second of a write of a few rows
+    rows = rows.astype({name: "Int64" for name in ("n_lines", "n_bytes", "line_no")})
+    if len(rows) or table_exists(config.storage, "quarantine"):
+        write_job_rows(local_frame(spark, rows, QUARANTINE.schema), config.storage, "quarantine", job_ids,
+                       set(rows["job_id"]))
