@@ -46,7 +46,7 @@ from l4spark.parse.templates import TemplateStore
 from l4spark.io import fs
 from l4spark.io.session import local_frame
 from l4spark.io.storage import read_table, table_exists, write_job_rows, write_table
-from l4spark.io.tables import JOB_EVENT_COUNTS, JOB_EVENT_FORMS, JOBS, QUARANTINE
+from l4spark.io.tables import EVENTS, JOB_EVENT_COUNTS, JOB_EVENT_FORMS, JOBS, QUARANTINE
 from l4spark.io.tables import columns as table_columns
 from l4spark.parse.textrules import Masker, message_form
 
@@ -150,7 +150,7 @@ def _parse_by_shape(spark: SparkSession, config: Config, scan: LayoutScan, reada
     issue = F.col("issue")
     max_rows = 4 * config.structure.max_shapes + 8 * len(scan.files)
     stats = (
-        read_rank_files(spark, readable, config.ingest, counts_only=True)
+        read_rank_files(spark, readable, config.ingest, counts_only=True, job_boundaries=False)
         .groupBy("job_id", "shape", "issue", F.when(issue.isNotNull(), F.col("file")).alias("issue_file"))
         .agg(F.sum("n_lines").alias("n_lines"), F.min(F.struct("file", "line_no", "raw")).alias("first"),
              F.first("detail").alias("detail"), F.sum("n_bytes").alias("n_bytes"), F.first("raw").alias("sample"))
@@ -185,7 +185,8 @@ def _parse_by_shape(spark: SparkSession, config: Config, scan: LayoutScan, reada
     summary.seconds["template"] = clock.lap()
     progress(f"templated: {table['masked'].nunique():,} masked messages, {len(store)} events in the store")
 
-    lines = (read_rank_files(spark, readable, config.ingest, raw=True, shape_ids=_job_shape_ids(per_job, table))
+    lines = (read_rank_files(spark, readable, config.ingest, raw=True, shape_ids=_job_shape_ids(per_job, table),
+                             job_boundaries=_events_partitioned(config))
              .where(issue.isNull()))
     shape_rows = shapes_frame(spark, table.drop(columns=["masked"]))
     lines, reference = _with_year_reference(spark, lines, scan)
@@ -194,6 +195,12 @@ def _parse_by_shape(spark: SparkSession, config: Config, scan: LayoutScan, reada
     summary.seconds["write events"] = clock.lap()
     forms = per_job[["job_id", "shape", "n_lines"]].merge(table[["shape", "masked", "event_id"]], on="shape")
     return file_issues, _forms(forms)
+
+
+def _events_partitioned(config: Config) -> bool:
+    """Whether the events table is written in a folder per job (Parquet; ``Table.partition_columns``):
+    then its read tasks end at job boundaries, so that each writes few job folders."""
+    return bool(EVENTS.partition_columns(config.storage.format))
 
 
 def _job_shape_ids(per_job: pd.DataFrame, table: pd.DataFrame) -> dict[str, dict[str, int]]:
@@ -211,7 +218,8 @@ def _parse_per_line(spark: SparkSession, config: Config, scan: LayoutScan, reada
                     summary: ParseSummary) -> tuple[list[Issue], pd.DataFrame]:
     """Structure and mask every line in the JVM; one read, kept in a cache for the three steps.
     ``readable`` as in ``_parse_by_shape``."""
-    read, reference = _with_year_reference(spark, read_rank_files(spark, readable, config.ingest), scan)
+    read, reference = _with_year_reference(
+        spark, read_rank_files(spark, readable, config.ingest, job_boundaries=_events_partitioned(config)), scan)
     parsed = (
         read
         .transform(lambda df: with_structure(df, config.structure, reference))
