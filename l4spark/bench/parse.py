@@ -172,7 +172,10 @@ def full_parse(spark, config: Config, fleet: Path, total_bytes: int) -> tuple[Me
 
 
 def drain3_single(config: Config, files, max_lines: int) -> Measure:
-    """Single-process reference over a deterministic sample: every k-th file until max_lines."""
+    """Single-process reference over a deterministic sample: every k-th file (k = files / 200),
+    then every k-th from the next offset, and so on until ``max_lines``: a fleet of small files
+    gives a sample spread over the fleet and long enough to time (one stride of the 0.3x
+    small-files fleet held 23k lines, timed in 0.3 s)."""
     from drain3 import TemplateMiner
 
     from l4spark.evaluation.loghub import masked_input, template_miner_config
@@ -186,9 +189,11 @@ def drain3_single(config: Config, files, max_lines: int) -> Measure:
                         config.ingest.binary_control_share)
 
     step = max(1, len(files) // 200)
-    sample = files[::step]
+    strides = (rank_file for offset in range(step) for rank_file in files[offset::step])
+    sample: list = []
     lines: list[str] = []
-    for rank_file in sample:
+    for rank_file in strides:
+        sample.append(rank_file)
         for item in read_lines(rank_file, limits):
             if isinstance(item, tuple):
                 lines += [line for line in item[1] if line is not None]
