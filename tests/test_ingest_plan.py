@@ -4,7 +4,8 @@ what a task yields for blocks whose lines are all set aside."""
 from __future__ import annotations
 
 from l4spark.config import IngestConfig
-from l4spark.parse.ingest import FILE_READ, arrow_batches, plan_read_tasks, shape_count_batches, with_unread_files
+from l4spark.parse.ingest import (FILE_READ, _task_rows, arrow_batches, plan_read_tasks, shape_count_batches,
+                                  with_unread_files)
 from l4spark.parse.layout import Issue, RankFile
 from l4spark.parse.reader import ReadLimits
 
@@ -23,6 +24,41 @@ def test_tasks_split_at_job_boundaries_and_bound_their_size():
     assert all(len(jobs) == 1 or jobs <= {"small-a", "small-b", "mid", "big"} and len(jobs) <= 3 for jobs in jobs_per_task)
     assert [jobs for jobs in jobs_per_task if "big" in jobs] == [{"big"}] * 7
     assert plan_read_tasks(fleet, IngestConfig(), min_tasks=4) == plan_read_tasks(list(reversed(fleet)), IngestConfig(), min_tasks=4)
+
+
+def test_without_job_boundaries_tasks_fill_to_the_target_across_jobs():
+    fleet = [f for j in range(20) for f in files(f"job-{j:02d}", 4, 1_000_000)]
+    by_job = plan_read_tasks(fleet, IngestConfig(target_task_bytes=16_000_000), min_tasks=2)
+    filled = plan_read_tasks(fleet, IngestConfig(target_task_bytes=16_000_000), min_tasks=2, job_boundaries=False)
+    # at job boundaries: a task ends after each job past an eighth of the target (one 4 MB job each)
+    assert [len({f.job_id for f in task}) for task in by_job] == [1] * 20
+    # filled: 16 files of 1 MB a task, every file once, in (job, path) order
+    assert [len(task) for task in filled] == [16] * 5
+    assert [f.rel_path for task in filled for f in task] == sorted(f.rel_path for f in fleet)
+
+
+def test_a_big_task_travels_in_rows_of_bounded_size_with_its_jobs_shape_numbers():
+    import json
+
+    task = [f for j in range(6) for f in files(f"job-{j}", 50, 1000)]
+    shape_ids = {f"job-{j}": {f"shape {j} {k}": 100 * j + k for k in range(40)} for j in range(6)}
+    rows = _task_rows(task, shape_ids, max_bytes=2_000)
+    numbers = max(len(json.dumps(ids)) for ids in shape_ids.values())
+    assert len(rows) > 6
+    assert all(len(specs) <= 2_000 and len(specs) + len(ids) <= 2_000 + numbers for specs, ids in rows)
+    # every file once, in the task's order; each row has the shape numbers of its files' jobs only
+    assert [spec[4] for specs, _ in rows for spec in json.loads(specs)] == [f.rel_path for f in task]
+    for specs, ids in rows:
+        jobs = {spec[0] for spec in json.loads(specs)}
+        assert json.loads(ids) == {k: v for job in jobs for k, v in shape_ids[job].items()}
+    # no shape numbers asked for: None in every row; a small task is one row
+    assert {ids for _, ids in _task_rows(task, None, max_bytes=2_000)} == {None}
+    assert len(_task_rows(task[:3], shape_ids)) == 1
+    # a job whose shape numbers alone pass the bound: its files still share rows (not one row, and
+    # one copy of the numbers, per file)
+    big = {"job-0": {f"shape {k}": k for k in range(1_000)}}
+    rows = _task_rows(task[:50], big, max_bytes=1_000)
+    assert 1 < len(rows) < 10 and all(len(specs) <= 1_000 for specs, _ in rows)
 
 
 def test_gz_files_weigh_their_expansion():

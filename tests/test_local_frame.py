@@ -33,3 +33,14 @@ def test_local_frame_arrow_and_tuples(spark):
     # small rows: one plain local relation
     assert _rows(local_frame(spark, tuples[:3], SCHEMA)) == _rows(spark.createDataFrame(tuples[:3], SCHEMA))
     assert local_frame(spark, [], SCHEMA).count() == 0
+
+
+def test_local_frame_checkpoints_in_slices_of_chunk_bytes(spark):
+    table = pa.table({"k": pa.array(range(2_000), pa.int64()), "v": pa.array(["y" * 100] * 2_000)})
+    slices = -(-table.nbytes // 20_000)
+    before = spark.conf.get("spark.sql.leafNodeDefaultParallelism", None)
+    frame = local_frame(spark, table, chunk_bytes=20_000)
+    # one task per slice of about chunk_bytes, and the session setting is back as it was
+    assert frame.rdd.getNumPartitions() == slices > 1
+    assert spark.conf.get("spark.sql.leafNodeDefaultParallelism", None) == before
+    assert _rows(frame) == _rows(spark.createDataFrame(table))

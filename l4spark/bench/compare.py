@@ -1,13 +1,16 @@
-"""Compare the diagnosis tables of two warehouses row for row (issue #21: results unchanged).
+"""Compare the tables of two warehouses row for row (issue #21: results unchanged).
 
-    python -m l4spark.bench.compare WAREHOUSE_A WAREHOUSE_B
+    python -m l4spark.bench.compare WAREHOUSE_A WAREHOUSE_B [--tables diagnosis|parse|all]
 
-Both warehouses hold a nightly run over the same fleet (for example one made by main's code and
-one by a branch's). The tables ``diagnosis_jobs``, ``diagnosis_events``, ``diagnosis_nodes``,
-``diagnosis_iterations`` and ``diagnosis_pace`` are read whole, the columns that name the run (``run_id``,
-``processed_at``, ``version``) are dropped, and the rows are sorted on every column; the two
-sides must then be equal cell for cell (floats to ``FLOAT_TOLERANCE`` relative). Exit 0 when
-every table is equal, 1 otherwise, with the first differing rows printed.
+Both warehouses hold a run over the same fleet (for example one made by main's code and one by a
+branch's). The diagnosis tables (``diagnosis_jobs``, ``diagnosis_events``, ``diagnosis_nodes``,
+``diagnosis_iterations``, ``diagnosis_pace``; the default) and/or the parse's tables
+(``events``, ``jobs``, ``quarantine``, ``job_event_counts``, ``job_event_forms``,
+``templates``) are read whole, the columns that name the run (``run_id``, ``processed_at``,
+``version``, ``parsed_at``, ``parser_version``) are dropped, and the rows are sorted on every
+column; the two sides must then be equal cell for cell (floats to ``FLOAT_TOLERANCE``
+relative). A table missing on both sides is equal (0 rows). Exit 0 when every table is equal, 1
+otherwise, with the first differing rows printed.
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ import numpy as np
 import pandas as pd
 
 TABLES = ("diagnosis_jobs", "diagnosis_events", "diagnosis_nodes", "diagnosis_iterations", "diagnosis_pace")
-RUN_COLUMNS = {"run_id", "processed_at", "version"}
+PARSE_TABLES = ("events", "jobs", "quarantine", "job_event_counts", "job_event_forms", "templates")
+TABLE_SETS = {"diagnosis": TABLES, "parse": PARSE_TABLES, "all": PARSE_TABLES + TABLES}
+RUN_COLUMNS = {"run_id", "processed_at", "version", "parsed_at", "parser_version"}
 FLOAT_TOLERANCE = 1e-9
 
 
@@ -69,10 +74,10 @@ def _same(x, y) -> bool:
     return bool(x == y)
 
 
-def compare_warehouses(spark, left: str, right: str) -> dict[str, str]:
-    """Per diagnosis table: ``equal (N rows)`` or the difference."""
+def compare_warehouses(spark, left: str, right: str, tables: tuple[str, ...] = TABLES) -> dict[str, str]:
+    """Per table of ``tables`` (default: the diagnosis tables): ``equal (N rows)`` or the difference."""
     out = {}
-    for table in TABLES:
+    for table in tables:
         a, b = table_rows(spark, left, table), table_rows(spark, right, table)
         difference = compare_tables(a, b)
         out[table] = f"equal ({len(a)} rows)" if difference is None else difference
@@ -88,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("left")
     parser.add_argument("right")
+    parser.add_argument("--tables", choices=sorted(TABLE_SETS), default="diagnosis",
+                        help="which tables: the diagnosis tables (default), the parse's, or both")
     args = parser.parse_args(argv)
 
     from l4spark.config import load_config
@@ -95,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
 
     spark = build_session(load_config(overrides={"spark.master": "local[2]"}).spark)
     try:
-        result = compare_warehouses(spark, args.left, args.right)
+        result = compare_warehouses(spark, args.left, args.right, TABLE_SETS[args.tables])
     finally:
         spark.stop()
     for table, text in result.items():

@@ -28,7 +28,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from l4spark.bench.parse import PeakMemory, generate_fleet, parse_size
+from l4spark.bench.parse import PeakMemory, generate_fleet, parse_size, spark_jobs_started
 
 # Steps of run_nightly (its ``runs.seconds`` keys, in order) split into finer phases at the
 # progress message that ends each phase; the time after the last marker is the step's remainder.
@@ -294,14 +294,6 @@ def _nightly_process(fleet: str, warehouse: str, master: str, conf_files: list[s
               "spark_jobs": spark_jobs,
               "table_files": table_files(config.storage, run.upkeep), **readback}
     Path(result_path).write_text(json.dumps(result, indent=2, default=str))
-
-
-def spark_jobs_started(spark) -> int:
-    """How many Spark jobs the application has started: job ids are numbered from 0 in order, and
-    the status tracker keeps the newest (``spark.ui.retainedJobs``). A count that load does not
-    move, unlike seconds on a shared machine."""
-    ids = spark.sparkContext.statusTracker().getJobIdsForGroup(None)
-    return max(ids) + 1 if ids else 0
 
 
 def table_files(storage, upkeep) -> dict[str, dict[str, int]]:

@@ -30,6 +30,10 @@ class Measure:
     lines: int
     bytes: int
     note: str = ""
+    # CPU seconds of this process and its descendants (JVM, Python workers), and Spark jobs
+    # started, over the measured run: figures that other load on the machine does not move
+    cpu_seconds: float | None = None
+    spark_jobs: int | None = None
 
     @property
     def lines_per_s(self) -> float:
@@ -61,6 +65,37 @@ class PeakMemory:
         while not self._stop.is_set():
             self.peak_bytes = max(self.peak_bytes, _tree_rss(os.getpid()))
             self._stop.wait(self._interval)
+
+
+def tree_cpu_seconds() -> float:
+    """CPU seconds (user + system) used so far by this process, its reaped children and its live
+    descendants (the JVM and its Python workers, which live as long as the Spark application)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[tuple[int, float]]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append((int(entry), sum(int(x) for x in fields[11:15]) / tick))
+    own = os.times()
+    total, stack = own.user + own.system + own.children_user + own.children_system, [os.getpid()]
+    while stack:
+        for pid, cpu in children.get(stack.pop(), []):
+            total += cpu
+            stack.append(pid)
+    return round(total, 2)
+
+
+def spark_jobs_started(spark) -> int:
+    """How many Spark jobs the application has started: job ids are numbered from 0 in order, and
+    the status tracker keeps the newest (``spark.ui.retainedJobs``). A count that load does not
+    move, unlike seconds on a shared machine."""
+    ids = spark.sparkContext.statusTracker().getJobIdsForGroup(None)
+    return max(ids) + 1 if ids else 0
 
 
 def _tree_rss(root: int) -> int:
@@ -102,14 +137,16 @@ def generate_fleet(out: Path, target_bytes: int, seed: int, jobs: int = 24, node
 def raw_scan(spark, paths: list[str], total_bytes: int, runs: int = 2) -> Measure:
     """The faster of ``runs`` scans: the first one also warms the JVM up, which would flatter
     every ratio against it."""
-    times = []
+    runs_done = []
     for _ in range(max(runs, 1)):
-        started = time.perf_counter()
+        cpu, jobs, started = tree_cpu_seconds(), spark_jobs_started(spark), time.perf_counter()
         lines = spark.read.text(paths).count()
-        times.append(time.perf_counter() - started)
+        runs_done.append((time.perf_counter() - started, tree_cpu_seconds() - cpu, spark_jobs_started(spark) - jobs))
+    times = [seconds for seconds, _, _ in runs_done]
     note = "spark.read.text(paths).count()" + (f", best of {len(times)}: " + ", ".join(f"{t:.1f}s" for t in times)
                                                if len(times) > 1 else "")
-    return Measure("raw scan", min(times), lines, total_bytes, note)
+    seconds, cpu, jobs = min(runs_done)
+    return Measure("raw scan", seconds, lines, total_bytes, note, round(cpu, 2), jobs)
 
 
 def ingest_only(spark, config: Config, files, total_bytes: int) -> Measure:
@@ -126,15 +163,19 @@ def full_parse(spark, config: Config, fleet: Path, total_bytes: int) -> tuple[Me
     from l4spark.parse.pipeline import parse_jobs
 
     with PeakMemory() as memory:
-        started = time.perf_counter()
+        cpu, jobs, started = tree_cpu_seconds(), spark_jobs_started(spark), time.perf_counter()
         summary = parse_jobs(spark, config, fleet, progress=lambda m: print("   ", m, flush=True))
         seconds = time.perf_counter() - started
+        cpu, jobs = tree_cpu_seconds() - cpu, spark_jobs_started(spark) - jobs
     phases = ", ".join(f"{k} {v:.1f}s" for k, v in summary.seconds.items())
-    return Measure("full parse", seconds, summary.lines, total_bytes, phases), memory.peak_bytes
+    return Measure("full parse", seconds, summary.lines, total_bytes, phases, round(cpu, 2), jobs), memory.peak_bytes
 
 
 def drain3_single(config: Config, files, max_lines: int) -> Measure:
-    """Single-process reference over a deterministic sample: every k-th file until max_lines."""
+    """Single-process reference over a deterministic sample: every k-th file (k = files / 200),
+    then every k-th from the next offset, and so on until ``max_lines``: a fleet of small files
+    gives a sample spread over the fleet and long enough to time (one stride of the 0.3x
+    small-files fleet held 23k lines, timed in 0.3 s)."""
     from drain3 import TemplateMiner
 
     from l4spark.evaluation.loghub import masked_input, template_miner_config
@@ -148,9 +189,11 @@ def drain3_single(config: Config, files, max_lines: int) -> Measure:
                         config.ingest.binary_control_share)
 
     step = max(1, len(files) // 200)
-    sample = files[::step]
+    strides = (rank_file for offset in range(step) for rank_file in files[offset::step])
+    sample: list = []
     lines: list[str] = []
-    for rank_file in sample:
+    for rank_file in strides:
+        sample.append(rank_file)
         for item in read_lines(rank_file, limits):
             if isinstance(item, tuple):
                 lines += [line for line in item[1] if line is not None]

@@ -209,13 +209,19 @@ def main(argv: list[str] | None = None) -> int:
 def report(result: dict) -> None:
     measures = {m["name"]: m for m in result["measures"]}
     print()
-    print(f"{'measure':<16}{'seconds':>9}{'lines':>12}{'lines/s':>12}  note")
+    print(f"{'measure':<16}{'seconds':>9}{'CPU s':>8}{'jobs':>6}{'lines':>12}{'lines/s':>12}  note")
     for m in result["measures"]:
-        print(f"{m['name']:<16}{m['seconds']:>9.1f}{m['lines']:>12,}{m['lines_per_s']:>12,.0f}  {m['note']}")
+        cpu = "" if m.get("cpu_seconds") is None else f"{m['cpu_seconds']:.1f}"
+        jobs = "" if m.get("spark_jobs") is None else str(m["spark_jobs"])
+        print(f"{m['name']:<16}{m['seconds']:>9.1f}{cpu:>8}{jobs:>6}{m['lines']:>12,}{m['lines_per_s']:>12,.0f}  {m['note']}")
     parse = measures.get("full parse")
     for name in ("read floor", "raw scan", "drain3 single"):
         if parse and name in measures:
             print(f"parse / {name}: {parse['lines_per_s'] / measures[name]['lines_per_s']:.2f}x (lines/s)")
+    scan = measures.get("raw scan")
+    if parse and scan and parse.get("cpu_seconds") and scan.get("cpu_seconds"):
+        print(f"parse / raw scan in CPU seconds: {parse['cpu_seconds'] / scan['cpu_seconds']:.2f}x "
+              f"(Spark jobs: {parse['spark_jobs']} against {scan['spark_jobs']})")
     for name, run in result["nightly"].items():
         print(f"\nnightly ({name}): {run['nightly_seconds']:.1f} s, {run['failed_jobs']} failed jobs, "
               f"diagnose {run['diagnose_seconds_per_failed_job']} s per failed job")

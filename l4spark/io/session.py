@@ -147,38 +147,57 @@ def materialize(frame: DataFrame) -> DataFrame:
 
 
 # Driver-side rows become a LocalRelation, which Spark parallelizes into at most
-# ``spark.default.parallelism`` slices carried inside the tasks; and a stage that also runs Python
-# (mapInArrow, pandas UDFs) serializes the whole relation into every one of its tasks. Above this
-# size the rows go in slices of at most this many bytes and are checkpointed once.
+# ``spark.sql.leafNodeDefaultParallelism`` (default: ``spark.default.parallelism``) slices carried
+# inside the tasks; and a stage that also runs Python (mapInArrow, pandas UDFs) serializes the whole
+# relation into every one of its tasks. Above this size the rows are checkpointed once, in tasks
+# that each carry at most about this many bytes.
 LOCAL_CHUNK_BYTES = 256 * 1024
+LEAF_PARALLELISM = "spark.sql.leafNodeDefaultParallelism"
 
 
 def local_frame(spark: SparkSession, rows, schema=None, chunk_bytes: int = LOCAL_CHUNK_BYTES) -> DataFrame:
     """``spark.createDataFrame(rows, schema)`` for driver-side rows (a pandas DataFrame, a
-    pyarrow Table or a list of tuples) that may be large: in slices of about ``chunk_bytes``
-    each, unioned and checkpointed (``materialize``), so that later stages read the rows from
-    the block manager instead of carrying them in their tasks ("task of very large size").
-    Small rows (one slice) are a plain local relation."""
+    pyarrow Table or a list of tuples) that may be large: one local relation, checkpointed
+    (``materialize``) by a job whose tasks each carry a slice of about ``chunk_bytes``
+    (``spark.sql.leafNodeDefaultParallelism`` for that job), so that later stages read the rows
+    from the block manager instead of carrying them in their tasks ("task of very large size").
+    Small rows (one slice) are a plain local relation.
+
+    One ``createDataFrame`` call, not one per slice: each call costs a round trip to the JVM and
+    each union of the slices another analysis of the growing plan (about 7 s for the 78 slices
+    of a 50,000-shape table). A list of tuples becomes a pandas frame first, since classic
+    Spark makes a list an RDD of ``spark.default.parallelism`` slices, not a local relation."""
     import pandas as pd
     import pyarrow as pa
 
     if isinstance(rows, pa.Table):
         size, n_rows = rows.nbytes, rows.num_rows
-        part = lambda lo, hi: rows.slice(lo, hi - lo)  # noqa: E731
     elif isinstance(rows, pd.DataFrame):
         size, n_rows = int(rows.memory_usage(index=False, deep=True).sum()), len(rows)
-        part = lambda lo, hi: rows.iloc[lo:hi]  # noqa: E731
     else:
         rows = list(rows)
         size, n_rows = sum(len(repr(r)) for r in rows), len(rows)
-        part = lambda lo, hi: rows[lo:hi]  # noqa: E731
     slices = min(max(1, -(-size // chunk_bytes)), max(n_rows, 1))
     if slices == 1:
         return spark.createDataFrame(rows, schema) if schema is not None else spark.createDataFrame(rows)
-    bounds = [n_rows * i // slices for i in range(slices + 1)]
-    frames = [spark.createDataFrame(part(lo, hi), schema) if schema is not None else spark.createDataFrame(part(lo, hi))
-              for lo, hi in zip(bounds, bounds[1:])]
-    frame = frames[0]
-    for other in frames[1:]:
-        frame = frame.unionByName(other)
-    return materialize(frame)
+    if isinstance(rows, list):
+        names = spark.createDataFrame([], schema).columns if schema is not None else None
+        rows = pd.DataFrame.from_records(rows, columns=names)
+    frame = spark.createDataFrame(rows, schema) if schema is not None else spark.createDataFrame(rows)
+    with _session_setting(spark, LEAF_PARALLELISM, str(slices)):
+        return materialize(frame)
+
+
+@contextmanager
+def _session_setting(spark: SparkSession, key: str, value: str) -> Iterator[None]:
+    """``key`` set to ``value`` in the session for the block, then back as it was (unset if it
+    was unset)."""
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)

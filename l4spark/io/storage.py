@@ -119,6 +119,8 @@ def write_job_rows(rows: DataFrame, storage: StorageConfig, table: str, job_ids:
             # The first write creates the table: there are no other jobs' rows to keep, and Sail
             # refuses a replaceWhere on a path without a commit (delta-spark accepts it).
             writer = writer.partitionBy(*declared.partition_columns("delta"))
+            if declared.stats_columns:
+                writer = writer.option("delta.dataSkippingStatsColumns", ",".join(declared.stats_columns))
         writer.save(path)
         kill_point(f"after_write:{table}")
         return

@@ -46,7 +46,8 @@ from l4spark.parse.templates import TemplateStore
 from l4spark.io import fs
 from l4spark.io.session import local_frame
 from l4spark.io.storage import read_table, table_exists, write_job_rows, write_table
-from l4spark.io.tables import JOB_EVENT_COUNTS, JOB_EVENT_FORMS, JOBS, QUARANTINE
+from l4spark.io.tables import EVENTS, JOB_EVENT_COUNTS, JOB_EVENT_FORMS, JOBS, QUARANTINE
+from l4spark.io.tables import columns as table_columns
 from l4spark.parse.textrules import Masker, message_form
 
 log = logging.getLogger(__name__)
@@ -149,7 +150,7 @@ def _parse_by_shape(spark: SparkSession, config: Config, scan: LayoutScan, reada
     issue = F.col("issue")
     max_rows = 4 * config.structure.max_shapes + 8 * len(scan.files)
     stats = (
-        read_rank_files(spark, readable, config.ingest, counts_only=True)
+        read_rank_files(spark, readable, config.ingest, counts_only=True, job_boundaries=False)
         .groupBy("job_id", "shape", "issue", F.when(issue.isNotNull(), F.col("file")).alias("issue_file"))
         .agg(F.sum("n_lines").alias("n_lines"), F.min(F.struct("file", "line_no", "raw")).alias("first"),
              F.first("detail").alias("detail"), F.sum("n_bytes").alias("n_bytes"), F.first("raw").alias("sample"))
@@ -184,7 +185,8 @@ def _parse_by_shape(spark: SparkSession, config: Config, scan: LayoutScan, reada
     summary.seconds["template"] = clock.lap()
     progress(f"templated: {table['masked'].nunique():,} masked messages, {len(store)} events in the store")
 
-    lines = (read_rank_files(spark, readable, config.ingest, raw=True, shape_ids=_job_shape_ids(per_job, table))
+    lines = (read_rank_files(spark, readable, config.ingest, raw=True, shape_ids=_job_shape_ids(per_job, table),
+                             job_boundaries=_events_partitioned(config))
              .where(issue.isNull()))
     shape_rows = shapes_frame(spark, table.drop(columns=["masked"]))
     lines, reference = _with_year_reference(spark, lines, scan)
@@ -193,6 +195,12 @@ def _parse_by_shape(spark: SparkSession, config: Config, scan: LayoutScan, reada
     summary.seconds["write events"] = clock.lap()
     forms = per_job[["job_id", "shape", "n_lines"]].merge(table[["shape", "masked", "event_id"]], on="shape")
     return file_issues, _forms(forms)
+
+
+def _events_partitioned(config: Config) -> bool:
+    """Whether the events table is written in a folder per job (Parquet; ``Table.partition_columns``):
+    then its read tasks end at job boundaries, so that each writes few job folders."""
+    return bool(EVENTS.partition_columns(config.storage.format))
 
 
 def _job_shape_ids(per_job: pd.DataFrame, table: pd.DataFrame) -> dict[str, dict[str, int]]:
@@ -210,7 +218,8 @@ def _parse_per_line(spark: SparkSession, config: Config, scan: LayoutScan, reada
                     summary: ParseSummary) -> tuple[list[Issue], pd.DataFrame]:
     """Structure and mask every line in the JVM; one read, kept in a cache for the three steps.
     ``readable`` as in ``_parse_by_shape``."""
-    read, reference = _with_year_reference(spark, read_rank_files(spark, readable, config.ingest), scan)
+    read, reference = _with_year_reference(
+        spark, read_rank_files(spark, readable, config.ingest, job_boundaries=_events_partitioned(config)), scan)
     parsed = (
         read
         .transform(lambda df: with_structure(df, config.structure, reference))
@@ -275,10 +284,13 @@ def _write_forms(spark: SparkSession, config: Config, forms: pd.DataFrame, job_i
     masked under (``Config.mask_signature``) and the parse run. Counted in the first read, so a
     file that grew between the reads makes a job's forms disagree with its events: the reader
     (``normal_pool``) checks the totals against ``jobs.n_lines`` and masks that job's lines then."""
-    rows = forms.assign(n_lines=forms["n_lines"].astype("int64"),
-                        masks=json.dumps(config.mask_signature()), run_id=run_id)
-    write_job_rows(local_frame(spark, rows, JOB_EVENT_FORMS.schema), config.storage, JOB_EVENT_FORMS.name, job_ids,
-                   set(rows["job_id"]))
+    counted = forms[["job_id", "event_id", "masked"]].assign(n_lines=forms["n_lines"].astype("int64"))
+    # the signature and run id are the same on every row: added in Spark, not carried per row
+    # from the driver (the signature, about 900 bytes, was 9/10 of the rows' size)
+    rows = (local_frame(spark, counted, "job_id string, event_id string, masked string, n_lines long")
+            .select("job_id", "event_id", "masked", "n_lines",
+                    F.lit(json.dumps(config.mask_signature())).alias("masks"), F.lit(run_id).alias("run_id")))
+    write_job_rows(rows, config.storage, JOB_EVENT_FORMS.name, job_ids, set(counted["job_id"]))
 
 
 def _with_year_reference(spark: SparkSession, lines: DataFrame, scan: LayoutScan) -> tuple[DataFrame, Column | None]:
@@ -471,9 +483,10 @@ def _write_templates(spark: SparkSession, config: Config, store) -> None:
         .select("event_id", "template", "first_seen",
                 F.coalesce("n_lines", F.lit(0)).cast("long").alias("n_lines"),
                 F.coalesce("n_jobs", F.lit(0)).cast("long").alias("n_jobs"))
-        .orderBy("event_id")
+        # one file in event order; a global orderBy and a checkpoint cost three Spark jobs more
+        .coalesce(1).sortWithinPartitions("event_id")
     )
-    write_table(table.localCheckpoint(), config.storage, "templates")
+    write_table(table, config.storage, "templates")
 
 
 def _write_jobs(spark: SparkSession, config: Config, scan: LayoutScan, summary: ParseSummary) -> None:
@@ -497,8 +510,12 @@ def _write_jobs(spark: SparkSession, config: Config, scan: LayoutScan, summary: 
 
 def _write_quarantine(spark: SparkSession, config: Config, issues: list[Issue], job_ids: list[str],
                       run_id: str) -> None:
-    rows = [(i.job_id, i.file, i.reason, i.detail, i.n_lines, i.n_bytes, i.line_no, i.sample, run_id)
-            for i in issues if i.job_id is not None]
-    frame = local_frame(spark, rows, QUARANTINE.schema)
-    if rows or table_exists(config.storage, "quarantine"):
-        write_job_rows(frame, config.storage, "quarantine", job_ids, {r[0] for r in rows})
+    rows = pd.DataFrame.from_records(
+        [(i.job_id, i.file, i.reason, i.detail, i.n_lines, i.n_bytes, i.line_no, i.sample, run_id)
+         for i in issues if i.job_id is not None], columns=table_columns(QUARANTINE.schema))
+    # through pandas (Arrow): a local relation; a list of tuples is an RDD whose rows a Python
+    # worker has to unpickle, about a second of a write of a few rows
+    rows = rows.astype({name: "Int64" for name in ("n_lines", "n_bytes", "line_no")})
+    if len(rows) or table_exists(config.storage, "quarantine"):
+        write_job_rows(local_frame(spark, rows, QUARANTINE.schema), config.storage, "quarantine", job_ids,
+                       set(rows["job_id"]))
