@@ -28,7 +28,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from l4spark.bench.parse import PeakMemory, generate_fleet, parse_size, spark_jobs_started
+from l4spark.bench.parse import (PeakMemory, descendants, generate_fleet, parse_size, spark_jobs_started,
+                                 stat_cpu_seconds)
 
 # Steps of run_nightly (its ``runs.seconds`` keys, in order) split into finer phases at the
 # progress message that ends each phase; the time after the last marker is the step's remainder.
@@ -71,22 +72,8 @@ class TreeCpu:
             self._stop.wait(self._interval)
 
     def _sample(self) -> None:
-        tick = os.sysconf("SC_CLK_TCK")
-        children: dict[int, list[tuple[int, list[str]]]] = {}
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/stat") as handle:
-                    fields = handle.read().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            children.setdefault(int(fields[1]), []).append((int(entry), fields))
-        stack = [os.getpid()]
-        while stack:
-            for pid, fields in children.get(stack.pop(), []):
-                self._last[pid] = sum(int(x) for x in fields[11:15]) / tick  # utime stime cutime cstime
-                stack.append(pid)
+        for pid, fields in descendants(os.getpid()):
+            self._last[pid] = stat_cpu_seconds(fields)
         self.samples.append((time.time(), round(sum(self._last.values()), 2)))
 
 

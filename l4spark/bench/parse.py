@@ -67,27 +67,38 @@ class PeakMemory:
             self._stop.wait(self._interval)
 
 
-def tree_cpu_seconds() -> float:
-    """CPU seconds (user + system) used so far by this process, its reaped children and its live
-    descendants (the JVM and its Python workers, which live as long as the Spark application)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    children: dict[int, list[tuple[int, float]]] = {}
+def descendants(root: int) -> list[tuple[int, list[str]]]:
+    """(pid, /proc/<pid>/stat fields after the command name) of every live descendant of
+    ``root`` (the JVM and its Python workers under a Spark driver), from one scan of /proc."""
+    children: dict[int, list[tuple[int, list[str]]]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat") as handle:
                 fields = handle.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
+            children.setdefault(int(fields[1]), []).append((int(entry), fields))
+        except (OSError, IndexError, ValueError):
             continue
-        children.setdefault(int(fields[1]), []).append((int(entry), sum(int(x) for x in fields[11:15]) / tick))
-    own = os.times()
-    total, stack = own.user + own.system + own.children_user + own.children_system, [os.getpid()]
+    out, stack = [], [root]
     while stack:
-        for pid, cpu in children.get(stack.pop(), []):
-            total += cpu
+        for pid, fields in children.get(stack.pop(), []):
+            out.append((pid, fields))
             stack.append(pid)
-    return round(total, 2)
+    return out
+
+
+def stat_cpu_seconds(fields: list[str]) -> float:
+    """utime + stime + cutime + cstime of a /proc stat line's fields (as ``descendants`` gives)."""
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds() -> float:
+    """CPU seconds (user + system) used so far by this process, its reaped children and its live
+    descendants (the JVM and its Python workers, which live as long as the Spark application)."""
+    own = os.times()
+    total = own.user + own.system + own.children_user + own.children_system
+    return round(total + sum(stat_cpu_seconds(fields) for _, fields in descendants(os.getpid())), 2)
 
 
 def spark_jobs_started(spark) -> int:
@@ -99,25 +110,13 @@ def spark_jobs_started(spark) -> int:
 
 
 def _tree_rss(root: int) -> int:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                parent = int(handle.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(parent, []).append(int(entry))
-    total, stack = 0, [root]
-    while stack:
-        pid = stack.pop()
+    total = 0
+    for pid in [root] + [pid for pid, _ in descendants(root)]:
         try:
             with open(f"/proc/{pid}/statm") as handle:
                 total += int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
         except (OSError, IndexError, ValueError):
             pass
-        stack.extend(children.get(pid, []))
     return total
 
 
