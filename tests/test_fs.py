@@ -1,4 +1,4 @@
-"""io/fs.py's pure parts: which file a failed Spark read names (no server needed)."""
+"""io/fs.py's pure parts: which file a failed Spark read names, how a path is written as a URI (no server needed)."""
 
 from __future__ import annotations
 
@@ -20,3 +20,19 @@ def test_other_read_failures_are_not_taken_for_a_refused_file():
     assert refused_path(RuntimeError(FAILED.format(cause="SomethingElse")), PATHS) is None
     assert refused_path(RuntimeError(FAILED.format(cause="BlockMissingException")), PATHS[:1]) is None
     assert refused_path(RuntimeError("BlockMissingException: Could not obtain block"), PATHS) is None
+
+
+def test_a_listed_path_is_written_as_hadoop_writes_its_uri():
+    """``uri_string`` gives the form of Spark's ``_metadata.file_path`` (Hadoop's
+    ``Path.toUri().toString()``), which ``binary_files`` filters the listing by: the expected
+    strings are what Hadoop 3.5's Path printed for these names (a space, %, brackets, # and ? in a
+    name, a tab, a no-break space, non-ASCII letters and an emoji, the characters kept as they are)."""
+    from l4spark.io.fs import uri_string
+
+    root = "hdfs://127.0.0.1:9000/logs/"
+    assert uri_string(root + "job a/ünï 50%/a[1]#x?y") == root + "job%20a/ünï%2050%25/a%5B1%5D%23x%3Fy"
+    assert uri_string(root + "tab\tx") == root + "tab%09x"
+    assert uri_string(root + "nbsp\u00a0x") == root + "nbsp%C2%A0x"
+    assert uri_string(root + "é😀.log.gz") == root + "é😀.log.gz"
+    assert uri_string(root + "a;b,c$d@e!~*'()+&=") == root + "a;b,c$d@e!~*'()+&="
+    assert uri_string("s3a://bucket/logs/job a/rank-0.log") == "s3a://bucket/logs/job%20a/rank-0.log"
