@@ -104,9 +104,9 @@ def write_job_rows(rows: DataFrame, storage: StorageConfig, table: str, job_ids:
     key, small = declared.key, declared.small
     if key is None:
         raise ValueError(f"'{table}' is not partitioned: rewrite it whole with write_table")
-    if small:
-        rows = rows.coalesce(1).sortWithinPartitions(key)
     job_ids = sorted(set(job_ids))
+    if small:
+        rows = _small_write_tasks(rows, storage, key, len(job_ids))
     path = table_path(storage, table)
     check_format(storage, table)
     if storage.format == "delta":
@@ -130,6 +130,20 @@ def write_job_rows(rows: DataFrame, storage: StorageConfig, table: str, job_ids:
     else:
         _empty_remote_partitions(rows, storage, table, gone)
     kill_point(f"after_write:{table}")
+
+
+def _small_write_tasks(rows: DataFrame, storage: StorageConfig, key: str, n_jobs: int) -> DataFrame:
+    """The rows of a small table's write, sorted by job within their tasks: one task locally; on a
+    remote warehouse as Parquet, a task per job up to ``spark.sql.shuffle.partitions``, because
+    there each job is a file of its own and HDFS makes a writer wait for every file it closes (the
+    client asks the NameNode to complete the file until the DataNode has reported its block, 400 ms
+    at the first retry): one task writing 48 jobs' files took 9.6 s on the bench fleet. A
+    repartition by number (not by column only) is one that adaptive execution does not coalesce
+    back into one task."""
+    if fs.is_local(storage.warehouse) or storage.format == "delta":
+        return rows.coalesce(1).sortWithinPartitions(key)
+    tasks = max(1, min(n_jobs, int(rows.sparkSession.conf.get("spark.sql.shuffle.partitions", "200"))))
+    return rows.repartition(tasks, key).sortWithinPartitions(key)
 
 
 def plain_strings(rows: DataFrame) -> DataFrame:
