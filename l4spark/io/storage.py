@@ -279,13 +279,19 @@ def _remote_stored_format(storage: StorageConfig, table: str) -> str | None:
 
 
 def _empty_remote_partitions(rows: DataFrame, storage: StorageConfig, table: str, job_ids: Iterable[str]) -> None:
-    """``delete_job_partitions`` without a delete call: each partition folder is overwritten with
-    no rows (one empty Parquet file with the schema), which Spark reads as no rows of that job."""
-    key = tables.table(table).key
-    empty = rows.sparkSession.createDataFrame([], rows.drop(key).schema)
-    for job_id in job_ids:
-        if fs.list_files(rows.sparkSession, _partition_path(storage, table, job_id)):
-            empty.coalesce(1).write.mode("overwrite").parquet(_partition_path(storage, table, job_id))
+    """``delete_job_partitions`` on a remote warehouse: the partition folders of ``job_ids`` that
+    exist are deleted (classic Spark, ``fs.delete_paths``). Over Spark Connect, which cannot
+    delete, each is overwritten with no rows instead (one empty Parquet file with the schema),
+    which Spark reads as no rows of that job."""
+    spark = rows.sparkSession
+    folders = [_partition_path(storage, table, job_id) for job_id in sorted(job_ids)]
+    folders = [folder for folder in folders if fs.list_files(spark, folder)]
+    if not folders or fs.delete_paths(spark, folders, f"partition folders of jobs {table} no longer has"):
+        return
+    empty = spark.createDataFrame([], rows.drop(tables.table(table).key).schema)
+    for folder in folders:
+        if fs.list_files(spark, folder):  # a failed delete may have taken some
+            empty.coalesce(1).write.mode("overwrite").parquet(folder)
 
 
 def _partition_path(storage: StorageConfig, table: str, job_id: str) -> str:
