@@ -36,3 +36,26 @@ def test_a_listed_path_is_written_as_hadoop_writes_its_uri():
     assert uri_string(root + "é😀.log.gz") == root + "é😀.log.gz"
     assert uri_string(root + "a;b,c$d@e!~*'()+&=") == root + "a;b,c$d@e!~*'()+&="
     assert uri_string("s3a://bucket/logs/job a/rank-0.log") == "s3a://bucket/logs/job%20a/rank-0.log"
+
+
+def test_over_spark_connect_nothing_is_deleted_and_the_log_says_so():
+    """``delete_paths`` needs classic Spark's gateway: with a Spark Connect session (a real client,
+    in its own process as a Connect session must be; no server is reached, since nothing is sent)
+    it deletes nothing, returns False and logs what stays."""
+    import os
+    import subprocess
+    import sys
+
+    script = ("import logging; logging.basicConfig(level=logging.INFO, format='%(message)s')\n"
+              "from pyspark.sql.connect.session import SparkSession\n"
+              "from l4spark.io import fs\n"
+              "session = SparkSession.builder.remote('sc://127.0.0.1:9').create()\n"
+              "print(fs.delete_paths(session, ['hdfs://127.0.0.1:9/wh/_template_store/state-000001'],"
+              " 'superseded versions of state'), flush=True)\n"
+              # the client's exit hook would try to release the session on the absent server
+              "import logging, os; logging.shutdown(); os._exit(0)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "False"
+    assert "Spark Connect: 1 superseded versions of state stay on storage" in done.stderr
