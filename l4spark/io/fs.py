@@ -22,7 +22,7 @@ connectors) does the I/O:
 Deleting (superseded versions, released lock claims, partition folders a job no longer has) is
 the one thing the DataFrame API cannot do: ``delete_paths`` calls Hadoop's FileSystem of the
 session through classic Spark's JVM gateway, and over Spark Connect deletes nothing (a log line
-says what stays; docs/deploy.md#storage).
+says what stays; docs/deploy.md, Storage).
 """
 
 from __future__ import annotations
@@ -251,7 +251,7 @@ def delete_paths(spark: "SparkSession", paths: list[str], what: str) -> bool:
         return True
     session = getattr(spark, "_jsparkSession", None)
     if session is None:
-        log.info("Spark Connect: %d %s stay on storage (deleting needs classic Spark; docs/deploy.md#storage)",
+        log.info("Spark Connect: %d %s stay on storage (deleting needs classic Spark: docs/deploy.md, Storage)",
                  len(paths), what)
         return False
     hadoop_path = spark._jvm.org.apache.hadoop.fs.Path
