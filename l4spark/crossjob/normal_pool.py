@@ -71,6 +71,7 @@ from l4spark.parse.textrules import MaskRule
 log = logging.getLogger(__name__)
 
 STATE_FILE = Path("_normal_pool") / "state.json"
+KEEP_STATE_VERSIONS = 2  # a remote warehouse's pool state versions kept (the current one and the one before)
 
 HISTORY_SCHEMA = "job_id string, history string, level int, settings_key string, group_jobs long"
 
@@ -354,13 +355,15 @@ def _read_state(spark: SparkSession, storage: StorageConfig) -> dict:
 
 
 def _write_state(spark: SparkSession, storage: StorageConfig, state: dict) -> None:
-    """The pool's state, replaced atomically: a file locally, a new write-once version remotely."""
+    """The pool's state, replaced atomically: a file locally, a new write-once version remotely
+    (the versions before the last ``KEEP_STATE_VERSIONS`` deleted once it is listed)."""
     if fs.is_local(storage.warehouse):
         write_json(fs.local_path(storage.warehouse) / STATE_FILE, state)
         return
     folder = fs.child(storage.warehouse, STATE_FILE.parent.name)
     version = max(fs.versions(spark, folder, "state"), default=0) + 1
     fs.write_version(spark, folder, "state", version, json.dumps(state, indent=2, default=str).encode())
+    fs.prune_versions(spark, folder, ("state",), version, KEEP_STATE_VERSIONS)
 
 
 # ---- the filter ----------------------------------------------------------------------------

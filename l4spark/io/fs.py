@@ -11,19 +11,26 @@ connectors) does the I/O:
   scan of its ``path`` and ``length`` columns where sizes are needed; Hadoop's listing leaves out
   names starting with ``_`` or ``.``, as the local walk does;
 - bytes: the ``binaryFile`` source with ``content`` (raw bytes, no decompression: a damaged .gz
-  reaches the reader as it is on storage); a file the storage refuses gives no row
+  reaches the reader as it is on storage) over the files' folders, the listing filtered to the
+  files asked for (no lookup per file); a file the storage refuses gives no row
   (``binary_files``, ``refused_path``);
 - small documents (template store, normal-pool state): write-once *versions*, each a one-row
   Parquet folder written by Spark (``<name>-<NNNNNN>/``); the current version is the highest one
   whose folder holds a data file. No rename is needed to make a version current, so this is
   atomic on object stores too (a Parquet part file becomes visible whole, once).
 
-Nothing here deletes: a remote warehouse keeps old versions (a few KB to MB each).
+Deleting (superseded versions, released lock claims, partition folders a job no longer has) is
+the one thing the DataFrame API cannot do: ``delete_paths`` calls Hadoop's FileSystem of the
+session through classic Spark's JVM gateway, and over Spark Connect deletes nothing (a log line
+says what stays; docs/deploy.md, Storage).
 """
 
 from __future__ import annotations
 
+import logging
 import re
+import string
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,6 +38,8 @@ from urllib.parse import unquote, urlparse
 
 if TYPE_CHECKING:  # pure callers (the layout, the reader) import this module without pyspark
     from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _VERSION = re.compile(r"^(?P<name>.+)-(?P<version>\d{6})$")
@@ -69,7 +78,8 @@ def relative(path: str, root: str) -> str:
     return urlparse(path).path[len(root_path):] if urlparse(path).path.startswith(root_path) else path
 
 
-def _missing(exc: Exception) -> bool:
+def is_missing_error(exc: Exception) -> bool:
+    """True when ``exc`` (of classic Spark or Connect) says a path does not exist."""
     text = str(exc)
     return "PATH_NOT_FOUND" in text or "does not exist" in text or "FileNotFoundException" in text
 
@@ -84,7 +94,7 @@ def list_files(spark: "SparkSession", root: str, sizes: bool = False) -> list[Re
         every = files.inputFiles()
         rows = files.select("path", "length").collect() if sizes else []
     except Exception as exc:  # AnalysisException of classic Spark and of Connect alike
-        if _missing(exc):
+        if is_missing_error(exc):
             return None
         raise
     # a scan leaves empty files out; the file index (inputFiles) has them: they are 0 bytes long
@@ -96,19 +106,32 @@ def list_files(spark: "SparkSession", root: str, sizes: bool = False) -> list[Re
                   key=lambda f: f.path)
 
 
-def binary_files(spark: "SparkSession", paths: list[str]) -> "DataFrame | None":
+def binary_files(spark: "SparkSession", paths: list[str], folders: list[str] | None = None) -> "DataFrame | None":
     """Spark's ``binaryFile`` source over the listed files ``paths`` (``path``, ``length``,
-    ``content``...), or None when none of them is left. A file that the storage refuses to hand
-    over (an S3 object archived to Glacier or denied by a policy, an HDFS file whose blocks are
-    lost) or that is gone since the listing gives no row instead of failing the query: the scan
-    skips it (``ignoreCorruptFiles``, ``ignoreMissingFiles``), and a file gone before the query is
-    planned (Spark checks that every path exists then: PATH_NOT_FOUND) is left out here, one
-    planning per gone file. Callers tell a refused file by its missing row."""
-    remaining = list(paths)
-    while remaining:
+    ``content``...), or None when none of them is left.
+
+    Spark lists ``folders`` (default: the folders holding ``paths``; a reader of rank files gives
+    their job folders) and keeps the files of ``paths`` by their ``_metadata.file_path``, a filter
+    it applies to the listing, before it plans tasks or opens a file. Loading the files by name
+    instead costs an existence check per path and, above 32 paths, a listing job with one task per
+    path (``spark.sql.sources.parallelPartitionDiscovery``): 592 tasks per read on the bench fleet,
+    where the job folders take 48.
+
+    A file that the storage refuses to hand over (an S3 object archived to Glacier or denied by a
+    policy, an HDFS file whose blocks are lost) or that is gone since the listing gives no row
+    instead of failing the query: the scan skips it (``ignoreCorruptFiles``,
+    ``ignoreMissingFiles``), a file gone before the query is not listed, and a folder gone before
+    the query is planned (PATH_NOT_FOUND) is left out here. Callers tell a refused file by its
+    missing row."""
+    from pyspark.sql import functions as F
+
+    wanted = sorted({uri_string(path) for path in paths})
+    remaining = sorted(set(folders if folders is not None else (path.rsplit("/", 1)[0] for path in paths)))
+    while remaining and wanted:
         try:
-            files = (spark.read.format("binaryFile").option("ignoreCorruptFiles", "true")
-                     .option("ignoreMissingFiles", "true").load(remaining))
+            files = (spark.read.format("binaryFile").option("recursiveFileLookup", "true")
+                     .option("ignoreCorruptFiles", "true").option("ignoreMissingFiles", "true").load(remaining)
+                     .where(F.col("_metadata.file_path").isin(wanted)))
             files.schema  # plan it now: Spark Connect plans lazily, and the path check is part of planning
             return files
         except Exception as exc:  # AnalysisException of classic Spark and of Connect alike
@@ -117,6 +140,29 @@ def binary_files(spark: "SparkSession", paths: list[str]) -> "DataFrame | None":
                 raise
             remaining.remove(gone)
     return None
+
+
+# java.net.URI's characters that stay as they are in a path (RFC 2396 pchar, ";" and "/")
+_URI_PATH_KEEP = frozenset(string.ascii_letters + string.digits + "-_.!~*'()" + ":@&=+$," + ";/")
+
+
+def uri_string(path: str) -> str:
+    """``path`` (a qualified path as Hadoop lists it, e.g. ``hdfs://nn:8020/logs/job a/rank-0.log``)
+    written as Hadoop's ``Path.toUri().toString()`` writes it, which is the form of Spark's
+    ``_metadata.file_path`` and of ``inputFiles()``: java.net.URI escapes (as UTF-8, %XX) the ASCII
+    characters a URI path may not hold, a space among them, and non-ASCII space and control
+    characters; other non-ASCII characters stay as they are."""
+    # split by hand: urlparse would take "#" and "?" for a fragment and a query, and drop tabs
+    scheme, _, rest = path.partition("://")
+    authority, slash, rest = rest.partition("/")
+    out = []
+    for char in slash + rest:
+        if (char in _URI_PATH_KEEP if ord(char) < 0x80 else
+                not (unicodedata.category(char) in ("Zs", "Zl", "Zp") or ord(char) <= 0x9F)):
+            out.append(char)
+        else:
+            out.extend(f"%{byte:02X}" for byte in char.encode("utf-8"))
+    return f"{scheme}://{authority}{''.join(out)}"
 
 
 def _gone_path(exc: Exception, paths: list[str]) -> str | None:
@@ -163,13 +209,63 @@ def read_files(spark: "SparkSession", paths: list[str]) -> dict[str, bytes]:
 
 def versions(spark: "SparkSession", folder: str, name: str) -> list[int]:
     """The complete versions of document ``name`` under ``folder``, ascending."""
-    found = set()
+    return listed_versions(spark, folder).get(name, [])
+
+
+def listed_versions(spark: "SparkSession", folder: str) -> dict[str, list[int]]:
+    """Every document under ``folder`` with its complete versions, ascending (one listing)."""
+    found: dict[str, set[int]] = {}
     for remote in list_files(spark, folder) or []:
         parent = relative(remote.path, folder).split("/")[0]
         match = _VERSION.match(parent)
-        if match and match.group("name") == name:
-            found.add(int(match.group("version")))
-    return sorted(found)
+        if match:
+            found.setdefault(match.group("name"), set()).add(int(match.group("version")))
+    return {name: sorted(numbers) for name, numbers in found.items()}
+
+
+def prune_versions(spark: "SparkSession", folder: str, names: tuple[str, ...], written: int, keep: int) -> int:
+    """Delete the versions of documents ``names`` under ``folder`` older than the ``keep`` newest,
+    counted back from ``written`` (the version just written), and only once a listing shows
+    ``written`` of ``names[0]`` (the document whose presence makes a version current): readers
+    never lose the current version or the ``keep - 1`` before it. Returns how many folders were
+    deleted (0 over Spark Connect: ``delete_paths``)."""
+    listed = listed_versions(spark, folder)
+    if written not in listed.get(names[0], []):
+        log.warning("version %06d of %s is not listed under %s yet: older versions are kept", written, names[0], folder)
+        return 0
+    old = [f"{folder.rstrip('/')}/{name}-{version:06d}" for name in names
+           for version in listed.get(name, []) if version <= written - keep]
+    return len(old) if old and delete_paths(spark, old, f"superseded versions of {'/'.join(names)}") else 0
+
+
+def delete_paths(spark: "SparkSession", paths: list[str], what: str) -> bool:
+    """Delete ``paths`` (files, or folders with all they hold) on their Hadoop file system, in the
+    order given; True when done. Classic Spark only: the DataFrame API has no delete, so this goes
+    through the JVM gateway to Hadoop's ``FileSystem`` with the session's Hadoop configuration (the
+    cluster's, plus any ``fs.*`` session settings such as s3a credentials). Over Spark Connect
+    there is no gateway: nothing is deleted, a log line says what stays, and False is returned. A
+    path already gone is not an error (another run may have deleted it first). A delete that fails
+    stops the rest (callers order paths so that what is left stays consistent), is logged as a
+    warning and gives False: leftovers are housekeeping, never a reason to fail a run."""
+    if not paths:
+        return True
+    session = getattr(spark, "_jsparkSession", None)
+    if session is None:
+        log.info("Spark Connect: %d %s stay on storage (deleting needs classic Spark: docs/deploy.md, Storage)",
+                 len(paths), what)
+        return False
+    hadoop_path = spark._jvm.org.apache.hadoop.fs.Path
+    conf = session.sessionState().newHadoopConf()
+    for done, path in enumerate(paths):
+        try:
+            target = hadoop_path(path)
+            target.getFileSystem(conf).delete(target, True)
+        except Exception as exc:  # noqa: BLE001 -- py4j's error of any Hadoop IOException; logged, see above
+            log.warning("could not delete %s (%d of %d %s left): %s", path, len(paths) - done, len(paths), what,
+                        str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+            return False
+    log.debug("deleted %d %s", len(paths), what)
+    return True
 
 
 def write_version(spark: "SparkSession", folder: str, name: str, version: int, payload: bytes) -> str:

@@ -25,7 +25,11 @@ lock only if no other live claim (one without a ``release-<token>/`` and not sta
 Two runs that claim at the same time both see each other and both step back (refused, never
 both holding). It relies only on what HDFS and S3 both give: a file written whole becomes visible
 at once, and a listing after a completed write shows it (S3 is strongly consistent for both since
-December 2020). A release is a ``release-<token>/`` folder; old claims stay (a few KB a run).
+December 2020). A release is a ``release-<token>/`` folder. On classic Spark a run deletes its own
+claim and then its release when it lets go (``_withdraw``), and the run that gets the lock deletes
+the claims that are released or stale (each before its release record) and release records whose
+claim is gone; a live claim of another run is never deleted. Over Spark Connect nothing can be
+deleted (``fs.delete_paths``): the folders stay, a few KB a run.
 """
 
 from __future__ import annotations
@@ -262,7 +266,7 @@ def _remote_lock(spark, storage: StorageConfig, owner: str) -> Iterator[str]:
         yield folder
     finally:
         del _held[folder]
-        fs.write_version(spark, folder, f"release-{token}", 0, b"")
+        _withdraw(spark, folder, token)
 
 
 def _remote_acquire(spark, folder: str, owner: str, wait_s: float, stale_s: float) -> str:
@@ -271,10 +275,12 @@ def _remote_acquire(spark, folder: str, owner: str, wait_s: float, stale_s: floa
         me = LockHolder(uuid.uuid4().hex, owner, os.getpid(), socket.gethostname(), _process_start(os.getpid()),
                         time.time())
         fs.write_version(spark, folder, f"claim-{me.token}", 0, json.dumps(me.__dict__).encode())
-        others = [holder for holder in _live_claims(spark, folder, stale_s) if holder.token != me.token]
+        live, finished = _claims(spark, folder, stale_s)
+        others = [holder for holder in live if holder.token != me.token]
         if not others:
+            fs.delete_paths(spark, [f"{folder}/{name}" for name in finished], "finished lock claims")
             return me.token
-        fs.write_version(spark, folder, f"release-{me.token}", 0, b"")  # step back
+        _withdraw(spark, folder, me.token)  # step back
         if time.monotonic() >= deadline:
             first = min(others, key=lambda h: h.created)
             raise WarehouseLockedError(
@@ -284,26 +290,44 @@ def _remote_acquire(spark, folder: str, owner: str, wait_s: float, stale_s: floa
         time.sleep(POLL_S + random.random())
 
 
-def _live_claims(spark, folder: str, stale_s: float) -> list[LockHolder]:
-    """Holders of the claims under ``folder`` that are neither released nor stale."""
+def _withdraw(spark, folder: str, token: str) -> None:
+    """Give up the claim ``token``: its release record, then (classic Spark: ``fs.delete_paths``)
+    the claim and the record deleted, the claim first, so that a claim never outlives its release
+    (a crash in between leaves a release without a claim, which the next holder deletes)."""
+    fs.write_version(spark, folder, f"release-{token}", 0, b"")
+    fs.delete_paths(spark, [f"{folder}/{_claim_name('claim', token)}", f"{folder}/{_claim_name('release', token)}"],
+                    "lock claim folders")
+
+
+def _claim_name(kind: str, token: str) -> str:
+    return f"{kind}-{token}-000000"  # fs.write_version's folder of version 0
+
+
+def _claims(spark, folder: str, stale_s: float) -> tuple[list[LockHolder], list[str]]:
+    """The holders of the live claims under ``folder`` (neither released nor stale), and the
+    folders that may go: each released or stale claim followed by its release record, then release
+    records whose claim is gone. A claim deleted between the listing and its read was released."""
     names = {fs.relative(f.path, folder).split("/")[0] for f in fs.list_files(spark, folder) or []}
-    released = {name[len("release-"):].rsplit("-", 1)[0] for name in names if name.startswith("release-")}
-    live = []
-    for name in sorted(names):
-        if not name.startswith("claim-"):
-            continue
-        token = name[len("claim-"):].rsplit("-", 1)[0]
-        if token in released:
+    tokens = {kind: {name[len(kind) + 1:].rsplit("-", 1)[0] for name in names if name.startswith(kind + "-")}
+              for kind in ("claim", "release")}
+    live, finished = [], []
+    for token in sorted(tokens["claim"]):
+        if token in tokens["release"]:
+            finished += [_claim_name("claim", token), _claim_name("release", token)]
             continue
         try:
             holder = LockHolder(**json.loads(fs.read_version(spark, folder, f"claim-{token}", 0)))
         except (ValueError, TypeError):
             continue
+        except Exception as exc:  # noqa: BLE001 -- a claim gone since the listing was released; all else raises
+            if fs.is_missing_error(exc):
+                continue
+            raise
         reason = holder_stale_reason(holder, stale_s)
         if reason:
             log.warning("ignoring the stale claim on %s of %s: %s", folder, holder.describe(), reason)
+            finished.append(_claim_name("claim", token))
             continue
         live.append(holder)
-    return live
-
-
+    finished += [_claim_name("release", token) for token in sorted(tokens["release"] - tokens["claim"])]
+    return live, finished

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Table:
     """A warehouse table. ``key``: the column whose values are replaced together (rows of one job,
-    or run), None for a small table rewritten whole. ``small``: all rows of a write in one task.
+    or run), None for a small table rewritten whole. ``small``: all rows of a write in one task (a
+    remote Parquet warehouse: a few tasks, ``storage._small_write_tasks``).
     ``schema``: Spark DDL of its columns, None where the writer decides them. ``stats_columns``:
     as Delta, the columns whose per-file statistics (min, max, nulls) the table keeps
     (``delta.dataSkippingStatsColumns``, set when the write creates the table); empty: Delta's

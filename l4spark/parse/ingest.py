@@ -202,9 +202,9 @@ def _read_remote_files(spark: SparkSession, files: Sequence[RankFile], limits: R
     files into tasks (``spark.sql.files.maxPartitionBytes``); one file must stay under 2 GB.
 
     A file the storage refuses to hand over (an S3 object archived to Glacier, a denied key, an
-    HDFS block lost, a file deleted since the listing) gives no row (``fs.binary_files``) instead
-    of failing the stage: a task only sees the files it got, so it adds one ``FILE_READ`` row per
-    file, and ``with_unread_files`` makes an ``unreadable_file`` issue of each listed file without one."""
+    HDFS block lost, a file deleted since the listing) gives no row (``fs.binary_files``, which
+    lists the files' job folders once and keeps the files asked for) instead of failing the
+    stage: a task only sees the files it got, so it adds one ``FILE_READ`` row per file, and ``with_unread_files`` makes an ``unreadable_file`` issue of each listed file without one."""
     by_path = {f.path: f for f in files}
 
     def read_contents(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -231,11 +231,17 @@ def _read_remote_files(spark: SparkSession, files: Sequence[RankFile], limits: R
     empty_frame = spark.createDataFrame(pa.Table.from_batches(empty_rows, schema=_ARROW_SCHEMA), INGEST_SCHEMA)
     if not any(f.size for f in files):
         return empty_frame
-    stored = binary_files(spark, [f.path for f in files if f.size])
+    stored = binary_files(spark, [f.path for f in files if f.size], folders=sorted({_job_folder(f) for f in files}))
     if stored is None:
         return empty_frame
     lines = stored.select("path", "content").mapInArrow(read_contents, INGEST_SCHEMA)
     return lines.unionByName(empty_frame) if empty_rows else lines
+
+
+def _job_folder(rank_file: RankFile) -> str:
+    """The folder of ``rank_file``'s job: its path up to the first part of its path under the root."""
+    root = rank_file.path[:len(rank_file.path) - len(rank_file.rel_path)]
+    return root + rank_file.rel_path.split("/", 1)[0]
 
 
 def _read_marks(files: Sequence[RankFile]) -> pa.RecordBatch:

@@ -8,7 +8,9 @@ one-line ``CURRENT`` file. A crash before that leaves the previous version in us
 On a remote warehouse (``io.fs``: no rename to rely on, Spark's writers only) each version is two
 write-once folders, ``masked-<n>/`` (the mapping, Parquet) then ``state-<n>/`` (the Drain state):
 the newest ``state-<n>`` that exists is current, so a crash between the two leaves the previous
-version current, as ``CURRENT`` does locally. Old versions are not removed.
+version current, as ``CURRENT`` does locally. Once the new ``state-<n>`` is listed, versions
+older than the last ``KEEP_STORE_VERSIONS`` are deleted (classic Spark; over Spark Connect they
+stay: ``fs.delete_paths``).
 """
 
 from __future__ import annotations
@@ -97,8 +99,8 @@ def _load_remote(spark, storage: StorageConfig, conf: DrainConfig, digits_folded
 
 def _save_remote(spark, storage: StorageConfig, store: TemplateStore) -> str:
     base = fs.child(storage.warehouse, STORE_DIR)
-    found = fs.versions(spark, base, "state") + fs.versions(spark, base, "masked")
-    version = max(found, default=0) + 1
+    listed = fs.listed_versions(spark, base)
+    version = max(listed.get("state", []) + listed.get("masked", []), default=0) + 1
     mapping = store.masked_map()
     rows = pa.table({"masked": pa.array(list(mapping), pa.string()),
                      "event_id": pa.array(list(mapping.values()), pa.string())}).to_pandas()
@@ -107,4 +109,5 @@ def _save_remote(spark, storage: StorageConfig, store: TemplateStore) -> str:
     frame.coalesce(1).write.mode("errorifexists").parquet(f"{base}/masked-{version:06d}")
     fs.write_version(spark, base, "state", version, json.dumps(store.to_state(), ensure_ascii=False).encode())
     kill_point("after_template_store")
+    fs.prune_versions(spark, base, ("state", "masked"), version, KEEP_STORE_VERSIONS)
     return f"{version:06d}"

@@ -1,0 +1,84 @@
+"""Housekeeping of a remote warehouse on the real servers (HDFS and S3): superseded versions of the
+template store, finished lock claims and the partition folders of jobs a table no longer has are
+deleted (classic Spark, ``fs.delete_paths``); the current version and a live claim of another run
+are never touched."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+
+import pytest
+
+from l4spark.io import fs
+from l4spark.io.lock import LockHolder, WarehouseLockedError, _process_start, warehouse_lock
+from tests.nightly_support import nightly_config
+
+pytestmark = [pytest.mark.spark, pytest.mark.e2e, pytest.mark.storage]  # make test-storage
+
+
+def _warehouse(store: str, request) -> str:
+    if store == "hdfs":
+        return request.getfixturevalue("minidfs").uri + "/housekeeping"
+    request.getfixturevalue("s3")
+    return "s3a://l4spark/housekeeping"
+
+
+def _names(spark, folder: str) -> set[str]:
+    return {fs.relative(f.path, folder).split("/")[0] for f in fs.list_files(spark, folder) or []}
+
+
+@pytest.mark.parametrize("store", ["hdfs", "s3"])
+def test_superseded_versions_and_finished_claims_are_deleted(spark, store, request):
+    from l4spark.parse.template_store import KEEP_STORE_VERSIONS, STORE_DIR, load_template_store, save_template_store
+
+    warehouse = _warehouse(store, request)
+    config = nightly_config(warehouse)
+    storage = config.storage
+
+    # the template store: four saves leave the newest three versions (both halves of each)
+    store_dir = fs.child(warehouse, STORE_DIR)
+    templates = load_template_store(storage, config.drain, config.structure.fold_digits, spark=spark)
+    for number in range(4):
+        templates.add([f"checkpoint {number} saved to <PATH>"])
+        save_template_store(storage, templates, spark=spark)
+    kept = list(range(5 - KEEP_STORE_VERSIONS, 5))
+    assert fs.listed_versions(spark, store_dir) == {"state": kept, "masked": kept}
+    assert len(load_template_store(storage, config.drain, config.structure.fold_digits, spark=spark)) == len(templates)
+
+    # the lock: a live claim of another run (this process: alive) refuses us and is left alone;
+    # our own claim and release go at once; a killed run's claim, a released pair and a release
+    # whose claim is gone wait for the next holder, which deletes them
+    folder = fs.child(warehouse, "_lock")
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    here = socket.gethostname()
+    for token, pid in (("live", os.getpid()), ("killed", gone.pid), ("done", os.getpid())):
+        holder = LockHolder(token, f"the {token} run", pid, here, _process_start(pid), time.time())
+        fs.write_version(spark, folder, f"claim-{token}", 0, json.dumps(holder.__dict__).encode())
+    for token in ("done", "orphan"):
+        fs.write_version(spark, folder, f"release-{token}", 0, b"")
+    others = {"claim-live-000000", "claim-killed-000000", "claim-done-000000", "release-done-000000",
+              "release-orphan-000000"}
+    with pytest.raises(WarehouseLockedError, match="locked by the live run"):
+        with warehouse_lock(storage, "housekeeping test", spark=spark):
+            pass
+    assert _names(spark, folder) == others
+    fs.write_version(spark, folder, "release-live", 0, b"")  # the live run lets go
+    with warehouse_lock(storage, "housekeeping test", spark=spark):
+        inside = _names(spark, folder)
+    assert len(inside) == 1 and inside.pop().startswith("claim-")
+    assert _names(spark, folder) == set()
+
+    # a rerun whose rows no longer hold a job: that job's partition folder is deleted, not emptied
+    from l4spark.io.storage import _partition_path, read_table, write_job_rows
+
+    rows = spark.createDataFrame([("job-a", "e1", 3, None), ("job-b", "e2", 4, None)],
+                                 "job_id string, event_id string, n_lines long, first_ts timestamp")
+    write_job_rows(rows, storage, "job_event_counts", ["job-a", "job-b"])
+    write_job_rows(rows.where("job_id = 'job-a'"), storage, "job_event_counts", ["job-a", "job-b"], {"job-a"})
+    assert fs.list_files(spark, _partition_path(storage, "job_event_counts", "job-b")) is None
+    assert sorted(r.job_id for r in read_table(spark, storage, "job_event_counts").collect()) == ["job-a"]
