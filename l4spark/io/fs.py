@@ -233,7 +233,7 @@ def prune_versions(spark: "SparkSession", folder: str, names: tuple[str, ...], w
     if written not in listed.get(names[0], []):
         log.warning("version %06d of %s is not listed under %s yet: older versions are kept", written, names[0], folder)
         return 0
-    old = [f"{folder.rstrip('/')}/{name}-{version:06d}" for name in names
+    old = [version_folder(folder, name, version) for name in names
            for version in listed.get(name, []) if version <= written - keep]
     return len(old) if old and delete_paths(spark, old, f"superseded versions of {'/'.join(names)}") else 0
 
@@ -268,18 +268,23 @@ def delete_paths(spark: "SparkSession", paths: list[str], what: str) -> bool:
     return True
 
 
+def version_folder(folder: str, name: str, version: int) -> str:
+    """The folder of version ``version`` of document ``name`` under ``folder`` (``_VERSION``'s form)."""
+    return f"{folder.rstrip('/')}/{name}-{version:06d}"
+
+
 def write_version(spark: "SparkSession", folder: str, name: str, version: int, payload: bytes) -> str:
     """Write ``payload`` as version ``version`` of document ``name`` (a new folder; never replaced)."""
     from pyspark.sql import types as T
 
-    target = f"{folder.rstrip('/')}/{name}-{version:06d}"
+    target = version_folder(folder, name, version)
     frame = spark.createDataFrame([(bytearray(payload),)], T.StructType([T.StructField("content", T.BinaryType())]))
     frame.coalesce(1).write.mode("errorifexists").parquet(target)
     return target
 
 
 def read_version(spark: "SparkSession", folder: str, name: str, version: int) -> bytes:
-    rows = spark.read.parquet(f"{folder.rstrip('/')}/{name}-{version:06d}").select("content").collect()
+    rows = spark.read.parquet(version_folder(folder, name, version)).select("content").collect()
     return bytes(rows[0].content)
 
 

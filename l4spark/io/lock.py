@@ -295,12 +295,13 @@ def _withdraw(spark, folder: str, token: str) -> None:
     the claim and the record deleted, the claim first, so that a claim never outlives its release
     (a crash in between leaves a release without a claim, which the next holder deletes)."""
     fs.write_version(spark, folder, f"release-{token}", 0, b"")
-    fs.delete_paths(spark, [f"{folder}/{_claim_name('claim', token)}", f"{folder}/{_claim_name('release', token)}"],
+    fs.delete_paths(spark, [fs.version_folder(folder, f"{kind}-{token}", 0) for kind in ("claim", "release")],
                     "lock claim folders")
 
 
 def _claim_name(kind: str, token: str) -> str:
-    return f"{kind}-{token}-000000"  # fs.write_version's folder of version 0
+    """The folder name (under the lock folder) of a claim's or release's one version."""
+    return fs.version_folder("", f"{kind}-{token}", 0).lstrip("/")
 
 
 def _claims(spark, folder: str, stale_s: float) -> tuple[list[LockHolder], list[str]]:
