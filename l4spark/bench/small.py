@@ -110,7 +110,8 @@ def nightly_run(code_root: Path, fleet: Path, warehouse: Path, master: str, conf
     env = {**os.environ, "PYTHONPATH": str(code_root.resolve())}
     with PeakMemory() as memory, TreeCpu() as cpu:
         started = time.perf_counter()
-        child = subprocess.run([sys.executable, "-c", code, str(fleet.resolve()), str(warehouse.resolve()), master,
+        # -P: no working directory on sys.path, so that PYTHONPATH's code is the l4spark imported
+        child = subprocess.run([sys.executable, "-P", "-c", code, str(fleet.resolve()), str(warehouse.resolve()), master,
                                 str(result_path.resolve()), *[str(Path(c).resolve()) for c in conf_files]], env=env)
         process_seconds = time.perf_counter() - started
     if child.returncode != 0 or not result_path.is_file():
