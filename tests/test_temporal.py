@@ -197,6 +197,40 @@ def test_failure_stage_and_iteration(spark):
     assert rows[6] == (True, "stopped") and not any(a for k, (a, _) in rows.items() if k != 6)
 
 
+def test_marks_carried_by_the_staged_lines_are_the_markers_matched_again(spark):
+    from l4spark.temporal.lines import MARK_COLUMNS, iteration_marker, named_stage_marker, stage_marker
+
+    conf = TemporalConfig()
+    events = _job(spark, skew=30.0)
+    marked = with_stage_and_iteration(events, conf, with_marks=True).localCheckpoint()
+    again = marked.select("file", "line_no", "named_mark", "progress_mark",
+                          named_stage_marker(conf).alias("named"),
+                          (stage_marker(conf).isNotNull() | iteration_marker(conf).isNotNull()).alias("progress"))
+    rows = again.collect()
+    # a stage marker, an iteration line that no stage rule names, and a plain line are all there
+    assert any(r.named is not None for r in rows)
+    assert any(r.progress and r.named is None for r in rows) and any(not r.progress for r in rows)
+    assert [(r.named_mark, r.progress_mark) for r in rows] == [(r.named, r.progress) for r in rows]
+    plain = with_stage_and_iteration(events, conf)
+    key = ["file", "line_no"]
+    assert marked.drop(*MARK_COLUMNS).orderBy(*key).collect() == plain.orderBy(*key).collect()
+    # the steps reading the carried marks agree with those matching the rules themselves
+    assert failure_stages(marked, conf).collect() == failure_stages(plain, conf).collect()
+    iterations, progress = analyse_iterations(marked, conf=conf)
+    iterations_plain, progress_plain = analyse_iterations(plain, conf=conf)
+    assert iterations.orderBy("iteration").collect() == iterations_plain.orderBy("iteration").collect()
+    assert (job_failure_points(marked, progress, conf).collect()
+            == job_failure_points(plain, progress_plain, conf).collect())
+    from l4spark.diagnosis.assemble import job_timing, prepare_lines
+    from l4spark.diagnosis.config import DiagnosisConfig
+    from l4spark.temporal.lines import node_clock_offsets
+
+    offsets = node_clock_offsets(events, conf)
+    lines, lines_plain = (prepare_lines(staged, offsets, DiagnosisConfig(), conf) for staged in (marked, plain))
+    assert (lines.drop(*MARK_COLUMNS).orderBy(*key).collect() == lines_plain.orderBy(*key).collect())
+    assert job_timing(lines, conf).collect() == job_timing(lines_plain, conf).collect()
+
+
 def _training_job(job_id: str, n: int, *, finished: bool = False, blip: int | None = None,
                   crash: bool = False, stride: int = 1) -> list[tuple]:
     """One rank printing a progress line every ``stride`` iterations (10 s each) and a timer line

@@ -106,23 +106,25 @@ def nightly_run(code_root: Path, fleet: Path, warehouse: Path, master: str, conf
     result_path = warehouse.parent / f"{warehouse.name}.result.json"
     result_path.unlink(missing_ok=True)
     code = ("import sys; from l4spark.bench.nightly import _nightly_process; "
-            "_nightly_process(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[5:], sys.argv[4])")
+            "_nightly_process(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[5:], sys.argv[4], {})")
     env = {**os.environ, "PYTHONPATH": str(code_root.resolve())}
     with PeakMemory() as memory, TreeCpu() as cpu:
         started = time.perf_counter()
-        child = subprocess.run([sys.executable, "-c", code, str(fleet.resolve()), str(warehouse.resolve()), master,
+        # -P: no working directory on sys.path, so that PYTHONPATH's code is the l4spark imported
+        child = subprocess.run([sys.executable, "-P", "-c", code, str(fleet.resolve()), str(warehouse.resolve()), master,
                                 str(result_path.resolve()), *[str(Path(c).resolve()) for c in conf_files]], env=env)
         process_seconds = time.perf_counter() - started
     if child.returncode != 0 or not result_path.is_file():
         raise RuntimeError(f"the nightly run of {code_root} exited with {child.returncode}")
     inner = json.loads(result_path.read_text())
     phases = phase_seconds(inner["run"]["seconds"], inner["timeline"])
+    phase_cpu = phase_cpu_seconds(phases, inner["run_started_epoch"], cpu.samples)
     n_failed = inner["run"]["n_selected_jobs"]
     return {"code": str(code_root), "warehouse": str(warehouse), "nightly_seconds": round(inner["nightly_seconds"], 2),
             "process_seconds": round(process_seconds, 2), "failed_jobs": n_failed,
             "diagnosed": inner["diagnosis_by_status"].get("diagnosed", 0), "errors": inner["run"]["n_errors"],
-            "steps": inner["run"]["seconds"], "phases": phases,
-            "phase_cpu_seconds": phase_cpu_seconds(phases, inner["run_started_epoch"], cpu.samples),
+            "steps": inner["run"]["seconds"], "phases": phases, "spark_jobs": inner["spark_jobs"],
+            "phase_cpu_seconds": phase_cpu, "cpu_seconds": round(sum(phase_cpu.values()), 2),
             "diagnose_seconds_per_failed_job": round(inner["run"]["seconds"].get("diagnose", 0) / n_failed, 2)
             if n_failed else None,
             "peak_memory_bytes": memory.peak_bytes, "load_average_after": [round(x, 2) for x in os.getloadavg()]}
@@ -223,7 +225,8 @@ def report(result: dict) -> None:
         print(f"parse / raw scan in CPU seconds: {parse['cpu_seconds'] / scan['cpu_seconds']:.2f}x "
               f"(Spark jobs: {parse['spark_jobs']} against {scan['spark_jobs']})")
     for name, run in result["nightly"].items():
-        print(f"\nnightly ({name}): {run['nightly_seconds']:.1f} s, {run['failed_jobs']} failed jobs, "
+        print(f"\nnightly ({name}): {run['nightly_seconds']:.1f} s ({run['cpu_seconds']:.0f} CPU s, "
+              f"{run['spark_jobs']} Spark jobs), {run['failed_jobs']} failed jobs, "
               f"diagnose {run['diagnose_seconds_per_failed_job']} s per failed job")
         for phase, seconds in run["phases"].items():
             print(f"  {phase:<40}{seconds:>8.1f} s ({run['phase_cpu_seconds'].get(phase, 0):.0f} CPU s)")

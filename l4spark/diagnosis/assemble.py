@@ -38,19 +38,20 @@ from l4spark.config import Config
 from l4spark.crossjob.normal_pool import (
     filter_normal_events,
     read_normal_pool,
+    with_message_form,
 )
 from l4spark.diagnosis.pattern_store import pattern_library
 from l4spark.crossjob.reasons import NO_HISTORY
 from l4spark.diagnosis.config import DiagnosisConfig
 from l4spark.diagnosis.scoring import SEVERITY, job_patterns, pattern_hit_rows, rank_matches, score_events
-from l4spark.io.session import materialize, without_adaptive_execution
+from l4spark.io.session import computed_once, materialize, without_adaptive_execution
 from l4spark.spatial.pace import PACE_COLUMNS, timer_readings, unit_pace
 from l4spark.spatial.ranking import rank_nodes, spatial_events, write_diagnosis_nodes
 from l4spark.io.storage import read_table, table_exists, write_job_rows
 from l4spark.io.tables import DIAGNOSIS_ATTEMPTS, DIAGNOSIS_EVENTS, DIAGNOSIS_ITERATIONS, DIAGNOSIS_JOBS, DIAGNOSIS_NODES, DIAGNOSIS_PACE, columns
 from l4spark.temporal.jobs import analyse_iterations, job_failure_points, temporal_events
 from l4spark.temporal.lines import node_clock_offsets, with_stage_and_iteration
-from l4spark.temporal.lines import STAGED_COLUMNS
+from l4spark.temporal.lines import MARK_COLUMNS, STAGED_COLUMNS
 
 log = logging.getLogger(__name__)
 
@@ -77,11 +78,9 @@ def prepare_lines(staged: DataFrame, offsets: DataFrame, conf: DiagnosisConfig, 
     the line in its file, and below the file's last stage or iteration marker when it has one:
     the end of a process's output, whose time ``t`` only bounds from below; a crash's untimed
     stderr lines under startup-only timestamps are the common case)."""
-    from l4spark.temporal.lines import iteration_marker, stage_marker
-
     in_file = Window.partitionBy("job_id", "file").orderBy("line_no")
     whole_file = in_file.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    marker = (stage_marker(tconf).isNotNull() | iteration_marker(tconf).isNotNull()) if tconf is not None else F.lit(False)
+    marker = _progress_mark(staged, tconf) if tconf is not None else F.lit(False)
     last_marker = F.max(F.when(marker, F.col("line_no"))).over(whole_file)
     # the staged frame carries it (temporal.lines.with_stage_and_iteration's ts_next)
     ts_below = (F.col("ts_next") if "ts_next" in staged.columns
@@ -93,6 +92,16 @@ def prepare_lines(staged: DataFrame, offsets: DataFrame, conf: DiagnosisConfig, 
             .join(F.broadcast(offsets), on=["job_id", "node"], how="left")
             .withColumn("t", F.col("ts_filled").cast("double") - F.coalesce("offset_s", F.lit(0.0)))
             .drop("offset_s", "ts_filled"))
+
+
+def _progress_mark(lines: DataFrame, tconf) -> F.Column:
+    """A stage or iteration marker line: the staged frame's ``progress_mark`` when it carries it
+    (``with_stage_and_iteration(with_marks=True)``), else the markers matched here."""
+    from l4spark.temporal.lines import iteration_marker, stage_marker
+
+    if "progress_mark" in lines.columns:
+        return F.col("progress_mark")
+    return stage_marker(tconf).isNotNull() | iteration_marker(tconf).isNotNull()
 
 
 def with_line_flags(lines: DataFrame, conf: DiagnosisConfig) -> DataFrame:
@@ -117,9 +126,7 @@ def with_line_flags(lines: DataFrame, conf: DiagnosisConfig) -> DataFrame:
 def job_timing(lines: DataFrame, tconf) -> DataFrame:
     """Per job over ``prepare_lines`` output: start_t, end_t, last_progress_t (the last stage or
     iteration marker: where the job stopped making progress), n_lines, n_nodes, n_ranks."""
-    from l4spark.temporal.lines import iteration_marker, stage_marker
-
-    progress = stage_marker(tconf).isNotNull() | iteration_marker(tconf).isNotNull()
+    progress = _progress_mark(lines, tconf)
     return (lines.groupBy("job_id")
             .agg(F.min("t").alias("start_t"), F.max("t").alias("end_t"),
                  F.max(F.when(progress, F.col("t"))).alias("last_progress_t"),
@@ -287,8 +294,11 @@ def _diagnose_batch(spark: SparkSession, config: Config, job_ids: list[str], reg
     lines = None
     try:
         offsets = materialize(node_clock_offsets(events, tconf))
-        staged = with_stage_and_iteration(events, tconf, offsets)
-        lines = prepare_lines(staged, offsets, conf, tconf).persist()
+        staged = with_stage_and_iteration(events, tconf, offsets, with_marks=True)
+        # computed once, with the masked message the cross-job filter compares (its decisions
+        # and its candidate lines both read it): every later step plans from the stored lines
+        lines = computed_once(with_message_form(prepare_lines(staged, offsets, conf, tconf), config.masking,
+                                                config.structure.fold_digits))
         return _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs, lines, offsets,
                                progress)
     finally:
@@ -322,11 +332,11 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     spatial = spatial_events(nodes)[["job_id", "event_id", "score"]]
     pace = unit_pace(events, tconf, config.spatial.granularity, timers).toPandas()
     # 3. temporal
-    iterations_df, progress_df = analyse_iterations(lines.select(*STAGED_COLUMNS), candidate_events, tconf,
-                                                    offsets=offsets)
+    iterations_df, progress_df = analyse_iterations(lines.select(*STAGED_COLUMNS, *MARK_COLUMNS), candidate_events,
+                                                    tconf, offsets=offsets)
     iterations = iterations_df.toPandas()
     temporal = temporal_events(iterations)[["job_id", "event_id", "score"]]
-    points = job_failure_points(lines.select(*events.columns), progress_df, tconf).toPandas()
+    points = job_failure_points(lines.select(*events.columns, *MARK_COLUMNS), progress_df, tconf).toPandas()
     progress(f"spatial and temporal steps done ({len(nodes)} units, {len(iterations)} iterations)")
     # 4. patterns, over every candidate event
     templates = _templates(spark, config, evidence["event_id"].unique().tolist())

@@ -146,6 +146,22 @@ def materialize(frame: DataFrame) -> DataFrame:
         return frame.sparkSession.createDataFrame(frame.toPandas(), schema=frame.schema)
 
 
+def computed_once(frame: DataFrame) -> DataFrame:
+    """``frame`` computed now and kept on the executors (memory, then disk), for a large frame
+    that several later actions read (the diagnosis' per-line frame). Classic Spark cuts its
+    lineage too (``localCheckpoint``): every later query plans from the stored rows, not from the
+    deep plan that made them (each analysis of that plan cost about a second). Over Spark Connect
+    a plan nested more than 100 levels cannot be checkpointed (``materialize``); the frame is
+    persisted instead (computed at its first action, never collected): call ``unpersist`` when done.
+    """
+    from google.protobuf.message import DecodeError
+
+    try:
+        return frame.localCheckpoint()
+    except DecodeError:
+        return frame.persist()
+
+
 # Driver-side rows become a LocalRelation, which Spark parallelizes into at most
 # ``spark.sql.leafNodeDefaultParallelism`` (default: ``spark.default.parallelism``) slices carried
 # inside the tasks; and a stage that also runs Python (mapInArrow, pandas UDFs) serializes the whole

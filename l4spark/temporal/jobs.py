@@ -15,13 +15,13 @@ import logging
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from l4spark.io.session import materialize
 from l4spark.temporal.config import TemporalConfig
 from l4spark.temporal.dtw import LASTING, RECOVERED, aftermath, analyse_progress, score_iterations
-from l4spark.temporal.lines import counted_marker, iteration_marker, named_stage_marker, node_clock_offsets, stage_marker
+from l4spark.temporal.lines import counted_marker, iteration_marker, named_stage_marker, node_clock_offsets
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +58,10 @@ def failure_stages(staged: DataFrame, conf: TemporalConfig = TemporalConfig()) -
     ``save_iteration``: the highest iteration a ``checkpoint_saving`` marker of any file names
     (``StageRule.names_iteration``: ``saving checkpoint at iteration N``, ``Saving model
     checkpoint to .../checkpoint-N``, ``Checkpoint global_stepN is about to be saved``); null
-    when no save marker names one. Jobs without lines are absent.
+    when no save marker names one. Jobs without lines are absent. A ``named_mark`` column
+    (``with_stage_and_iteration(with_marks=True)``) is used instead of matching the rules again.
     """
-    marked = staged.withColumn("_mark", named_stage_marker(conf))
+    marked = staged.withColumn("_mark", _named_mark(staged, conf))
     files = (marked.groupBy("job_id", "file", "rank")
              .agg(F.count("_mark.stage").alias("n_marks"),
                   F.max_by(F.coalesce("stage", F.lit("init")), "line_no").alias("end_stage"),
@@ -71,6 +72,11 @@ def failure_stages(staged: DataFrame, conf: TemporalConfig = TemporalConfig()) -
             .withColumn("save_iteration", F.max("file_save_iteration").over(Window.partitionBy("job_id")))
             .where(F.col("pick") == 1)
             .select("job_id", F.col("end_stage").alias("failure_stage"), "save_iteration"))
+
+
+def _named_mark(staged: DataFrame, conf: TemporalConfig) -> Column:
+    """``named_stage_marker``: the staged frame's ``named_mark`` column when it carries it."""
+    return F.col("named_mark") if "named_mark" in staged.columns else named_stage_marker(conf)
 
 
 def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
@@ -160,7 +166,7 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
                     elapsed_s.alias("elapsed_s"),
                     F.when(reported.isNotNull(), _bad_count(conf)).alias("bad_count"),
                     F.when(reported.isNotNull() & F.col("ts").isNull(), _progress_clock(conf)).alias("clock_s"),
-                    stage_marker(conf, with_iterations=False).isNotNull().alias("stage_mark"),
+                    _named_mark(staged, conf).isNotNull().alias("stage_mark"),
                     F.coalesce("gated", F.lit(False)).alias("gated"), "end_stage", "broke_any_t", "began_any_t"))
 
     def per_job(frame: pd.DataFrame) -> pd.DataFrame:

@@ -24,6 +24,9 @@ EVENT_COLUMNS = ["job_id", "node", "rank", "file", "line_no", "ts", "level", "ev
                  "stage", "iteration"]
 # with_stage_and_iteration's output: the events columns plus ``ts_next``
 STAGED_COLUMNS = [*EVENT_COLUMNS, "ts_next"]
+# and, with ``with_marks``, what the line's markers say (the stage rules are some 30 regexes a
+# line: later steps read these columns instead of matching them again)
+MARK_COLUMNS = ["named_mark", "progress_mark"]
 
 
 def stage_marker(conf: TemporalConfig, with_iterations: bool = True) -> Column:
@@ -85,10 +88,12 @@ def _counting(events: DataFrame, conf: TemporalConfig) -> DataFrame | None:
     return events.groupBy("job_id").agg(*numbers)
 
 
-def _with_counted_marks(events: DataFrame, conf: TemporalConfig, in_file: Window) -> DataFrame:
+def _with_counted_marks(events: DataFrame, conf: TemporalConfig, in_file: Window,
+                        numbered: Column | None = None) -> DataFrame:
     """``iter_mark``: the number of a numbered progress line, or of a counted one in a file
-    without numbered ones (start rounded down to the interval + k * interval)."""
-    numbered = iteration_marker(conf)
+    without numbered ones (start rounded down to the interval + k * interval). ``numbered``:
+    ``iteration_marker(conf)``, or a column holding it."""
+    numbered = iteration_marker(conf) if numbered is None else numbered
     counting = _counting(events, conf)
     if counting is None:
         return events.withColumn("iter_mark", numbered)
@@ -109,7 +114,7 @@ def _with_counted_marks(events: DataFrame, conf: TemporalConfig, in_file: Window
 
 
 def with_stage_and_iteration(events: DataFrame, conf: TemporalConfig = TemporalConfig(),
-                             offsets: DataFrame | None = None) -> DataFrame:
+                             offsets: DataFrame | None = None, with_marks: bool = False) -> DataFrame:
     """Fill ``stage`` and ``iteration`` of the events.
 
     Input: the ``events`` contract (job_id, node, rank, file, line_no, ts, level, event_id,
@@ -130,12 +135,15 @@ def with_stage_and_iteration(events: DataFrame, conf: TemporalConfig = TemporalC
       Files without iteration lines get the job's iteration at the line's corrected time (null
       without a timestamp).
     ``offsets``: ``node_clock_offsets(events, conf)`` when the caller has it already.
+    ``with_marks``: also ``MARK_COLUMNS``: ``named_mark`` (``named_stage_marker``) and
+    ``progress_mark`` (a stage or iteration marker line: ``stage_marker`` not null).
     """
     in_file = Window.partitionBy("job_id", "file").orderBy("line_no")
     upto = in_file.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     whole = in_file.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    unstaged = events.drop("stage", "iteration", "ts_next").withColumn("numbered", iteration_marker(conf))
     marked = (
-        _with_counted_marks(events.drop("stage", "iteration", "ts_next"), conf, in_file)
+        _with_counted_marks(unstaged, conf, in_file, F.col("numbered"))
         .withColumn("named_mark", named_stage_marker(conf))
         .withColumn("stage_mark", F.coalesce(F.col("named_mark.stage"),
                                              F.when(F.col("iter_mark").isNotNull(), F.lit("training"))))
@@ -205,8 +213,10 @@ def with_stage_and_iteration(events: DataFrame, conf: TemporalConfig = TemporalC
     iteration = (F.when(anchored, _iteration_in(F.col("own_stage"), F.coalesce(F.col("own_iter"), F.col("next_iter") - 1),
                                                  F.col("iter_mark")))
                  .when(~unaligned, _iteration_in(F.col("aligned_stage"), F.col("job_iter"), F.lit(None))))
+    marks = ([F.col("named_mark"), (F.col("named_mark").isNotNull() | F.col("numbered").isNotNull()).alias("progress_mark")]
+             if with_marks else [])
     return aligned.select(*EVENT_COLUMNS[:9], stage.alias("stage"), iteration.cast("long").alias("iteration"),
-                          "ts_next")
+                          "ts_next", *marks)
 
 
 def _saving_past(job_iter: Column) -> Column:
