@@ -565,6 +565,32 @@ def test_unit_slowness_reads_megatron_per_rank_timers(spark):
     assert slow.idxmax() == "n2" and slow["n2"] > 20 and slow.drop("n2").max() < 3
 
 
+@pytest.mark.spark
+def test_a_straggler_reported_only_in_the_last_timer_block_is_slow_a_spike_before_is_not(spark):
+    """Megatron prints its per-rank timers every few log intervals: a straggler that began
+    shortly before the job was stopped shows in the last block only (two MindSpeed jobs of
+    fresh seed 14011, 1.3x and 1.6x slower ranks, ranked 2nd and 4th+). The last block is the
+    state the job ended in; one slow report earlier in the run is not sustained."""
+    from l4spark.spatial.ranking import unit_slowness
+
+    rows = []
+    for job_id, slow_block in (("job-last", 3), ("job-middle", 1)):
+        line = 0
+        for block in range(4):
+            for text in ["times across ranks (ms):", "  forward-compute:"] + \
+                    [f"     rank {r:2d}: {(130.0 if r == 5 and block == slow_block else 100.0) + 0.3 * ((r * 7 + block) % 5):.2f}"
+                     for r in range(8)]:
+                line += 1
+                rows.append((job_id, "n3", 7, line, text))
+        rows += [(job_id, f"n{r // 2}", r, 1, "start") for r in range(8)]
+    events = spark.createDataFrame(rows, "job_id string, node string, rank int, line_no long, message string")
+    slow = unit_slowness(events).toPandas()
+    last = slow[slow["job_id"] == "job-last"].set_index("node")["slow_z"]
+    middle = slow[slow["job_id"] == "job-middle"].set_index("node")["slow_z"]
+    assert last.idxmax() == "n2" and last["n2"] > 2 * SpatialConfig().slow_z_min and last.drop("n2").max() < 3
+    assert middle.max() < 3
+
+
 def test_a_store_host_named_by_every_rank_does_not_outrank_a_faulty_node_nobody_names():
     """16 nodes, a CUDA kernel failure on n09 whose peers' errors name nobody; every other
     node's store client names n00 (rank 0, the c10d store host), which times out on the store

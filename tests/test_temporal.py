@@ -508,3 +508,29 @@ def test_a_straggler_that_slows_every_step_by_a_third_is_a_slowdown_from_its_ons
         if i % 5 == 0:
             steady.append((i, t))
     assert analyse_progress(steady, last_t=t + 10.0, first_error_t=None).slowdown_from is None
+
+
+def test_a_straggler_logged_every_step_to_the_second_is_a_slowdown_from_its_onset():
+    """MindSpeed/Megatron printing a progress line every iteration, stamped to the second: a
+    10.6 s step becomes 13.4 s from iteration 300 (a 1.26x straggler, fresh seed 14013). Step by
+    step the stamps read 10-11 s, then 13-14 s: against a 1.2x factor the rounding hides it; over
+    spans of 20 s and more it shows, and the onset is placed at 300. Two slow steps among normal
+    ones are still no slowdown."""
+    import math
+    import random
+
+    rng = random.Random(14013)
+
+    def stamped(slow) -> list[tuple[int, float]]:
+        marks, t = [], 1_700_000_000.3
+        for i in range(1, 601):
+            t += (13.4 if slow(i) else 10.6) * (1 + rng.uniform(-0.02, 0.02))
+            marks.append((i, float(math.floor(t))))
+        return marks
+
+    marks = stamped(lambda i: i >= 300)
+    progress = analyse_progress(marks, last_t=marks[-1][1] + 5.0, first_error_t=None)
+    assert progress.slowdown_from is not None and abs(progress.slowdown_from - 300) <= 1
+    assert progress.stride == 1  # the log interval is still one iteration
+    blips = stamped(lambda i: i in (200, 201))
+    assert analyse_progress(blips, last_t=blips[-1][1] + 5.0, first_error_t=None).slowdown_from is None

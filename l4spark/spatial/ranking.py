@@ -193,7 +193,10 @@ def unit_slowness(events: DataFrame, granularity: str = "node", timers: DataFram
     lines. Within one block and timer, each rank's value becomes a robust z against the ranks
     of that block (median; spread 1.4826 MAD, floored at 1% of the median: smaller differences
     are noise); a rank's reading is its *second* highest z over the blocks (one report is not
-    sustained), the largest over the timers. Output: job_id, node, process_rank (the unit
+    sustained) or its z in the reporter's *last* block, whichever is higher (the state the job
+    ended in: a straggler that began shortly before the job was stopped has one report after
+    its onset, as timers are printed every few log intervals), the largest over the timers.
+    Output: job_id, node, process_rank (the unit
     holding the named rank), slow_z (the largest over the unit's ranks). Jobs without such
     blocks have no row. ``timers``: ``pace.timer_readings`` of ``events`` when the caller has
     them already (the diagnosis shares one computation with ``pace.unit_pace``); its
@@ -207,13 +210,15 @@ def unit_slowness(events: DataFrame, granularity: str = "node", timers: DataFram
     reports = reports.join(median, on=block, how="inner").withColumn("dev", F.abs(F.col("ms") - F.col("median")))
     mad = reports.groupBy(*block).agg(F.percentile_approx("dev", 0.5).alias("mad"))
     spread = F.greatest(1.4826 * F.col("mad"), 0.01 * F.col("median"), F.lit(1e-9))
+    last_block = F.max("block").over(Window.partitionBy("job_id", "reporter", "reporter_rank"))
     per_rank = (
         reports.join(mad, on=block, how="inner")
         .withColumn("z", (F.col("ms") - F.col("median")) / spread)
+        .withColumn("last_z", F.when(F.col("block") == last_block, F.col("z")))
         .groupBy("job_id", "timer", "named_rank")
-        .agg(F.sort_array(F.collect_list("z"), asc=False).alias("zs"))
+        .agg(F.sort_array(F.collect_list("z"), asc=False).alias("zs"), F.max("last_z").alias("last_z"))
         .where(F.size("zs") >= 2)
-        .groupBy("job_id", "named_rank").agg(F.max(F.col("zs")[1]).alias("slow_z"))
+        .groupBy("job_id", "named_rank").agg(F.max(F.greatest(F.col("zs")[1], F.col("last_z"))).alias("slow_z"))
     )
     holders = events.select("job_id", "node", F.col("rank").cast("int").alias("named_rank")).distinct()
     process_rank = F.col("named_rank") if granularity == "rank" else F.lit(None).cast("int")

@@ -161,6 +161,7 @@ class TemporalConfig:
     hang_factor: float = 5.0  # stall: job's last line later than this x iteration time after last progress
     slowdown_factor: float = 1.2  # slowdown: iteration time above this x the baseline until the end (a straggler: 1.2-1.7x)
     slowdown_min_intervals: int = 2
+    slowdown_min_span_s: float = 20.0  # ...read over progress spans this long at least (stamps to the second: +-5%)
     slowdown_band: float = 1.1  # the slowdown began where iteration time first rose above this x the baseline
     recovery_intervals: int = 3  # an anomaly the job ran this many normal logged intervals past is not a failure
     rare_max_jobs: int = 1  # stand-in indicating events: in at most this many jobs of the warehouse
@@ -173,6 +174,8 @@ class TemporalConfig:
                 raise ValueError(f"temporal.stage_rules: {rule.pattern!r} names an iteration but has no group 1")
         if self.recovery_intervals < 1:
             raise ValueError(f"temporal.recovery_intervals must be >= 1, got {self.recovery_intervals}")
+        if self.slowdown_min_span_s < 0:
+            raise ValueError(f"temporal.slowdown_min_span_s must be >= 0, got {self.slowdown_min_span_s}")
         if self.window < 1:
             raise ValueError(f"temporal.window must be >= 1, got {self.window}")
         for key, regex in self.regexes():
