@@ -153,6 +153,9 @@ def computed_once(frame: DataFrame) -> DataFrame:
     deep plan that made them (each analysis of that plan cost about a second). Over Spark Connect
     a plan nested more than 100 levels cannot be checkpointed (``materialize``); the frame is
     persisted instead (computed at its first action, never collected): call ``unpersist`` when done.
+    A local checkpoint lives on the executors that computed it: an executor lost before the
+    last read (preemption, dynamic allocation giving it back) fails that read instead of
+    recomputing it, and the nightly then diagnoses the batch's jobs one by one (``diagnose_jobs``).
     """
     from google.protobuf.message import DecodeError
 
