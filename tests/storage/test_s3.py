@@ -89,3 +89,32 @@ def test_second_nightly_on_the_same_s3_warehouse_is_refused(spark, s3, nightly_l
     captured = capfd.readouterr()
     for text in (second.stdout, second.stderr, captured.out, captured.err):
         assert SECRET_KEY not in text
+
+
+def test_a_read_of_many_listed_files_plans_no_literal_per_file(spark, s3, capsys):
+    """``fs.binary_files`` keeps the listed files by their names at the listing and by a broadcast
+    join on their paths, not by a literal list of every path in the plan that each stage's tasks
+    deserialize (56 bytes of plan text per path; Spark's "large task binary" warning beyond about
+    15,000 files): the plan of a read of 2,000 listed rank files of 4 jobs stays small, and the
+    read gives exactly the listed files that exist, never a stray file beside them."""
+    from l4spark.io import fs
+
+    client = s3.client()
+    for job in range(4):
+        client.put_object(Bucket="l4spark", Key=f"many/job-{job}/node-0/rank-{job}.log", Body=f"job {job}\n".encode())
+        client.put_object(Bucket="l4spark", Key=f"many/job-{job}/node-0/core.1", Body=b"stray")
+    client.put_object(Bucket="l4spark", Key="many/job-0/node-0/rank-9.log", Body=b"not listed\n")
+    paths = [f"s3a://l4spark/many/job-{job}/node-{node}/rank-{rank}.log"
+             for job in range(4) for node in range(100) for rank in range(5)]
+    files = fs.binary_files(spark, paths, folders=[f"s3a://l4spark/many/job-{job}" for job in range(4)])
+    spark.conf.set("spark.sql.debug.maxToStringFields", "1000000")  # no "... more fields" in the plan text
+    try:
+        capsys.readouterr()
+        files.explain(mode="formatted")
+        plan = capsys.readouterr().out
+    finally:
+        spark.conf.unset("spark.sql.debug.maxToStringFields")
+    assert "rank-4.log" in plan and len(plan) < 20_000, len(plan)
+    rows = files.select("tag", "content").collect()
+    assert sorted((row.tag, bytes(row.content)) for row in rows) == [
+        (f"s3a://l4spark/many/job-{job}/node-0/rank-{job}.log", f"job {job}\n".encode()) for job in range(4)]
