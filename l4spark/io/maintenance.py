@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from urllib.parse import unquote, urlparse
 
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
@@ -127,7 +128,12 @@ def vacuum(spark: SparkSession, path: str, retain_hours: float, remote: bool = F
     spark.conf.set(RETENTION_CHECK, "false")
     try:
         if remote:
-            due = spark.sql(f"VACUUM delta.`{path}`{mode} RETAIN {hours} HOURS DRY RUN").count()
+            # on S3 Delta keeps no record of a vacuum in the log (vacuum logging is off where the
+            # store is not safe for concurrent writes), so LITE lists the same removed files every
+            # night: only those still on storage are due
+            listed = [row[0] for row in spark.sql(f"VACUUM delta.`{path}`{mode} RETAIN {hours} HOURS DRY RUN").collect()]
+            present = {unquote(urlparse(f.path).path) for f in fs.list_files(spark, path) or []} if listed else set()
+            due = sum(1 for file in listed if unquote(urlparse(file).path) in present)
         else:
             # delta-rs lists the log's tombstones, also of files an earlier VACUUM already deleted
             listed = DeltaTable(path).vacuum(retention_hours=hours, dry_run=True, enforce_retention_duration=False)

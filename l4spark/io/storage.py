@@ -279,18 +279,19 @@ def _remote_stored_format(storage: StorageConfig, table: str) -> str | None:
     """``stored_format`` on a remote warehouse, by listings through Spark (each a round trip to
     the storage): Delta, a commit file in ``_delta_log``; Parquet, a data file (Hadoop's listing
     leaves out ``_SUCCESS``). The configured format is looked for first. Under ``"delta"`` a table
-    without a commit is Parquet when a completed Parquet write (``_SUCCESS``, which a path named
-    on its own shows to exist) is there: a Parquet warehouse from before ``auto`` meant Delta on
-    remote storage is then read as Parquet and refused for Delta writes (``check_format``), never
-    overwritten by a Delta table that would hide its rows; the files of a crashed first Delta
-    write have no ``_SUCCESS`` and count as no table, as locally. Under ``"parquet"`` a Delta
-    table counts as Parquet (its data files are listed): a setting l4spark never picks for it."""
+    folder without ``_delta_log`` that holds data files is Parquet: a Parquet warehouse from
+    before ``auto`` meant Delta on remote storage is then read as Parquet and refused for Delta
+    writes (``check_format``), never overwritten by a Delta table that would hide its rows. Unlike
+    locally, a completed Parquet write cannot be told by its ``_SUCCESS`` here, so the files of a
+    first Delta write that crashed before its commit count as Parquet too: refused, not lost
+    (docs/deploy.md says to delete such a folder). Under ``"parquet"`` a Delta table counts as
+    Parquet (its data files are listed): a setting l4spark never picks for it."""
     spark, path = _active_session(), table_path(storage, table)
     if storage.format == "delta":
         log = fs.list_files(spark, path + "/_delta_log")
         if any(f.path.rsplit("/", 1)[-1][:1].isdigit() for f in log or []):
             return "delta"
-        return "parquet" if log is None and fs.list_files(spark, path + "/_SUCCESS") is not None else None
+        return "parquet" if log is None and fs.list_files(spark, path) else None
     return "parquet" if fs.list_files(spark, path) else None
 
 

@@ -124,7 +124,7 @@ def test_delta_upkeep_on_a_remote_warehouse_compacts_then_vacuums(spark, store, 
 @pytest.mark.parametrize("store", ["hdfs", "s3"])
 def test_a_remote_parquet_table_is_read_as_parquet_and_refused_for_delta_writes(spark, store, request):
     """A remote Parquet warehouse from before ``auto`` meant Delta there: under
-    ``storage.format = "delta"`` its table is found as Parquet (by its ``_SUCCESS``), read as
+    ``storage.format = "delta"`` its table is found as Parquet (data files, no Delta log), read as
     such, and a Delta write is refused with a ConfigError naming the setting, instead of a Delta
     table written over it that would hide its rows."""
     from l4spark.errors import ConfigError
