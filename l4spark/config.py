@@ -363,8 +363,8 @@ def default_format(spark: SparkConfig, warehouse: str = "") -> str:
 
     Why Delta on remote storage too: a remote Parquet table is a file per job per table, and
     HDFS makes each file's writer wait (docs/deploy.md); a Delta table is a file per writing task.
-    The HDFS/local parse ratio fell from 3.24 (Parquet) to 1.82 (Delta) on the bench fleet
-    (docs/capacity.md#hdfs-vs-local-parse-issue-19)."""
+    The HDFS/local parse ratio was 3.24 as Parquet and 1.82 as Delta on the 48-job bench fleet
+    (load 7-10); on 12 bigger jobs the two are close (1.38 and 1.29; docs/capacity.md, session 13)."""
     existing = _existing_format(warehouse) if is_local(warehouse or ".") else None
     if existing is not None:
         return existing
