@@ -43,5 +43,15 @@ def snapshot(spark, warehouse: Path, tables=RESULT_TABLES, jobs=None, storage_fo
 
 
 def assert_same(a: dict, b: dict, tables=RESULT_TABLES) -> None:
+    """Each table of snapshots ``a`` and ``b`` equal row for row. Columns are compared in ``b``'s
+    order: Parquet puts the partition column last, Delta keeps the schema's order."""
     for table in tables:
-        pd.testing.assert_frame_equal(a[table], b[table], check_dtype=False, obj=table)
+        pd.testing.assert_frame_equal(_in_columns_of(a[table], b[table]), b[table], check_dtype=False, obj=table)
+
+
+def _in_columns_of(frame: pd.DataFrame, other: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with ``other``'s column order and sorted by it, when both have the same columns."""
+    columns = list(other.columns)
+    if list(frame.columns) == columns or set(frame.columns) != set(columns) or not columns:
+        return frame
+    return frame[columns].sort_values(columns).reset_index(drop=True)

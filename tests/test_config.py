@@ -78,9 +78,9 @@ def test_bad_step_keys_are_clear_errors_at_load_naming_the_file(tmp_path, text, 
 
 
 def test_auto_format_is_delta_only_where_l4spark_starts_the_session_with_the_jars(tmp_path, monkeypatch):
-    """``storage.format = "auto"``: Delta for an own session with the jars on a new local
-    warehouse; Parquet under spark-submit, over Spark Connect, on a remote warehouse or without
-    the jars; an existing warehouse keeps the format of its tables."""
+    """``storage.format = "auto"``: Delta for an own session with the jars on a new local or
+    remote warehouse; Parquet under spark-submit, over Spark Connect or without the jars; an
+    existing local warehouse keeps the format of its tables."""
     from l4spark.io.delta_jars import DELTA_ARTIFACTS
     from l4spark.io.maven import jar_name
 
@@ -98,7 +98,8 @@ def test_auto_format_is_delta_only_where_l4spark_starts_the_session_with_the_jar
     new = tmp_path / "new"
     assert resolved(new) == "delta"
     assert resolved(new, **{"spark.delta_jars": str(tmp_path / "none")}) == "parquet"
-    assert resolved("hdfs://127.0.0.1:8020/warehouse") == "parquet"
+    assert resolved("hdfs://127.0.0.1:8020/warehouse") == "delta"
+    assert resolved("s3a://lake/warehouse", **{"spark.delta_jars": str(tmp_path / "none")}) == "parquet"
     assert resolved(new, **{"storage.format": "delta"}) == "delta"
     (tmp_path / "old" / "jobs").mkdir(parents=True)
     (tmp_path / "old" / "jobs" / "_SUCCESS").write_bytes(b"")

@@ -106,16 +106,30 @@ def list_files(spark: "SparkSession", root: str, sizes: bool = False) -> list[Re
                   key=lambda f: f.path)
 
 
-def binary_files(spark: "SparkSession", paths: list[str], folders: list[str] | None = None) -> "DataFrame | None":
+def binary_files(spark: "SparkSession", paths: list[str], folders: list[str] | None = None,
+                 tags: list[str] | None = None) -> "DataFrame | None":
     """Spark's ``binaryFile`` source over the listed files ``paths`` (``path``, ``length``,
-    ``content``...), or None when none of them is left.
+    ``content``...) plus ``tag``, each path's string of ``tags`` (default: the path as given),
+    or None when none of them is left.
 
     Spark lists ``folders`` (default: the folders holding ``paths``; a reader of rank files gives
-    their job folders) and keeps the files of ``paths`` by their ``_metadata.file_path``, a filter
-    it applies to the listing, before it plans tasks or opens a file. Loading the files by name
-    instead costs an existence check per path and, above 32 paths, a listing job with one task per
-    path (``spark.sql.sources.parallelPartitionDiscovery``): 592 tasks per read on the bench fleet,
-    where the job folders take 48.
+    their job folders). Two filters keep the files of ``paths``, and neither grows with their
+    number in what Spark ships to each task:
+
+    - ``_metadata.file_name`` among the paths' file names, a filter Spark applies to the listing
+      before it plans tasks or opens a file (a stray 3 GB core dump beside the rank files is never
+      read). Rank files repeat their names across jobs (``rank-0.log``...), so this is about as
+      many names as the largest job has ranks, whatever the fleet's size. The listed files of
+      such a name that are not in ``paths`` (a file the storage refused in an earlier read, an
+      empty one) are left out by path in the same filter: as many as there are such files;
+    - an inner join with a table of the paths and tags (broadcast), which keeps exactly the
+      listed files and brings each one's tag to its row.
+
+    Keeping the files by ``_metadata.file_path IN (every path)`` instead put every path into the
+    plan that each stage's tasks deserialize (about 68 bytes a path: Spark's "large task binary"
+    warning beyond about 15,000 files), and loading the files by name costs an existence check per
+    path and, above 32 paths, a listing job with one task per path
+    (``spark.sql.sources.parallelPartitionDiscovery``).
 
     A file that the storage refuses to hand over (an S3 object archived to Glacier or denied by a
     policy, an HDFS file whose blocks are lost) or that is gone since the listing gives no row
@@ -124,14 +138,41 @@ def binary_files(spark: "SparkSession", paths: list[str], folders: list[str] | N
     the query is planned (PATH_NOT_FOUND) is left out here. Callers tell a refused file by its
     missing row."""
     from pyspark.sql import functions as F
+    from pyspark.sql import types as T
 
-    wanted = sorted({uri_string(path) for path in paths})
-    remaining = sorted(set(folders if folders is not None else (path.rsplit("/", 1)[0] for path in paths)))
-    while remaining and wanted:
+    from l4spark.io.session import local_frame
+
+    wanted = {uri_string(path): tag for path, tag in zip(paths, tags if tags is not None else paths)}
+    # Spark's file_name is the decoded last segment (Path.getName); the encoded one is kept too
+    names = sorted({name.rsplit("/", 1)[-1] for path in paths for name in (path, uri_string(path))})
+    folders = sorted(set(folders if folders is not None else (path.rsplit("/", 1)[0] for path in paths)))
+    files = _scan_by_name(spark, folders, names) if wanted else None
+    if files is None:
+        return None
+    # a file of such a name that was not asked for (one the storage refused in an earlier read, an
+    # empty one) must not be opened either: the listing (no second one) names them
+    unasked = sorted(uri for uri in files.inputFiles()
+                     if uri not in wanted and unquote(uri.rsplit("/", 1)[-1]) in names)
+    if unasked:
+        files = files.where(~F.col("_metadata.file_path").isin(unasked))
+    schema = T.StructType([T.StructField("_wanted_uri", T.StringType()), T.StructField("tag", T.StringType())])
+    # a checkpointed table when large: a local relation under a Python stage rides in every task
+    listed = local_frame(spark, list(wanted.items()), schema)
+    return (files.withColumn("_wanted_uri", F.col("_metadata.file_path"))
+            .join(F.broadcast(listed), on="_wanted_uri", how="inner").drop("_wanted_uri"))
+
+
+def _scan_by_name(spark: "SparkSession", folders: list[str], names: list[str]) -> "DataFrame | None":
+    """The ``binaryFile`` scan of the files named one of ``names`` under ``folders``, leaving out
+    the folders gone before planning; None when all are gone."""
+    from pyspark.sql import functions as F
+
+    remaining = list(folders)
+    while remaining:
         try:
             files = (spark.read.format("binaryFile").option("recursiveFileLookup", "true")
                      .option("ignoreCorruptFiles", "true").option("ignoreMissingFiles", "true").load(remaining)
-                     .where(F.col("_metadata.file_path").isin(wanted)))
+                     .where(F.col("_metadata.file_name").isin(names)))
             files.schema  # plan it now: Spark Connect plans lazily, and the path check is part of planning
             return files
         except Exception as exc:  # AnalysisException of classic Spark and of Connect alike
@@ -196,15 +237,14 @@ def read_files(spark: "SparkSession", paths: list[str]) -> dict[str, bytes]:
         if files is None:
             return {}
         try:
-            rows = files.select("path", "content").collect()
+            rows = files.select("tag", "content").collect()
             break
         except Exception as exc:  # noqa: BLE001 -- only a refused file is left out, all else raises
             refused = refused_path(exc, remaining)
             if refused is None:
                 raise
             remaining.remove(refused)
-    by_path = {urlparse(row.path).path: bytes(row.content) for row in rows}
-    return {path: by_path[urlparse(path).path] for path in paths if urlparse(path).path in by_path}
+    return {row.tag: bytes(row.content) for row in rows}
 
 
 def versions(spark: "SparkSession", folder: str, name: str) -> list[int]:

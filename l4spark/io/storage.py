@@ -276,14 +276,23 @@ def write_json(path: str | Path, payload: Any) -> None:
 
 
 def _remote_stored_format(storage: StorageConfig, table: str) -> str | None:
-    """``stored_format`` on a remote warehouse, by a listing through Spark: Delta, a commit file in
-    ``_delta_log``; Parquet, a data file (Hadoop's listing leaves out ``_SUCCESS``). Each listing
-    is a Spark job, so only the configured format is looked for (a table in the other format
-    counts as missing here)."""
+    """``stored_format`` on a remote warehouse, by listings through Spark (each a round trip to
+    the storage): Delta, a commit file in ``_delta_log``; Parquet, a data file (Hadoop's listing
+    leaves out ``_SUCCESS``). The configured format is looked for first. Under ``"delta"`` a table
+    folder without ``_delta_log`` that holds data files is Parquet: a Parquet warehouse from
+    before ``auto`` meant Delta on remote storage is then read as Parquet and refused for Delta
+    writes (``check_format``), never overwritten by a Delta table that would hide its rows. Unlike
+    locally, a completed Parquet write cannot be told by its ``_SUCCESS`` here, so the files of a
+    first Delta write that crashed before its commit count as Parquet too: refused, not lost
+    (docs/deploy.md says to delete such a folder). Under ``"parquet"`` a Delta table counts as
+    Parquet (its data files are listed): a setting l4spark never picks for it."""
+    spark, path = _active_session(), table_path(storage, table)
     if storage.format == "delta":
-        log = fs.list_files(_active_session(), table_path(storage, table) + "/_delta_log")
-        return "delta" if any(f.path.rsplit("/", 1)[-1][:1].isdigit() for f in log or []) else None
-    return "parquet" if fs.list_files(_active_session(), table_path(storage, table)) else None
+        log = fs.list_files(spark, path + "/_delta_log")
+        if any(f.path.rsplit("/", 1)[-1][:1].isdigit() for f in log or []):
+            return "delta"
+        return "parquet" if log is None and fs.list_files(spark, path) else None
+    return "parquet" if fs.list_files(spark, path) else None
 
 
 def _empty_remote_partitions(rows: DataFrame, storage: StorageConfig, table: str, job_ids: Iterable[str]) -> None:

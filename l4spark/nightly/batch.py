@@ -146,7 +146,12 @@ def register_by_name(spark: SparkSession, config: Config, progress: Callable[[st
     """Register the warehouse's tables and views in ``catalog.database`` (``catalog.register``),
     when the session's catalog outlives it; the names registered (none with an in-memory catalog:
     the names would be gone with the session)."""
-    if not config.catalog.register or spark.conf.get("spark.sql.catalogImplementation", "in-memory") == "in-memory":
+    if not config.catalog.register:
+        return []
+    if spark.conf.get("spark.sql.catalogImplementation", "in-memory") == "in-memory":
+        # the embedded metastore is kept beside a local warehouse; a remote one has none unless
+        # catalog.metastore names a local folder (or the cluster's session brings a metastore)
+        log.info("tables not registered by name: the session's catalog is in memory (docs/deploy.md, Storage)")
         return []
     try:
         names = register_tables(spark, config.storage, config.catalog)

@@ -204,14 +204,15 @@ def _read_remote_files(spark: SparkSession, files: Sequence[RankFile], limits: R
     A file the storage refuses to hand over (an S3 object archived to Glacier, a denied key, an
     HDFS block lost, a file deleted since the listing) gives no row (``fs.binary_files``, which
     lists the files' job folders once and keeps the files asked for) instead of failing the
-    stage: a task only sees the files it got, so it adds one ``FILE_READ`` row per file, and ``with_unread_files`` makes an ``unreadable_file`` issue of each listed file without one."""
-    by_path = {f.path: f for f in files}
+    stage: a task only sees the files it got, so it adds one ``FILE_READ`` row per file, and ``with_unread_files`` makes an ``unreadable_file`` issue of each listed file without one.
+    Each file's ``RankFile`` reaches its row as the file's tag (JSON), not in the function's
+    closure, which every task would carry whole."""
 
     def read_contents(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            paths = batch.column(0).to_pylist()
-            contents = dict(zip(paths, batch.column(1).to_pylist()))
-            chosen = sorted((by_path[p] for p in paths), key=lambda f: (f.job_id, f.rel_path))
+            read = [RankFile(*json.loads(tag)) for tag in batch.column(0).to_pylist()]
+            contents = {f.path: content for f, content in zip(read, batch.column(1).to_pylist())}
+            chosen = sorted(read, key=lambda f: (f.job_id, f.rel_path))
             if counts_only:
                 yield from shape_count_batches(chosen, limits, contents)
             else:
@@ -231,10 +232,12 @@ def _read_remote_files(spark: SparkSession, files: Sequence[RankFile], limits: R
     empty_frame = spark.createDataFrame(pa.Table.from_batches(empty_rows, schema=_ARROW_SCHEMA), INGEST_SCHEMA)
     if not any(f.size for f in files):
         return empty_frame
-    stored = binary_files(spark, [f.path for f in files if f.size], folders=sorted({_job_folder(f) for f in files}))
+    stored_files = [f for f in files if f.size]
+    stored = binary_files(spark, [f.path for f in stored_files], folders=sorted({_job_folder(f) for f in files}),
+                          tags=[json.dumps(dataclasses.astuple(f)) for f in stored_files])
     if stored is None:
         return empty_frame
-    lines = stored.select("path", "content").mapInArrow(read_contents, INGEST_SCHEMA)
+    lines = stored.select("tag", "content").mapInArrow(read_contents, INGEST_SCHEMA)
     return lines.unionByName(empty_frame) if empty_rows else lines
 
 

@@ -1,21 +1,26 @@
 """Parse throughput of one generated fleet on a local path and on HDFS, in one run (make bench-storage).
 
-    python -m tests.storage.bench_hdfs [--jobs N] [--iterations N] [--repeat N]
+    python -m tests.storage.bench_hdfs [--jobs N] [--iterations N] [--repeat N] [--formats parquet,delta]
 
 Starts a MiniDFSCluster on 127.0.0.1 (tests/storage/servers.py), copies the fleet to it, then
-parses it with ``parse_jobs`` into a fresh warehouse, alternately logs+warehouse local and
-logs+warehouse on HDFS, ``--repeat`` times each (the first pair warms the JVM up and is not
-counted). Prints lines/s of both and their ratio (HDFS / local seconds).
+parses it with ``parse_jobs`` into a fresh warehouse, in turn logs+warehouse local (the ``auto``
+format there: Delta with the jars) and logs+warehouse on HDFS once per format of ``--formats``,
+``--repeat`` times each (the first round warms the JVM up and is not counted). Prints each
+parse's wall and CPU seconds (this process, the Spark JVM and its Python workers, and the
+MiniDFSCluster's JVM: all descendants) with the load average, then lines/s and the HDFS/local
+ratio per format, the best of each against the best local parse of the same run.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import tempfile
 import time
 from pathlib import Path
 
+from l4spark.bench.parse import tree_cpu_seconds
 from l4spark.config import load_config
 from l4spark.io.session import build_session
 from l4spark.parse.pipeline import parse_jobs
@@ -27,34 +32,44 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=24)
     parser.add_argument("--iterations", type=int, default=400)
+    parser.add_argument("--ranks-per-node", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--formats", default="parquet,delta", help="formats of the HDFS warehouse, comma-separated")
     args = parser.parse_args()
+    formats = [name.strip() for name in args.formats.split(",") if name.strip()]
     base = Path(tempfile.mkdtemp(prefix="l4spark-bench-storage-"))
     dfs = start_minidfs(base / "minidfs")
     try:
         logs = base / "logs"
-        simulate_fleet(logs, FleetOptions(seed=5, jobs=args.jobs, nodes=(2, 4), ranks_per_node=4,
+        simulate_fleet(logs, FleetOptions(seed=5, jobs=args.jobs, nodes=(2, 4), ranks_per_node=args.ranks_per_node,
                                           iterations=args.iterations, failed_share=0.5))
         hadoop_shell(dfs.uri, "-put", str(logs), "/logs")
         spark = build_session(load_config(overrides={"spark.master": "local[2]"}).spark)
-        timings: dict[str, list[float]] = {"local": [], "hdfs": []}
+        runs = [("local", str(logs), str(base / "wh-{attempt}"), "auto")]
+        runs += [(f"hdfs {name}", dfs.uri + "/logs", f"{dfs.uri}/wh-{name}-{{attempt}}", name) for name in formats]
+        timings: dict[str, list[tuple[float, float]]] = {where: [] for where, *_ in runs}
         lines = 0
         for attempt in range(args.repeat + 1):
-            for where, root, warehouse in (("local", str(logs), str(base / f"wh-{attempt}")),
-                                           ("hdfs", dfs.uri + "/logs", f"{dfs.uri}/wh-{attempt}")):
-                config = load_config(overrides={"storage.warehouse": warehouse, "spark.master": "local[2]"})
-                started = time.perf_counter()
+            for where, root, warehouse, storage_format in runs:
+                config = load_config(overrides={"storage.warehouse": warehouse.format(attempt=attempt),
+                                                "storage.format": storage_format, "spark.master": "local[2]"})
+                cpu, started = tree_cpu_seconds(), time.perf_counter()
                 summary = parse_jobs(spark, config, root, progress=lambda _: None)
-                seconds = time.perf_counter() - started
+                seconds, cpu = time.perf_counter() - started, tree_cpu_seconds() - cpu
                 lines = summary.lines
-                if attempt:  # the first pair warms the JVM and the workers up
-                    timings[where].append(seconds)
-                print(f"{where:5s} attempt {attempt}: {seconds:6.1f} s, {summary.lines:,} lines, "
-                      f"{summary.bytes / 1e6:.1f} MB in {summary.files} files", flush=True)
+                if attempt:  # the first round warms the JVM and the workers up
+                    timings[where].append((seconds, cpu))
+                print(f"{where:12s} ({config.storage.format:7s}) attempt {attempt}: {seconds:6.1f} s, {cpu:6.1f} CPU s, "
+                      f"load {os.getloadavg()[0]:.1f}; {summary.lines:,} lines, {summary.bytes / 1e6:.1f} MB "
+                      f"in {summary.files} files", flush=True)
         spark.stop()
-        local, hdfs = min(timings["local"]), min(timings["hdfs"])
-        print(f"local {lines / local:,.0f} lines/s; hdfs {lines / hdfs:,.0f} lines/s; "
-              f"hdfs/local time ratio {hdfs / local:.2f} (best of {args.repeat})")
+        local, local_cpu = min(timings["local"])
+        print(f"{args.jobs} jobs x {args.iterations} iterations; best of {args.repeat}: "
+              f"local {local:.1f} s ({local_cpu:.1f} CPU s), {lines / local:,.0f} lines/s")
+        for where, *_ in runs[1:]:
+            seconds, cpu = min(timings[where])
+            print(f"{where}: {seconds:.1f} s ({cpu:.1f} CPU s), {lines / seconds:,.0f} lines/s; "
+                  f"{where}/local time ratio {seconds / local:.2f} (CPU {cpu / local_cpu:.2f})")
     finally:
         dfs.stop()
         shutil.rmtree(base, ignore_errors=True)

@@ -39,12 +39,21 @@ def test_bad_inputs_on_hdfs_are_quarantined_as_locally(spark, minidfs, storage_c
     assert_same(without_details(remote), without_details(local), TABLES)
 
 
-def test_nightly_on_hdfs_killed_midway_then_rerun_equals_local(spark, minidfs, nightly_logs, nightly_clean):
+@pytest.fixture(scope="module")
+def hdfs_logs(minidfs, nightly_logs) -> str:
+    hadoop_shell(minidfs.uri, "-put", str(nightly_logs), "/logs")
+    return minidfs.uri + "/logs"
+
+
+@pytest.mark.parametrize("storage_format", ["parquet", "delta"])
+def test_nightly_on_hdfs_killed_midway_then_rerun_equals_local(spark, minidfs, hdfs_logs, nightly_clean, storage_format):
     """`l4spark nightly` with logs and warehouse on HDFS, killed right after writing events (its
     own process, no cleanup: its lock claim stays); the rerun takes the dead run's claim over,
     diagnoses the same jobs and writes tables equal, row for row, to the same nightly's on local
-    paths; a run after that finds nothing new and leaves them so. (One remote nightly for both
-    of the issue's HDFS checks: end to end equal to local, killed midway and rerun.)"""
+    paths (Parquet); a run after that finds nothing new and leaves them so. (One remote nightly
+    for both of the issue's HDFS checks: end to end equal to local, killed midway and rerun.)
+    With the warehouse as Parquet and as Delta (HDFSLogStore: a commit is a file created only if
+    absent, a rename HDFS makes atomic)."""
     import os
     import subprocess
     import sys
@@ -52,22 +61,23 @@ def test_nightly_on_hdfs_killed_midway_then_rerun_equals_local(spark, minidfs, n
     from l4spark.io.lock import warehouse_lock
     from l4spark.killpoints import ENV, KILLED_EXIT
 
-    logs, warehouse = minidfs.uri + "/logs", minidfs.uri + "/warehouse"
-    hadoop_shell(minidfs.uri, "-put", str(nightly_logs), "/logs")
+    logs, warehouse = hdfs_logs, f"{minidfs.uri}/warehouse-{storage_format}"
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", ENV: "after_write:events",
            "PYTHONPATH": os.pathsep.join(sys.path)}
     killed = subprocess.run([sys.executable, "-m", "l4spark.cli", "nightly", "--logs-root", logs,
-                             "--warehouse", warehouse, "--master", "local[2]", "--no-reports"],
+                             "--warehouse", warehouse, "--format", storage_format, "--master", "local[2]", "--no-reports"],
                             env=env, capture_output=True, text=True, timeout=900)
     assert killed.returncode == KILLED_EXIT, killed.stderr[-3000:]
-    assert "claim-" in hadoop_shell(minidfs.uri, "-ls", "/warehouse/_lock")
-    config = nightly_config(warehouse)
+    assert "claim-" in hadoop_shell(minidfs.uri, "-ls", f"/warehouse-{storage_format}/_lock")
+    assert ("_delta_log" in hadoop_shell(minidfs.uri, "-ls", f"/warehouse-{storage_format}/events")) == (
+        storage_format == "delta")
+    config = nightly_config(warehouse, storage_format)
     _, local_run, local_tables = nightly_clean
     with warehouse_lock(config.storage, "rerun", spark=spark):
         rerun = run_nightly(spark, config, logs)
     assert rerun.parsed  # the killed run left the parse unfinished
     assert rerun.diagnosed == local_run.diagnosed and rerun.diagnosed
-    assert_same(snapshot(spark, warehouse), local_tables)
+    assert_same(snapshot(spark, warehouse, storage_format=storage_format), local_tables)
     again = run_nightly(spark, config, logs)
     assert again.parsed == [] and again.selected == []
-    assert_same(snapshot(spark, warehouse), local_tables)
+    assert_same(snapshot(spark, warehouse, storage_format=storage_format), local_tables)

@@ -82,3 +82,61 @@ def test_superseded_versions_and_finished_claims_are_deleted(spark, store, reque
     write_job_rows(rows.where("job_id = 'job-a'"), storage, "job_event_counts", ["job-a", "job-b"], {"job-a"})
     assert fs.list_files(spark, _partition_path(storage, "job_event_counts", "job-b")) is None
     assert sorted(r.job_id for r in read_table(spark, storage, "job_event_counts").collect()) == ["job-a"]
+
+
+@pytest.mark.parametrize("store", ["hdfs", "s3"])
+def test_delta_upkeep_on_a_remote_warehouse_compacts_then_vacuums(spark, store, request):
+    """Delta upkeep on HDFS and S3, decided by Spark (no delta-rs there): four per-job writes leave
+    four data files; upkeep compacts them into one without changing a row, and VACUUM deletes
+    the three the table no longer needs from the storage; a second upkeep has nothing to do."""
+    import dataclasses
+
+    from l4spark.io.maintenance import maintain_tables
+    from l4spark.io.storage import read_table, table_path, write_job_rows
+    from l4spark.io.tables import JOB_EVENT_COUNTS
+
+    warehouse = _warehouse(store, request) + "-delta"
+    storage = dataclasses.replace(nightly_config(warehouse, "delta").storage, optimize_min_files=3,
+                                  vacuum_retain_hours=0)
+    for n, jobs in enumerate((["j1", "j2", "j3"], ["j4", "j5"], ["j6"], ["j2"])):  # j2 replaced in the last
+        rows = spark.createDataFrame([(j, f"E{n}", n, None) for j in jobs], JOB_EVENT_COUNTS.schema)
+        write_job_rows(rows, storage, "job_event_counts", jobs)
+    path = table_path(storage, "job_event_counts")
+
+    def on_storage() -> int:  # data files (Hadoop's listing leaves _delta_log out)
+        return len(fs.list_files(spark, path) or [])
+
+    def rows() -> list[tuple[str, str]]:
+        return sorted((r.job_id, r.event_id) for r in read_table(spark, storage, "job_event_counts").collect())
+
+    before = rows()
+    assert before == [("j1", "E0"), ("j2", "E3"), ("j3", "E0"), ("j4", "E1"), ("j5", "E1"), ("j6", "E2")]
+    assert on_storage() == 5  # four current files and the one j2's replacement superseded
+
+    (upkeep,) = maintain_tables(spark, storage)
+    assert (upkeep.table, upkeep.files_before, upkeep.files_after, upkeep.optimized) == ("job_event_counts", 4, 1, True)
+    assert upkeep.vacuumed == 5 and on_storage() == 1
+    assert rows() == before
+    (again,) = maintain_tables(spark, storage)
+    assert (again.files_before, again.files_after, again.optimized, again.vacuumed) == (1, 1, False, 0)
+
+
+@pytest.mark.parametrize("store", ["hdfs", "s3"])
+def test_a_remote_parquet_table_is_read_as_parquet_and_refused_for_delta_writes(spark, store, request):
+    """A remote Parquet warehouse from before ``auto`` meant Delta there: under
+    ``storage.format = "delta"`` its table is found as Parquet (data files, no Delta log), read as
+    such, and a Delta write is refused with a ConfigError naming the setting, instead of a Delta
+    table written over it that would hide its rows."""
+    from l4spark.errors import ConfigError
+    from l4spark.io.storage import read_table, stored_format, write_job_rows
+    from l4spark.io.tables import JOB_EVENT_COUNTS
+
+    warehouse = _warehouse(store, request) + "-was-parquet"
+    rows = spark.createDataFrame([("job-a", "e1", 3, None)], JOB_EVENT_COUNTS.schema)
+    write_job_rows(rows, nightly_config(warehouse, "parquet").storage, "job_event_counts", ["job-a"])
+    delta = nightly_config(warehouse, "delta").storage
+    assert stored_format(delta, "job_event_counts") == "parquet"
+    assert stored_format(delta, "jobs") is None
+    assert [r.job_id for r in read_table(spark, delta, "job_event_counts").collect()] == ["job-a"]
+    with pytest.raises(ConfigError, match='is parquet but storage.format is delta: set storage.format = "parquet"'):
+        write_job_rows(rows, delta, "job_event_counts", ["job-a"])

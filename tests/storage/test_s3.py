@@ -11,15 +11,25 @@ from tests.storage.servers import upload_tree
 pytestmark = [pytest.mark.spark, pytest.mark.e2e, pytest.mark.storage]  # make test-storage
 
 
-def test_nightly_on_s3_equals_local(spark, s3, nightly_logs, nightly_clean, tmp_path):
+@pytest.fixture(scope="module")
+def s3_logs(s3, nightly_logs) -> str:
     upload_tree(s3.client(), "l4spark", nightly_logs, "logs")
-    warehouse = "s3a://l4spark/warehouse"
-    run = run_nightly(spark, nightly_config(warehouse), "s3a://l4spark/logs", reports_dir="s3a://l4spark/reports")
+    return "s3a://l4spark/logs"
+
+
+@pytest.mark.parametrize("storage_format", ["parquet", "delta"])
+def test_nightly_on_s3_equals_local(spark, s3, s3_logs, nightly_clean, storage_format):
+    """The nightly with logs, warehouse and reports on S3 gives the local (Parquet) run's tables,
+    row for row, with the warehouse as Parquet and as Delta (each table a Delta log on S3)."""
+    warehouse, reports = f"s3a://l4spark/warehouse-{storage_format}", f"reports-{storage_format}/"
+    run = run_nightly(spark, nightly_config(warehouse, storage_format), s3_logs, reports_dir="s3a://l4spark/" + reports)
     _, local_run, local_tables = nightly_clean
     assert run.diagnosed == local_run.diagnosed and run.diagnosed
-    assert_same(snapshot(spark, warehouse), local_tables)
-    keys = [o["Key"] for o in s3.client().list_objects_v2(Bucket="l4spark", Prefix="reports/")["Contents"]]
+    assert_same(snapshot(spark, warehouse, storage_format=storage_format), local_tables)
+    keys = [o["Key"] for o in s3.client().list_objects_v2(Bucket="l4spark", Prefix=reports)["Contents"]]
     assert any(k.endswith(".html/" + k.rsplit("/", 1)[-1]) for k in keys)
+    commits = s3.client().list_objects_v2(Bucket="l4spark", Prefix=f"warehouse-{storage_format}/events/_delta_log/")
+    assert bool(commits.get("Contents")) == (storage_format == "delta")
 
 
 def test_bad_inputs_on_s3_are_quarantined_as_locally(spark, s3, storage_corpus):
@@ -57,7 +67,7 @@ def _all_bytes(client, bucket: str) -> bytes:
                     for page in pages for o in page.get("Contents", []))
 
 
-def test_second_nightly_on_the_same_s3_warehouse_is_refused(spark, s3, nightly_logs, tmp_path, capfd):
+def test_second_nightly_on_the_same_s3_warehouse_is_refused(spark, s3, s3_logs, tmp_path, capfd):
     """While this process holds the S3 warehouse's lock, `l4spark nightly` in another process
     (its own Spark) is refused with exit 2 naming the holder; the secret key used by both is in
     no object of the bucket and in no output."""
@@ -69,7 +79,7 @@ def test_second_nightly_on_the_same_s3_warehouse_is_refused(spark, s3, nightly_l
     from l4spark.io.storage_jars import s3a_jars
     from tests.storage.conftest import SECRET_KEY
 
-    warehouse = "s3a://l4spark/warehouse"
+    warehouse = "s3a://l4spark/warehouse-parquet"
     conf = tmp_path / "s3.toml"
     extra = {"spark.jars": ",".join(str(j) for j in s3a_jars()),
              **{f"spark.hadoop.{k}": v for k, v in s3.hadoop_settings().items()}}
@@ -78,7 +88,7 @@ def test_second_nightly_on_the_same_s3_warehouse_is_refused(spark, s3, nightly_l
     config = nightly_config(warehouse)
     with warehouse_lock(config.storage, "the holding test", spark=spark):
         second = subprocess.run(
-            [sys.executable, "-m", "l4spark.cli", "nightly", "--logs-root", "s3a://l4spark/logs",
+            [sys.executable, "-m", "l4spark.cli", "nightly", "--logs-root", s3_logs,
              "--warehouse", warehouse, "--conf", str(conf), "--no-reports"],
             capture_output=True, text=True, timeout=600,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "SPARK_LOCAL_IP": "127.0.0.1"})
@@ -89,3 +99,32 @@ def test_second_nightly_on_the_same_s3_warehouse_is_refused(spark, s3, nightly_l
     captured = capfd.readouterr()
     for text in (second.stdout, second.stderr, captured.out, captured.err):
         assert SECRET_KEY not in text
+
+
+def test_a_read_of_many_listed_files_plans_no_literal_per_file(spark, s3, capsys):
+    """``fs.binary_files`` keeps the listed files by their names at the listing and by a broadcast
+    join on their paths, not by a literal list of every path in the plan that each stage's tasks
+    deserialize (56 bytes of plan text per path; Spark's "large task binary" warning beyond about
+    15,000 files): the plan of a read of 2,000 listed rank files of 4 jobs stays small, and the
+    read gives exactly the listed files that exist, never a stray file beside them."""
+    from l4spark.io import fs
+
+    client = s3.client()
+    for job in range(4):
+        client.put_object(Bucket="l4spark", Key=f"many/job-{job}/node-0/rank-{job}.log", Body=f"job {job}\n".encode())
+        client.put_object(Bucket="l4spark", Key=f"many/job-{job}/node-0/core.1", Body=b"stray")
+    client.put_object(Bucket="l4spark", Key="many/job-0/node-0/rank-9.log", Body=b"not listed\n")
+    paths = [f"s3a://l4spark/many/job-{job}/node-{node}/rank-{rank}.log"
+             for job in range(4) for node in range(100) for rank in range(5)]
+    files = fs.binary_files(spark, paths, folders=[f"s3a://l4spark/many/job-{job}" for job in range(4)])
+    spark.conf.set("spark.sql.debug.maxToStringFields", "1000000")  # no "... more fields" in the plan text
+    try:
+        capsys.readouterr()
+        files.explain(mode="formatted")
+        plan = capsys.readouterr().out
+    finally:
+        spark.conf.unset("spark.sql.debug.maxToStringFields")
+    assert "rank-4.log" in plan and len(plan) < 20_000, len(plan)
+    rows = files.select("tag", "content").collect()
+    assert sorted((row.tag, bytes(row.content)) for row in rows) == [
+        (f"s3a://l4spark/many/job-{job}/node-0/rank-{job}.log", f"job {job}\n".encode()) for job in range(4)]
