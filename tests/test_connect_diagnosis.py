@@ -4,7 +4,7 @@ on a small generated fleet, and its tables equal those of the same run on classi
 
 Why a test: the PySpark Connect client copies a plan into its checkpoint command with Python
 protobuf, which refuses plans nested more than 100 levels; the diagnosis' per-line plans are
-deeper, so every job used to end as an error row over Connect (``session.materialize``). The two
+deeper, so every job used to end as an error row over Connect (``frames.materialize``). The two
 runs are separate processes (one process holds either a classic or a Connect session).
 
 The tables are Delta through delta-spark on both sides: the Connect server is started with Delta's

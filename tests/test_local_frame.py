@@ -1,9 +1,9 @@
-"""io.session.local_frame: large driver-side rows in slices, the same rows as createDataFrame."""
+"""io.frames.local_frame: large driver-side rows in slices, the same rows as createDataFrame."""
 
 import pandas as pd
 import pyarrow as pa
 
-from l4spark.io.session import local_frame
+from l4spark.io.frames import local_frame
 
 SCHEMA = "job_id string, n_lines long, first_ts timestamp"
 

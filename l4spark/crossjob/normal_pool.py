@@ -61,7 +61,7 @@ from l4spark.crossjob.reasons import (
     RARE_IN_POOL,
     RATE_ABOVE_NORMAL,
 )
-from l4spark.io.session import materialize
+from l4spark.io.frames import materialize
 from l4spark.io import fs
 from l4spark.io.storage import read_table, stored_format, table_exists, table_path, write_job_rows, write_json, write_table
 from l4spark.io.tables import JOB_EVENT_FORMS, NORMAL_POOL, NORMAL_POOL_LEDGER, NORMAL_POOL_VARIANTS, columns

@@ -140,7 +140,7 @@ def binary_files(spark: "SparkSession", paths: list[str], folders: list[str] | N
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    from l4spark.io.session import local_frame
+    from l4spark.io.frames import local_frame
 
     wanted = {uri_string(path): tag for path, tag in zip(paths, tags if tags is not None else paths)}
     # Spark's file_name is the decoded last segment (Path.getName); the encoded one is kept too

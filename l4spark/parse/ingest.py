@@ -22,7 +22,7 @@ from pyspark.sql import types as T
 
 from l4spark.config import IngestConfig
 from l4spark.io.fs import binary_files, is_local
-from l4spark.io.session import local_frame
+from l4spark.io.frames import local_frame
 from l4spark.parse.layout import Issue, RankFile
 from l4spark.parse.reader import ReadLimits, read_lines
 from l4spark.parse.textrules import fold_digits

@@ -44,7 +44,7 @@ from l4spark.parse.structure import with_masked, with_structure
 from l4spark.parse.template_store import load_template_store, save_template_store
 from l4spark.parse.templates import TemplateStore
 from l4spark.io import fs
-from l4spark.io.session import local_frame
+from l4spark.io.frames import local_frame
 from l4spark.io.storage import read_table, table_exists, write_job_rows, write_table
 from l4spark.io.tables import EVENTS, JOB_EVENT_COUNTS, JOB_EVENT_FORMS, JOBS, QUARANTINE
 from l4spark.io.tables import columns as table_columns

@@ -24,7 +24,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from l4spark.config import StructureConfig
-from l4spark.io.session import local_frame
+from l4spark.io.frames import local_frame
 from l4spark.parse.structure import BASE_YEAR, MONTHS, in_reference_year
 from l4spark.parse.textrules import (
     YEARLESS,

@@ -18,7 +18,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from l4spark.io.session import materialize
+from l4spark.io.frames import materialize
 from l4spark.temporal.config import TemporalConfig
 from l4spark.temporal.dtw import LASTING, RECOVERED, aftermath, analyse_progress, score_iterations
 from l4spark.temporal.lines import counted_marker, iteration_marker, named_stage_marker, node_clock_offsets
