@@ -170,13 +170,14 @@ def analyse_progress(marks: list[tuple[int, float | None]], last_t: float | None
     stalled = bool(seconds and last_t is not None and last_mark_t is not None
                    and last_t - last_mark_t > conf.hang_factor * stride * seconds)
     slowdown = _slowdown_onset(pace, per_iter, stride, conf)
-    spans = _spans(pace, conf.slowdown_min_span_s)
-    if slowdown is None and len(spans) < len(pace):
+    if slowdown is None:
         # then over spans of slowdown_min_span_s at least: a line stamped to the second reads a
         # 10.6 s step as 10 or 11 s and a 13.4 s one as 13 or 14 s, so interval by interval a
         # 1.26x straggler is lost in the rounding (fresh seed 14013); over 20 s it is not
-        slowdown = _slowdown_onset(spans, [(b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(spans, spans[1:])],
-                                   stride, conf)
+        spans = _spans(pace, conf.slowdown_min_span_s)
+        if len(spans) < len(pace):
+            slowdown = _slowdown_onset(spans, [(b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(spans, spans[1:])],
+                                       stride, conf)
     failure = last_it + 1
     broke_t = began_t if began_t is not None else (None if stalled else first_error_t)
     if seconds and broke_t is not None and last_mark_t is not None and broke_t > last_mark_t:
