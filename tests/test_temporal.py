@@ -187,6 +187,26 @@ def test_stage_and_iteration_with_clock_skew(spark):
     assert len(staged) == 15
 
 
+def test_clock_offsets_come_from_start_up_lines_not_from_teardown_minutes_apart(spark):
+    # node b's clock is 3 s ahead. Its ranks time out on a dead peer 540 s after node a's
+    # (HCCL's 120 s socket wait against a 600 s notify wait): the same teardown lines, minutes
+    # apart, outnumber the start-up lines both print together
+    from l4spark.temporal.lines import node_clock_offsets
+
+    teardown = ["Traceback (most recent call last):", "RuntimeError: HCCL error", "ChildFailedError:",
+                "failed (exitcode: -6) local_rank: 0"]
+    rows = []
+    for node, skew, broke in (("a", 0.0, 60.0), ("b", 3.0, 600.0)):
+        rows += [("j", node, 0, f"{node}/r", 1, _ts(0 + skew), "INFO", "E_args", "using world size: 8", None, None),
+                 ("j", node, 0, f"{node}/r", 2, _ts(1 + skew), "INFO", "E_init", "HCCL init success", None, None)]
+        rows += [("j", node, 0, f"{node}/r", 3 + k, _ts(broke + skew + k / 10), "ERROR", f"E_td{k}", line, None, None)
+                 for k, line in enumerate(teardown)]
+    rows += [("j", "a", 0, "a/r", 10 + k, _ts(10 + 5 * k), None, "E_it", f" iteration {k:8d}/     100 |", None, None)
+             for k in range(1, 8)]
+    offsets = {r.node: r.offset_s for r in node_clock_offsets(spark.createDataFrame(rows, SCHEMA)).collect()}
+    assert offsets == {"a": 0.0, "b": 3.0}
+
+
 def test_failure_stage_and_iteration(spark):
     staged = with_stage_and_iteration(_job(spark, skew=0.0))
     assert failure_stages(staged).collect()[0].failure_stage == "training"

@@ -232,25 +232,34 @@ def _iteration_in(stage: Column, last_completed: Column, reported: Column) -> Co
             .cast("long"))
 
 
-def node_clock_offsets(events: DataFrame, conf: TemporalConfig = TemporalConfig()) -> DataFrame:
+def node_clock_offsets(events: DataFrame, conf: TemporalConfig = TemporalConfig(),
+                       early_share: float = 0.5) -> DataFrame:
     """Clock offset of every node against the job's reference node, in seconds.
 
     Input: events (job_id, node, ts, event_id, message). Output: job_id, node, offset_s (the
     median, over events both nodes print with a timestamp, of the difference of their first
     times; 0 for the reference node, the node printing the most iteration lines, or the most
-    lines when none does). Nodes sharing no timed event with the reference are absent (offset 0).
-    Lifecycle lines (collective setup, phase changes, shutdown) happen together on every node,
-    so their median difference is the skew; a few unrelated events do not move a median.
+    lines when none does). Only events the reference node first prints in the first
+    ``early_share`` of its log count (the rule of ``spatial.signals.clock_offsets``): start-up
+    and lifecycle lines happen together on every node, so their median difference is the skew;
+    the failure's own lines (watchdogs, aborts, tracebacks, teardown) do not. Peers that time out
+    on a dead node minutes after its neighbours print the same teardown lines minutes apart, and
+    when those outnumbered the start-up lines their gap was taken for skew (fresh seed 14011: a
+    563 s "offset" that moved eight nodes' errors before a checkpoint save). Nodes sharing no
+    early timed event with the reference are absent (offset 0).
     """
     firsts = (events.where(F.col("ts").isNotNull())
               .groupBy("job_id", "node", "event_id")
               .agg(F.min(F.col("ts").cast("double")).alias("first_t")))
     weight = (events.groupBy("job_id", "node")
-              .agg(F.sum(F.when(iteration_marker(conf).isNotNull(), 1_000_000).otherwise(1)).alias("weight")))
+              .agg(F.sum(F.when(iteration_marker(conf).isNotNull(), 1_000_000).otherwise(1)).alias("weight"),
+                   F.min(F.col("ts").cast("double")).alias("start_t"), F.max(F.col("ts").cast("double")).alias("end_t")))
     best = Window.partitionBy("job_id").orderBy(F.desc("weight"), "node")
     reference = (weight.withColumn("pick", F.row_number().over(best)).where(F.col("pick") == 1)
-                 .select("job_id", F.col("node").alias("ref_node")))
-    ref_firsts = (firsts.join(reference, on="job_id", how="inner").where(F.col("node") == F.col("ref_node"))
+                 .select("job_id", F.col("node").alias("ref_node"),
+                         (F.col("start_t") + F.lit(early_share) * (F.col("end_t") - F.col("start_t"))).alias("early_t")))
+    ref_firsts = (firsts.join(reference, on="job_id", how="inner")
+                  .where((F.col("node") == F.col("ref_node")) & (F.col("first_t") <= F.col("early_t")))
                   .select("job_id", "event_id", F.col("first_t").alias("ref_t")))
     return (firsts.join(ref_firsts, on=["job_id", "event_id"], how="inner")
             .groupBy("job_id", "node")
