@@ -123,6 +123,25 @@ def test_a_job_of_two_units_is_ranked_without_a_forest():
     assert ranked["suspect"].tolist() == [False, False]
 
 
+def test_of_two_nodes_the_one_with_failure_lines_of_its_own_ranks_first():
+    # a NIC down at start on n01 (fresh seed 15017): its ranks print the IB and NCCL init errors,
+    # n00 only what both print; before, both scored 0.5 and the name broke the tie
+    counts = _counts([("n00", "iteration", 200), ("n01", "iteration", 190), ("n00", "launcher", 2), ("n01", "launcher", 2),
+                      ("n01", "ib_link_down", 1), ("n01", "ibv_modify_qp_failed", 2), ("n01", "nccl_unhandled", 8)])
+    ranked = rank_units("job-x", counts, _activity(2), SpatialConfig())
+    assert ranked["node"].tolist() == ["n01", "n00"]
+    assert ranked["score"].tolist() == [0.75, 0.25]
+    assert ranked.iloc[0]["signals"][0] == ("isolated: score 0.750, logs 3 candidate event(s) the other unit does not: "
+                                            "nccl_unhandled, ibv_modify_qp_failed, ib_link_down")
+    # no peers to deviate from: nothing becomes a spatially indicating event
+    assert [list(e) for e in ranked["evidence"]] == [[], []]
+    # each with candidate events of its own, the one with more kinds of them leads, less surely
+    counts = _counts([("n00", "watchdog_timeout", 3), ("n01", "xid_79", 1), ("n01", "cuda_error", 4)])
+    ranked = rank_units("job-x", counts, _activity(2), SpatialConfig())
+    assert ranked["node"].tolist() == ["n01", "n00"]
+    assert ranked["score"].tolist() == pytest.approx([0.5 + 0.25 / 3, 0.5 - 0.25 / 3])
+
+
 def test_a_unit_isolated_only_by_what_it_lacks_is_not_credited():
     # n00 holds rank 0 but is no singleton role here; n03 lacks the watchdog line everyone logs
     rows = [r for r in _healthy_counts(8) if not (r[0] == "n03" and r[1] == "watchdog")]

@@ -30,6 +30,7 @@ from l4spark.spatial.signals import (
     failure_onsets,
     isolation_scores,
     normalised_features,
+    pair_isolation,
     peer_mentions,
     silence,
     slowness_scores,
@@ -66,11 +67,17 @@ def unit_signals(counts: pd.DataFrame, activity: pd.DataFrame, config: SpatialCo
     facts, mentions = counts[is_fact], counts[~is_fact]
     matrix = _pivot(facts[facts["candidate"].astype(bool)], "n_lines", activity.index).fillna(0)
 
-    features = normalised_features(matrix, activity, config.normalisation)
-    score = isolation_scores(features, config)
-    deviation = deviations(features)
-    evidence = {unit: _evidence(deviation, unit, config.max_evidence) for unit in activity.index}
-    has_evidence = pd.Series({unit: bool(ids) for unit, (ids, _) in evidence.items()}, dtype=bool)
+    own: dict = {}
+    if len(activity.index) == 2:
+        score, own = pair_isolation(matrix, config.max_evidence)
+        evidence = {unit: ([], []) for unit in activity.index}
+        has_evidence = score > 0.5
+    else:
+        features = normalised_features(matrix, activity, config.normalisation)
+        score = isolation_scores(features, config)
+        deviation = deviations(features)
+        evidence = {unit: _evidence(deviation, unit, config.max_evidence) for unit in activity.index}
+        has_evidence = pd.Series({unit: bool(ids) for unit, (ids, _) in evidence.items()}, dtype=bool)
     silent = silence(activity, config)
     if "first_s" in facts.columns:
         first_seen = _pivot(facts, "first_s", activity.index)
@@ -90,7 +97,8 @@ def unit_signals(counts: pd.DataFrame, activity: pd.DataFrame, config: SpatialCo
         "slow_z": activity["slow_z"].astype(float) if "slow_z" in activity.columns else np.nan,
         "detector_votes": detector_votes(mentions, activity),
     }, index=activity.index)
-    details = {"activity": activity, "silent": silent, "evidence": evidence, "named": named, "onsets": onsets}
+    details = {"activity": activity, "silent": silent, "evidence": evidence, "named": named, "onsets": onsets,
+               "own": own}
     return signals, details
 
 
@@ -159,7 +167,8 @@ def rank_units(job_id: str, counts: pd.DataFrame, activity: pd.DataFrame, config
         "named_by": named["named_by"].loc[order].astype("int32").to_numpy(),
         "onset_lag_s": onset_lag.loc[order].round(3).to_numpy(),
         "combined_score": combined.loc[order].round(6).to_numpy(),
-        "signals": [_signals(u, silent, score, evidence, named, onset_lag, onsets, slowness) for u in order],
+        "signals": [_signals(u, silent, score, evidence, named, onset_lag, onsets, slowness, details["own"])
+                    for u in order],
     })
 
 
@@ -177,7 +186,7 @@ def _candidate_events(facts: pd.DataFrame) -> list[str]:
 
 
 def _signals(unit: str, silent: pd.DataFrame, score: pd.Series, evidence: dict, named: pd.DataFrame,
-             onset_lag: pd.Series, onsets: pd.Series, slowness: pd.Series) -> list[str]:
+             onset_lag: pd.Series, onsets: pd.Series, slowness: pd.Series, own: dict) -> list[str]:
     """The reasons behind a unit's place, for people: which signals fired and how strongly."""
     out = []
     row = silent.loc[unit]
@@ -190,6 +199,9 @@ def _signals(unit: str, silent: pd.DataFrame, score: pd.Series, evidence: dict, 
     ids = evidence[unit][0]
     if ids:
         out.append(f"isolated: score {score[unit]:.3f}, logs {len(ids)} event(s) more than its peers")
+    if score[unit] > 0.5 and own.get(unit):
+        out.append(f"isolated: score {score[unit]:.3f}, logs {len(own[unit])} candidate event(s) the other unit does not: "
+                   + ", ".join(own[unit]))
     if named.at[unit, "named_by"] > 0:
         out.append(f"named by {int(named.at[unit, 'named_by'])} peer(s) (weight {named.at[unit, 'named_weight']:.2f} "
                    f"after discounting names given by design): {', '.join(named.at[unit, 'names'])}")
