@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Iterable, Sequence
@@ -45,7 +44,7 @@ from l4spark.crossjob.reasons import NO_HISTORY
 from l4spark.diagnosis.config import DiagnosisConfig
 from l4spark.diagnosis.scoring import SEVERITY, job_patterns, pattern_hit_rows, rank_matches, score_events
 from l4spark.io.frames import computed_once, materialize
-from l4spark.io.session import without_adaptive_execution
+from l4spark.io.session import ADAPTIVE, CODEGEN_FACTORY_MODE, WHOLE_STAGE_CODEGEN, session_settings
 from l4spark.spatial.pace import PACE_COLUMNS, timer_readings, unit_pace
 from l4spark.spatial.ranking import rank_nodes, spatial_events, write_diagnosis_nodes
 from l4spark.io.storage import read_table, table_exists, write_job_rows
@@ -200,6 +199,20 @@ class Diagnosis:
         return sorted(self.jobs.loc[self.jobs["status"] == "diagnosed", "job_id"])
 
 
+def batch_settings(conf: DiagnosisConfig, n_lines: int) -> dict[str, str]:
+    """The Spark session settings a batch of ``n_lines`` lines is diagnosed under: adaptive query
+    execution off unless ``adaptive_execution``; code generation off (whole-stage and per
+    expression: Spark's interpreter evaluates the expressions) when the batch has at most
+    ``interpreted_max_lines`` lines. A batch is some fifty queries over small data, each with its
+    own plan to compile (the per-line frame's windows, some 60 regular expressions, the
+    aggregations of every step); on small data the compiling is most of their CPU. Results do
+    not depend on either setting."""
+    settings = {} if conf.adaptive_execution else {ADAPTIVE: "false"}
+    if n_lines <= conf.interpreted_max_lines:
+        settings |= {WHOLE_STAGE_CODEGEN: "false", CODEGEN_FACTORY_MODE: "NO_CODEGEN"}
+    return settings
+
+
 def new_run_id(prefix: str = "diagnose") -> str:
     return f"{prefix}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
 
@@ -229,7 +242,8 @@ def diagnose_jobs(spark: SparkSession, config: Config, job_ids: Iterable[str], r
     ready = [j for j in job_ids if j not in errors]
     parts = []
     if ready:
-        with nullcontext() if config.diagnosis.adaptive_execution else without_adaptive_execution(spark):
+        n_lines = sum(int(registry[job_id].n_lines or 0) for job_id in ready)
+        with session_settings(spark, batch_settings(config.diagnosis, n_lines)):
             _diagnose_ready(spark, config, ready, registry, progress, parts, errors)
     merged = _merge_parts(parts)
     rows = [*merged.pop("job_rows")]
