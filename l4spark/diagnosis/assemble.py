@@ -50,7 +50,7 @@ from l4spark.spatial.ranking import rank_nodes, spatial_events, write_diagnosis_
 from l4spark.io.storage import read_table, table_exists, write_job_rows
 from l4spark.io.tables import DIAGNOSIS_ATTEMPTS, DIAGNOSIS_EVENTS, DIAGNOSIS_ITERATIONS, DIAGNOSIS_JOBS, DIAGNOSIS_NODES, DIAGNOSIS_PACE, columns
 from l4spark.temporal.jobs import analyse_iterations, job_failure_points, temporal_events
-from l4spark.temporal.lines import node_clock_offsets, with_stage_and_iteration
+from l4spark.temporal.lines import next_in_file, node_clock_offsets, with_stage_and_iteration
 from l4spark.temporal.lines import MARK_COLUMNS, STAGED_COLUMNS
 
 log = logging.getLogger(__name__)
@@ -83,8 +83,7 @@ def prepare_lines(staged: DataFrame, offsets: DataFrame, conf: DiagnosisConfig, 
     marker = _progress_mark(staged, tconf) if tconf is not None else F.lit(False)
     last_marker = F.max(F.when(marker, F.col("line_no"))).over(whole_file)
     # the staged frame carries it (temporal.lines.with_stage_and_iteration's ts_next)
-    ts_below = (F.col("ts_next") if "ts_next" in staged.columns
-                else F.first("ts", ignorenulls=True).over(in_file.rowsBetween(Window.currentRow, Window.unboundedFollowing)))
+    ts_below = F.col("ts_next") if "ts_next" in staged.columns else next_in_file("ts")
     return (with_line_flags(staged, conf)
             .withColumn("ts_filled", F.last("ts", ignorenulls=True).over(
                 in_file.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
@@ -167,10 +166,14 @@ def failed_event_shares(spark: SparkSession, config: Config, job_ids: Sequence[s
     failed = read_table(spark, storage, "jobs").where(
         (F.col("status") == "failed") | F.col("job_id").isin(list(job_ids))).select("job_id")
     counts = read_table(spark, storage, "job_event_counts").where(F.col("event_id").isNotNull())
-    n_failed = failed.count()
-    frame = (counts.join(failed, on="job_id", how="inner").groupBy("event_id")
-             .agg(F.countDistinct("job_id").alias("n_failed")).toPandas())
-    frame.attrs["n_failed_jobs"] = int(n_failed)
+    # one query: the per-event counts and, as the one row with a null event id, the failed jobs
+    per_event = (counts.join(failed, on="job_id", how="inner").groupBy("event_id")
+                 .agg(F.countDistinct("job_id").alias("n_failed")))
+    total = failed.agg(F.lit(None).cast("string").alias("event_id"), F.count(F.lit(1)).alias("n_failed"))
+    rows = per_event.unionByName(total).toPandas()
+    is_total = rows["event_id"].isna()
+    frame = rows[~is_total].reset_index(drop=True)
+    frame.attrs["n_failed_jobs"] = int(rows.loc[is_total, "n_failed"].sum())
     return frame
 
 
