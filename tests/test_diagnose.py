@@ -128,20 +128,58 @@ def test_job_without_history_and_one_node_job_are_diagnosed(diagnosis):
 BATCH_SPARK_JOBS = 70
 
 
-def test_a_batch_without_adaptive_execution_runs_few_spark_jobs_and_restores_the_setting(spark, fleet):
-    config = load_config(overrides={"storage.warehouse": fleet["config"].storage.warehouse, "spark.master": "local[2]",
-                                    "diagnosis.adaptive_execution": False})
+def test_a_batch_runs_few_spark_jobs_and_restores_the_session_settings(spark, fleet):
+    """By default a small batch runs without adaptive execution and without code generation
+    (``batch_settings``), and leaves the session's settings as they were."""
+    from l4spark.io.session import ADAPTIVE, CODEGEN_FACTORY_MODE, WHOLE_STAGE_CODEGEN
+
+    config = fleet["config"]
     tracker = spark.sparkContext.statusTracker()
 
     def last_job() -> int:
         return max(tracker.getJobIdsForGroup(None), default=-1)
 
-    spark.conf.set("spark.sql.adaptive.enabled", "true")
+    spark.conf.set(ADAPTIVE, "true")
+    spark.conf.set(WHOLE_STAGE_CODEGEN, "true")
+    spark.conf.unset(CODEGEN_FACTORY_MODE)
     before = last_job()
     result = diagnose_jobs(spark, config, sorted(fleet["labels"]))
     assert set(result.jobs["status"]) == {"diagnosed"}
     assert last_job() - before <= BATCH_SPARK_JOBS
-    assert spark.conf.get("spark.sql.adaptive.enabled") == "true"
+    assert (spark.conf.get(ADAPTIVE), spark.conf.get(WHOLE_STAGE_CODEGEN)) == ("true", "true")
+    assert spark.conf.get(CODEGEN_FACTORY_MODE) == "FALLBACK"  # Spark's default again
+
+
+def test_batch_settings_follow_the_config_and_the_batch_size():
+    from l4spark.diagnosis.assemble import batch_settings
+    from l4spark.io.session import ADAPTIVE, CODEGEN_FACTORY_MODE, WHOLE_STAGE_CODEGEN
+
+    small = DiagnosisConfig(interpreted_max_lines=1000)
+    assert batch_settings(small, 1000) == {ADAPTIVE: "false", WHOLE_STAGE_CODEGEN: "false",
+                                           CODEGEN_FACTORY_MODE: "NO_CODEGEN"}
+    assert batch_settings(small, 1001) == {ADAPTIVE: "false"}
+    assert batch_settings(DiagnosisConfig(adaptive_execution=True, interpreted_max_lines=0), 1) == {}
+    with pytest.raises(ConfigError, match="interpreted_max_lines"):
+        DiagnosisConfig(interpreted_max_lines=-1)
+
+
+def test_a_compiled_batch_with_adaptive_execution_gives_the_same_diagnosis(spark, fleet, diagnosis):
+    """The batch settings change how Spark runs the queries, not what they return."""
+    config = load_config(overrides={"storage.warehouse": fleet["config"].storage.warehouse, "spark.master": "local[2]",
+                                    "diagnosis.adaptive_execution": True, "diagnosis.interpreted_max_lines": 0})
+    compiled = diagnose_jobs(spark, config, sorted(fleet["labels"]) + ["one-node-job", "never-parsed"])
+
+    def cell(value) -> str:  # floats to 10 significant digits: sums may add up in another order
+        return f"{value:.10g}" if isinstance(value, float) else repr(value)
+
+    def rows(frame: pd.DataFrame) -> list:
+        frame = frame.drop(columns=[c for c in ("run_id", "processed_at") if c in frame.columns])
+        return sorted(tuple(map(cell, row)) for row in
+                      frame.astype(object).where(frame.notna(), None).itertuples(index=False, name=None))
+
+    for part in ("jobs", "events", "nodes", "iterations", "scored", "pace", "stages", "first_errors", "heat"):
+        assert rows(getattr(compiled, part)) == rows(getattr(diagnosis, part)), part
+    assert compiled.patterns == diagnosis.patterns
 
 
 def test_no_history_when_the_pool_is_off(spark, fleet):
@@ -300,6 +338,18 @@ def test_diagnosis_config_refuses_unknown_keys_and_bad_values():
     with pytest.raises(ConfigError, match="does not compile"):
         load_config(overrides={"diagnosis.frame_patterns": ["("]})
     assert load_config(overrides={"diagnosis.min_score": 0.7}).diagnosis.min_score == 0.7
+
+
+def test_a_match_lists_its_events_in_the_same_order_whatever_the_evidence_row_order():
+    from l4spark.diagnosis.patterns import FaultPattern
+    from l4spark.diagnosis.scoring import job_patterns
+
+    library = [FaultPattern("nccl", "NCCL timeout", "network", "cause", "remedy", (r"NCCL", r"Watchdog"))]
+    evidence = pd.DataFrame({"job_id": ["j"] * 3, "event_id": ["E3", "E1", "E2"],
+                             "sample": ["NCCL error", "NCCL timeout", "Watchdog caught"]})
+    orders = [job_patterns(frame, {}, library, 0.5)["j"][0].matched_event_ids
+              for frame in (evidence, evidence.iloc[::-1])]
+    assert orders == [("E1", "E3", "E2")] * 2
 
 
 def test_matches_rank_the_pattern_whose_events_came_first():

@@ -217,6 +217,23 @@ def test_failure_stage_and_iteration(spark):
     assert rows[6] == (True, "stopped") and not any(a for k, (a, _) in rows.items() if k != 6)
 
 
+def test_next_in_file_is_the_first_value_at_or_below_each_line(spark):
+    """The bottom-up running window gives what a frame from the line to the file's end gives."""
+    from pyspark.sql import Window
+
+    from l4spark.temporal.lines import next_in_file
+
+    rows = [("j", "a", 1, None), ("j", "a", 2, 5), ("j", "a", 3, None), ("j", "a", 4, 7), ("j", "a", 5, None),
+            ("j", "b", 1, None), ("j", "b", 2, None), ("k", "a", 1, 3), ("k", "a", 2, None)]
+    lines = spark.createDataFrame(rows, "job_id string, file string, line_no long, value long")
+    to_end = (Window.partitionBy("job_id", "file").orderBy("line_no")
+              .rowsBetween(Window.currentRow, Window.unboundedFollowing))
+    got = (lines.select("job_id", "file", "line_no", next_in_file("value").alias("running"),
+                        F.first("value", ignorenulls=True).over(to_end).alias("to_end"))
+           .orderBy("job_id", "file", "line_no").collect())
+    assert [r.running for r in got] == [r.to_end for r in got] == [5, 5, 7, 7, None, None, None, 3, None]
+
+
 def test_marks_carried_by_the_staged_lines_are_the_markers_matched_again(spark):
     from l4spark.temporal.lines import MARK_COLUMNS, iteration_marker, named_stage_marker, stage_marker
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Iterable, Sequence
@@ -45,13 +44,13 @@ from l4spark.crossjob.reasons import NO_HISTORY
 from l4spark.diagnosis.config import DiagnosisConfig
 from l4spark.diagnosis.scoring import SEVERITY, job_patterns, pattern_hit_rows, rank_matches, score_events
 from l4spark.io.frames import computed_once, materialize
-from l4spark.io.session import without_adaptive_execution
+from l4spark.io.session import ADAPTIVE, CODEGEN_FACTORY_MODE, WHOLE_STAGE_CODEGEN, session_settings
 from l4spark.spatial.pace import PACE_COLUMNS, timer_readings, unit_pace
 from l4spark.spatial.ranking import rank_nodes, spatial_events, write_diagnosis_nodes
 from l4spark.io.storage import read_table, table_exists, write_job_rows
 from l4spark.io.tables import DIAGNOSIS_ATTEMPTS, DIAGNOSIS_EVENTS, DIAGNOSIS_ITERATIONS, DIAGNOSIS_JOBS, DIAGNOSIS_NODES, DIAGNOSIS_PACE, columns
 from l4spark.temporal.jobs import analyse_iterations, job_failure_points, temporal_events
-from l4spark.temporal.lines import node_clock_offsets, with_stage_and_iteration
+from l4spark.temporal.lines import next_in_file, node_clock_offsets, with_stage_and_iteration
 from l4spark.temporal.lines import MARK_COLUMNS, STAGED_COLUMNS
 
 log = logging.getLogger(__name__)
@@ -84,8 +83,7 @@ def prepare_lines(staged: DataFrame, offsets: DataFrame, conf: DiagnosisConfig, 
     marker = _progress_mark(staged, tconf) if tconf is not None else F.lit(False)
     last_marker = F.max(F.when(marker, F.col("line_no"))).over(whole_file)
     # the staged frame carries it (temporal.lines.with_stage_and_iteration's ts_next)
-    ts_below = (F.col("ts_next") if "ts_next" in staged.columns
-                else F.first("ts", ignorenulls=True).over(in_file.rowsBetween(Window.currentRow, Window.unboundedFollowing)))
+    ts_below = F.col("ts_next") if "ts_next" in staged.columns else next_in_file("ts")
     return (with_line_flags(staged, conf)
             .withColumn("ts_filled", F.last("ts", ignorenulls=True).over(
                 in_file.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
@@ -168,10 +166,14 @@ def failed_event_shares(spark: SparkSession, config: Config, job_ids: Sequence[s
     failed = read_table(spark, storage, "jobs").where(
         (F.col("status") == "failed") | F.col("job_id").isin(list(job_ids))).select("job_id")
     counts = read_table(spark, storage, "job_event_counts").where(F.col("event_id").isNotNull())
-    n_failed = failed.count()
-    frame = (counts.join(failed, on="job_id", how="inner").groupBy("event_id")
-             .agg(F.countDistinct("job_id").alias("n_failed")).toPandas())
-    frame.attrs["n_failed_jobs"] = int(n_failed)
+    # one query: the per-event counts and, as the one row with a null event id, the failed jobs
+    per_event = (counts.join(failed, on="job_id", how="inner").groupBy("event_id")
+                 .agg(F.countDistinct("job_id").alias("n_failed")))
+    total = failed.agg(F.lit(None).cast("string").alias("event_id"), F.count(F.lit(1)).alias("n_failed"))
+    rows = per_event.unionByName(total).toPandas()
+    is_total = rows["event_id"].isna()
+    frame = rows[~is_total].reset_index(drop=True)
+    frame.attrs["n_failed_jobs"] = int(rows.loc[is_total, "n_failed"].sum())
     return frame
 
 
@@ -198,6 +200,20 @@ class Diagnosis:
     @property
     def diagnosed(self) -> list[str]:
         return sorted(self.jobs.loc[self.jobs["status"] == "diagnosed", "job_id"])
+
+
+def batch_settings(conf: DiagnosisConfig, n_lines: int) -> dict[str, str]:
+    """The Spark session settings a batch of ``n_lines`` lines is diagnosed under: adaptive query
+    execution off unless ``adaptive_execution``; code generation off (whole-stage and per
+    expression: Spark's interpreter evaluates the expressions) when the batch has at most
+    ``interpreted_max_lines`` lines. A batch is some fifty queries over small data, each with its
+    own plan to compile (the per-line frame's windows, some 60 regular expressions, the
+    aggregations of every step); on small data the compiling is most of their CPU. Results do
+    not depend on either setting."""
+    settings = {} if conf.adaptive_execution else {ADAPTIVE: "false"}
+    if n_lines <= conf.interpreted_max_lines:
+        settings |= {WHOLE_STAGE_CODEGEN: "false", CODEGEN_FACTORY_MODE: "NO_CODEGEN"}
+    return settings
 
 
 def new_run_id(prefix: str = "diagnose") -> str:
@@ -229,7 +245,8 @@ def diagnose_jobs(spark: SparkSession, config: Config, job_ids: Iterable[str], r
     ready = [j for j in job_ids if j not in errors]
     parts = []
     if ready:
-        with nullcontext() if config.diagnosis.adaptive_execution else without_adaptive_execution(spark):
+        n_lines = sum(int(registry[job_id].n_lines or 0) for job_id in ready)
+        with session_settings(spark, batch_settings(config.diagnosis, n_lines)):
             _diagnose_ready(spark, config, ready, registry, progress, parts, errors)
     merged = _merge_parts(parts)
     rows = [*merged.pop("job_rows")]

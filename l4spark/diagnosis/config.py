@@ -20,10 +20,15 @@ class DiagnosisConfig:
     """Knobs of the assembly (TOML section ``[diagnosis]``); docs/diagnosis.md explains each."""
 
     use_normal_pool: bool = True  # False: no cross-job filter (every job compared as if without history)
-    # Spark's adaptive query execution during a batch's diagnosis (io.session.without_adaptive_execution):
-    # off halves the Spark jobs (AQE runs every shuffle stage as a job), but every shuffle then
-    # keeps spark.shuffle_partitions tasks; results are the same either way
-    adaptive_execution: bool = True
+    # Spark's adaptive query execution during a batch's diagnosis: off, a 19-job batch runs 50
+    # Spark jobs instead of 120 (AQE runs every shuffle stage as a job and re-plans the query after
+    # it) and 10% less CPU, but every shuffle keeps spark.shuffle_partitions tasks; results are the
+    # same either way (docs/capacity.md, session 14)
+    adaptive_execution: bool = False
+    # a batch of at most this many lines (the jobs table's n_lines) runs without Spark's code
+    # generation (interpreted): compiling its many small queries cost more CPU than it saved on
+    # 112k lines (0.3x small-files fleet: 17-28% less CPU). Above it, compiled; 0: always compiled
+    interpreted_max_lines: int = 1_000_000
     min_score: float = 0.5  # an event is flagged when its score reaches this
     max_events: int = 200  # flagged events kept per job (best first)
     pattern_min_confidence: float = 0.5  # a pattern is reported from this share of its signature
@@ -63,6 +68,9 @@ class DiagnosisConfig:
     def __post_init__(self) -> None:
         if not 0.0 <= self.min_score <= 10.0:
             raise ConfigError(f"diagnosis.min_score: expected a number in [0, 10], found {self.min_score!r}")
+        if self.interpreted_max_lines < 0:
+            raise ConfigError("diagnosis.interpreted_max_lines: expected an integer >= 0, found "
+                              f"{self.interpreted_max_lines!r}")
         if self.max_events < 1:
             raise ConfigError(f"diagnosis.max_events: expected an integer >= 1, found {self.max_events!r}")
         if not 0.0 < self.generic_share <= 1.0:

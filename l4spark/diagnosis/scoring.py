@@ -83,10 +83,13 @@ def _matches_any(texts: pd.Series, patterns: Sequence[str]) -> pd.Series:
 
 def job_patterns(evidence: pd.DataFrame, templates: dict[str, str], library: Sequence[FaultPattern],
                  min_confidence: float) -> dict[str, list[PatternMatch]]:
-    """The library's matches per job, over every candidate event (template and first line)."""
+    """The library's matches per job, over every candidate event (template and first line). A
+    match lists its events by signature entry, then by event id: not in the order the evidence
+    rows came from Spark, which depends on the query plan."""
     matches = {}
     for job_id, group in evidence.groupby("job_id", sort=True):
-        triples = [(r.event_id, templates.get(r.event_id, ""), r.sample or "") for r in group.itertuples()]
+        triples = [(r.event_id, templates.get(r.event_id, ""), r.sample or "")
+                   for r in group.sort_values("event_id", kind="stable").itertuples()]
         matches[job_id] = match_patterns(library, triples, min_confidence)
     return matches
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Iterator, Mapping
 
 from pyspark.sql import SparkSession
 
@@ -109,20 +109,24 @@ def _connect_session(conf: SparkConfig, url: str) -> SparkSession:
 
 
 ADAPTIVE = "spark.sql.adaptive.enabled"
+# Spark's code generation: whole-stage (a stage compiled into one Java class) and per expression
+# (projections, predicates, orderings; ``NO_CODEGEN``: evaluated by the interpreter instead)
+WHOLE_STAGE_CODEGEN = "spark.sql.codegen.wholeStage"
+CODEGEN_FACTORY_MODE = "spark.sql.codegen.factoryMode"
 
 
 @contextmanager
-def without_adaptive_execution(spark: SparkSession) -> Iterator[None]:
-    """Adaptive query execution off for the block, then back as it was.
-
-    For many small queries over deep plans (the diagnosis of a batch): AQE runs every shuffle
-    stage as a Spark job of its own and re-plans the query after each, a fixed cost per stage
-    that small data never earns back (6 failed jobs: 130 Spark jobs with it, 69 without). A
-    session setting, so it works over Spark Connect too; results do not depend on it.
-    """
-    before = spark.conf.get(ADAPTIVE, "true")
-    spark.conf.set(ADAPTIVE, "false")
+def session_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
+    """``settings`` (Spark SQL keys and values) in force for the block, then each key back as it
+    was (unset when it was unset). Session settings, so they work over Spark Connect too."""
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
     try:
         yield
     finally:
-        spark.conf.set(ADAPTIVE, before)
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)

@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from l4spark.io.frames import materialize
 from l4spark.temporal.config import TemporalConfig
 from l4spark.temporal.dtw import LASTING, RECOVERED, aftermath, analyse_progress, score_iterations
-from l4spark.temporal.lines import counted_marker, iteration_marker, named_stage_marker, node_clock_offsets
+from l4spark.temporal.lines import counted_marker, iteration_marker, named_stage_marker, next_in_file, node_clock_offsets
 
 log = logging.getLogger(__name__)
 
@@ -106,9 +106,7 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
     and null progress fields.
     """
     if "ts_next" not in staged.columns:  # events staged elsewhere: the next timed line of the file
-        staged = staged.withColumn("ts_next", F.first("ts", ignorenulls=True).over(
-            Window.partitionBy("job_id", "file").orderBy("line_no").rowsBetween(Window.currentRow,
-                                                                                 Window.unboundedFollowing)))
+        staged = staged.withColumn("ts_next", next_in_file("ts"))
     gate = (indicating if indicating is not None else indicating_stand_in(staged, conf)).select(
         "job_id", "event_id", F.lit(True).alias("gated")).distinct()
     end_stages = F.broadcast(failure_stages(staged, conf).select("job_id", F.col("failure_stage").alias("end_stage")))
