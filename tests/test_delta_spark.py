@@ -231,3 +231,23 @@ def test_concurrent_writers_of_one_job_never_interleave(delta_spark, tmp_path):
         events = read_table(delta_spark, storage, "job_event_counts").toPandas()["event_id"]
         owners = {event.rsplit("-", 1)[0] for event in events}
         assert len(owners) == 1 and owners <= set(succeeded) and len(events) == 40, (outcomes, sorted(owners))
+
+
+def test_a_delta_write_looks_at_the_stored_table_once(delta_spark, tmp_path, monkeypatch):
+    """``write_job_rows`` decides whether the Delta write creates the table or replaces rows from
+    the same look that checks its format (on a remote warehouse each look is a listing), and
+    still creates, then replaces."""
+    from l4spark.io import storage
+
+    config = nightly_config(tmp_path / "warehouse", "delta")
+    looks = []
+    original = storage.stored_format
+    monkeypatch.setattr(storage, "stored_format", lambda *args: looks.append(args[1]) or original(*args))
+    rows = delta_spark.createDataFrame([("job-a", "e1", 3, None), ("job-b", "e2", 4, None)], JOB_EVENT_COUNTS.schema)
+    write_job_rows(rows, config.storage, "job_event_counts", ["job-a", "job-b"])
+    write_job_rows(rows.where("job_id = 'job-a'").withColumn("n_lines", F.lit(5).cast("long")),
+                   config.storage, "job_event_counts", ["job-a"])
+    assert looks == ["job_event_counts", "job_event_counts"]
+    monkeypatch.undo()
+    table = read_table(delta_spark, config.storage, "job_event_counts").toPandas()
+    assert sorted(zip(table["job_id"], table["n_lines"])) == [("job-a", 5), ("job-b", 4)]

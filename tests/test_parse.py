@@ -250,3 +250,52 @@ def test_lines_stamped_outside_the_job_time_are_counted_per_job(spark, test_conf
     assert quarantine.loc["job-open", ["line_no", "n_lines"]].tolist() == [24, 1]
     events = read(tmp_path / "warehouse", "events")
     assert len(events[events["job_id"] == "job-late"]) == 2 * 21 + 3
+
+
+def test_independent_table_writes_overlap_and_jobs_is_written_last(spark, test_config, tmp_path, monkeypatch):
+    """The parse writes tables that do not read each other from driver threads at once
+    (``in_parallel``): ``job_event_forms`` while ``events`` is written, ``quarantine`` while
+    ``job_event_counts`` is, and ``jobs`` (a job's row says it is parsed) after every other
+    table's write has finished. A write waits for the one it overlaps to start, so run one after
+    the other they would time out."""
+    import threading
+
+    from l4spark.parse import pipeline
+
+    original = pipeline.write_job_rows
+    started = {name: threading.Event() for name in ("events", "job_event_forms", "job_event_counts", "quarantine")}
+    partner = {"events": "job_event_forms", "job_event_forms": "events",
+               "job_event_counts": "quarantine", "quarantine": "job_event_counts"}
+    finished: list[str] = []
+    waited: dict[str, bool] = {}
+
+    def write_job_rows(rows, storage, table, *args, **kwargs):
+        if table in started:
+            started[table].set()
+            waited[table] = started[partner[table]].wait(timeout=60)
+        original(rows, storage, table, *args, **kwargs)
+        finished.append(table)
+
+    monkeypatch.setattr(pipeline, "write_job_rows", write_job_rows)
+    logs = tmp_path / "logs"
+    write_job(logs, "job-a", ["gpu-001"])
+    (logs / "job-a" / "gpu-001" / "rank-7.log").write_bytes(b"")  # an empty file: a quarantine row
+    parse_jobs(spark, test_config, logs, progress=lambda m: None)
+    assert waited == {name: True for name in started}
+    assert finished[-1] == "jobs" and sorted(finished) == sorted([*started, "jobs"])
+    assert set(read(tmp_path / "warehouse", "quarantine")["reason"]) == {"empty_file"}
+
+
+def test_in_parallel_raises_the_first_error_once_every_write_is_done():
+    from l4spark.parse.pipeline import in_parallel
+
+    done = []
+
+    def fails(message):
+        def write():
+            raise ValueError(message)
+        return write
+
+    with pytest.raises(ValueError, match="first"):
+        in_parallel(fails("first"), lambda: done.append("ran"), fails("second"))
+    assert done == ["ran"]

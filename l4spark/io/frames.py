@@ -100,12 +100,23 @@ def local_frame(spark: SparkSession, rows, schema=None, chunk_bytes: int = LOCAL
 def _session_setting(spark: SparkSession, key: str, value: str) -> Iterator[None]:
     """``key`` set to ``value`` in the session for the block, then back as it was (unset if it
     was unset)."""
-    before = spark.conf.get(key, None)
-    spark.conf.set(key, value)
+    with session_settings(spark, {key: value}):
+        yield
+
+
+@contextmanager
+def session_settings(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
+    """``settings`` in the session for the block, then each back as it was (unset if it was
+    unset). The session's settings are shared by its threads: set them around writes that run
+    in threads (``in_parallel``), not from the threads."""
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
     try:
         yield
     finally:
-        if before is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, before)
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)

@@ -319,8 +319,17 @@ def write_version(spark: "SparkSession", folder: str, name: str, version: int, p
 
     target = version_folder(folder, name, version)
     frame = spark.createDataFrame([(bytearray(payload),)], T.StructType([T.StructField("content", T.BinaryType())]))
-    frame.coalesce(1).write.mode("errorifexists").parquet(target)
+    write_once(frame, target)
     return target
+
+
+def write_once(frame: "DataFrame", target: str) -> None:
+    """``frame`` as one Parquet file in the new folder ``target`` (a write-once version). Without
+    the committer's ``_SUCCESS`` marker: Hadoop's listing hides it, so nothing here reads it (a
+    version is complete once its data file is listed), and on HDFS each file costs a wait at its
+    close (docs/deploy.md, "HDFS makes every file's writer wait")."""
+    (frame.coalesce(1).write.mode("errorifexists")
+     .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false").parquet(target))
 
 
 def read_version(spark: "SparkSession", folder: str, name: str, version: int) -> bytes:

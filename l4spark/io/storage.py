@@ -33,7 +33,7 @@ def table_path(storage: StorageConfig, table: str) -> str:
     return fs.child(storage.warehouse, table)
 
 
-def stored_format(storage: StorageConfig, table: str) -> str | None:
+def stored_format(storage: StorageConfig, table: str, spark: SparkSession | None = None) -> str | None:
     """The format ``table`` is stored in (``"delta"`` or ``"parquet"``), None when there is no
     table Spark can read.
 
@@ -44,9 +44,12 @@ def stored_format(storage: StorageConfig, table: str) -> str | None:
     ``storage.format = "delta"`` only a completed Parquet write (``_SUCCESS``) counts, so the
     files of a crashed first Delta write are not taken for a Parquet table. A table keeps the
     format it was created in, whatever ``storage.format`` says now: every reader detects it.
+
+    ``spark``: the session that lists a remote warehouse; default the thread's active session,
+    which a thread that Python started has not (``pipeline.in_parallel``): writers pass theirs.
     """
     if not fs.is_local(storage.warehouse):
-        return _remote_stored_format(storage, table)
+        return _remote_stored_format(storage, table, spark or _active_session())
     path = Path(table_path(storage, table))
     if not path.is_dir():
         return None
@@ -59,15 +62,15 @@ def stored_format(storage: StorageConfig, table: str) -> str | None:
     return "parquet" if has_data else None
 
 
-def table_exists(storage: StorageConfig, table: str) -> bool:
+def table_exists(storage: StorageConfig, table: str, spark: SparkSession | None = None) -> bool:
     """True when Spark can read the table (``stored_format``)."""
-    return stored_format(storage, table) is not None
+    return stored_format(storage, table, spark) is not None
 
 
 def read_table(spark: SparkSession, storage: StorageConfig, table: str) -> DataFrame:
     """The whole table, in the format it is stored in; partition columns (``job_id``...) come
     back as ordinary columns."""
-    stored = stored_format(storage, table) or storage.format
+    stored = stored_format(storage, table, spark) or storage.format
     reader = spark.read.format(stored)
     if stored == "parquet":
         # A Parquet table is its folder tree: basePath keeps job_id a column when a caller's
@@ -76,13 +79,16 @@ def read_table(spark: SparkSession, storage: StorageConfig, table: str) -> DataF
     return reader.load(table_path(storage, table))
 
 
-def check_format(storage: StorageConfig, table: str) -> None:
-    """Refuse to write ``table`` in ``storage.format`` when it is stored in the other format."""
-    stored = stored_format(storage, table)
+def check_format(storage: StorageConfig, table: str, spark: SparkSession | None = None) -> str | None:
+    """Refuse to write ``table`` in ``storage.format`` when it is stored in the other format;
+    returns its ``stored_format`` (None: no table yet), which a writer needs anyway: on a remote
+    warehouse each look is a listing."""
+    stored = stored_format(storage, table, spark)
     if stored is not None and stored != storage.format:
         raise ConfigError(
             f"the table {table_path(storage, table)} is {stored} but storage.format is {storage.format}: "
             f"set storage.format = \"{stored}\" for this warehouse, or convert it (docs/delta.md#a-parquet-warehouse)")
+    return stored
 
 
 def write_job_rows(rows: DataFrame, storage: StorageConfig, table: str, job_ids: Iterable[str],
@@ -114,10 +120,10 @@ def write_job_rows(rows: DataFrame, storage: StorageConfig, table: str, job_ids:
         # splits where a job is skewed) leaves about one file per job: 48 instead of about 150.
         rows = rows.hint("rebalance", key)
     path = table_path(storage, table)
-    check_format(storage, table)
+    stored = check_format(storage, table, rows.sparkSession)
     if storage.format == "delta":
         writer = plain_strings(rows).write.format("delta").mode("overwrite")
-        if table_exists(storage, table):
+        if stored is not None:
             # No partitionBy: Delta keeps the table's own partitioning (a table created partitioned
             # by an older l4spark stays so).
             writer = writer.option("replaceWhere", replace_where(key, job_ids))
@@ -241,7 +247,7 @@ def write_table(rows: DataFrame, storage: StorageConfig, table: str) -> None:
     replaced too, as a Parquet overwrite replaces it)."""
     if tables.table(table).key is not None:
         raise ValueError(f"'{table}' is partitioned by {tables.table(table).key}: replace rows with write_job_rows")
-    check_format(storage, table)
+    check_format(storage, table, rows.sparkSession)
     if storage.format == "delta":
         rows = plain_strings(rows)
     writer = rows.write.format(storage.format).mode("overwrite")
@@ -275,7 +281,7 @@ def write_json(path: str | Path, payload: Any) -> None:
 # ---- a remote warehouse (hdfs://, s3a://...; io/fs.py): no file system calls, Spark only -------
 
 
-def _remote_stored_format(storage: StorageConfig, table: str) -> str | None:
+def _remote_stored_format(storage: StorageConfig, table: str, spark: SparkSession) -> str | None:
     """``stored_format`` on a remote warehouse, by listings through Spark (each a round trip to
     the storage): Delta, a commit file in ``_delta_log``; Parquet, a data file (Hadoop's listing
     leaves out ``_SUCCESS``). The configured format is looked for first. Under ``"delta"`` a table
@@ -286,7 +292,7 @@ def _remote_stored_format(storage: StorageConfig, table: str) -> str | None:
     first Delta write that crashed before its commit count as Parquet too: refused, not lost
     (docs/deploy.md says to delete such a folder). Under ``"parquet"`` a Delta table counts as
     Parquet (its data files are listed): a setting l4spark never picks for it."""
-    spark, path = _active_session(), table_path(storage, table)
+    path = table_path(storage, table)
     if storage.format == "delta":
         log = fs.list_files(spark, path + "/_delta_log")
         if any(f.path.rsplit("/", 1)[-1][:1].isdigit() for f in log or []):

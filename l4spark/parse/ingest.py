@@ -199,14 +199,17 @@ def _read_remote_files(spark: SparkSession, files: Sequence[RankFile], limits: R
     """``read_rank_files`` of files on a remote file system (``io.fs``): Spark's ``binaryFile``
     source reads each file whole (no split, no decompression; Hadoop's file system of the cluster
     opens it), and the same reader turns its bytes into lines inside the task. Spark packs the
-    files into tasks (``spark.sql.files.maxPartitionBytes``); one file must stay under 2 GB.
+    files into tasks (``spark.sql.files.maxPartitionBytes``, and ``remote_scan_settings``, which
+    the caller sets around its queries); one file must stay under 2 GB.
 
     A file the storage refuses to hand over (an S3 object archived to Glacier, a denied key, an
     HDFS block lost, a file deleted since the listing) gives no row (``fs.binary_files``, which
     lists the files' job folders once and keeps the files asked for) instead of failing the
     stage: a task only sees the files it got, so it adds one ``FILE_READ`` row per file, and ``with_unread_files`` makes an ``unreadable_file`` issue of each listed file without one.
-    Each file's ``RankFile`` reaches its row as the file's tag (JSON), not in the function's
-    closure, which every task would carry whole."""
+    Each file's ``RankFile`` reaches its row as the file's tag (JSON), and its job's shape
+    numbers (``shape_ids``) as a column joined by job (broadcast), not in the function's closure,
+    which every task would carry whole (the shape numbers of every job of the fleet)."""
+    with_ids = shape_ids is not None
 
     def read_contents(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -216,7 +219,7 @@ def _read_remote_files(spark: SparkSession, files: Sequence[RankFile], limits: R
             if counts_only:
                 yield from shape_count_batches(chosen, limits, contents)
             else:
-                ids = None if shape_ids is None else _task_shape_ids(chosen, shape_ids)
+                ids = _batch_shape_ids(read, batch.column(2).to_pylist()) if with_ids else None
                 yield from arrow_batches(chosen, limits, batch_lines, raw=raw, shape=shape,
                                          shape_ids=ids, contents=contents)
             yield _read_marks(chosen)
@@ -237,8 +240,50 @@ def _read_remote_files(spark: SparkSession, files: Sequence[RankFile], limits: R
                           tags=[json.dumps(dataclasses.astuple(f)) for f in stored_files])
     if stored is None:
         return empty_frame
-    lines = stored.select("tag", "content").mapInArrow(read_contents, INGEST_SCHEMA)
+    stored = stored.select("tag", "content")
+    if with_ids:
+        stored = _with_job_shape_ids(spark, stored, shape_ids)
+    lines = stored.mapInArrow(read_contents, INGEST_SCHEMA)
     return lines.unionByName(empty_frame) if empty_rows else lines
+
+
+# What Spark counts a remote file's open as, in bytes, when it packs rank files into read tasks
+REMOTE_OPEN_COST_BYTES = 8192
+
+
+def remote_scan_settings(spark: SparkSession, files: Sequence[RankFile]) -> dict[str, str]:
+    """Session settings under which Spark packs remote rank files (``_read_remote_files``) into
+    tasks by their bytes, about as ``plan_read_tasks`` packs local ones (at least two per core);
+    none for local files. Spark's defaults count each file 4 MB more than its size
+    (``spark.sql.files.openCostInBytes``): for rank files of tens of KB that made tasks of equal
+    file counts, not bytes, and many of them (19 for the 592 files, 22.5 MB, of the bench fleet,
+    the first holding the largest files: 2 MB of events against 5 KB in the last), each a file of
+    the Delta events write that HDFS makes wait at its close (docs/deploy.md). Opening an HDFS
+    file costs a NameNode call, about what reading ``REMOTE_OPEN_COST_BYTES`` does. On S3 an
+    open (a GET) costs more, but so does every task's file of the write. Set around the queries
+    (``io.frames.session_settings``): Spark reads them when a query runs."""
+    if not files or is_local(files[0].path):
+        return {}
+    return {"spark.sql.files.openCostInBytes": str(REMOTE_OPEN_COST_BYTES),
+            "spark.sql.files.minPartitionNum": str(2 * _parallelism(spark))}
+
+
+def _with_job_shape_ids(spark: SparkSession, stored: DataFrame, shape_ids: Mapping[str, Mapping[str, int]]) -> DataFrame:
+    """``stored`` (``tag``, ``content``) plus ``shape_ids``: the JSON of its file's job's shape
+    numbers, by a broadcast join on the job (the first field of the tag, a ``RankFile``)."""
+    table = local_frame(spark, pa.table({"_job_id": pa.array(list(shape_ids), pa.string()),
+                                         "shape_ids": pa.array([json.dumps(ids) for ids in shape_ids.values()],
+                                                               pa.string())}))
+    return (stored.withColumn("_job_id", F.get_json_object("tag", "$[0]"))
+            .join(F.broadcast(table), on="_job_id", how="left")
+            .select("tag", "content", "shape_ids"))
+
+
+def _batch_shape_ids(files: Sequence[RankFile], shape_ids: Sequence[str | None]) -> dict[str, int]:
+    """The shape numbers of the jobs of ``files``, from each file's ``shape_ids`` JSON (its job's,
+    as ``_with_job_shape_ids`` joined it), each job's parsed once."""
+    by_job = {rank_file.job_id: ids for rank_file, ids in zip(files, shape_ids)}
+    return _task_shape_ids(files, {job_id: json.loads(ids) if ids else {} for job_id, ids in by_job.items()})
 
 
 def _job_folder(rank_file: RankFile) -> str:

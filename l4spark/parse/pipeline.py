@@ -9,6 +9,13 @@ Default path, by line shape (``shapes.py``; docs/parsing.md):
    write the events, replacing exactly the parsed jobs' partitions.
 Fallback when the rules tell digits apart or a run has too many shapes: structure every line
 in the JVM, cached for the same three steps. Then the small tables, from the events written.
+
+Writes that do not read each other run at the same time, each from a driver thread (Spark runs
+the jobs of several threads of one session concurrently): ``job_event_forms`` with ``events``;
+then ``job_event_counts`` (and ``templates``, which reads it) with ``quarantine``; ``jobs`` last,
+since a job's row there says it is parsed (``nightly.selection``). On HDFS most of a small
+table's write is waiting (each file's close, each Delta commit's log file), so several writes
+at once take about as long as the slowest (docs/deploy.md, "HDFS makes every file's writer wait").
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import logging
 import time
 import uuid
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -30,7 +38,7 @@ from pyspark.sql import functions as F
 
 from l4spark import __version__
 from l4spark.config import Config
-from l4spark.parse.ingest import read_rank_files, with_unread_files
+from l4spark.parse.ingest import read_rank_files, remote_scan_settings, with_unread_files
 from l4spark.parse.layout import Issue, LayoutScan, RankFile, scan_logs_root
 from l4spark.parse.shapes import (
     original_masked,
@@ -44,7 +52,7 @@ from l4spark.parse.structure import with_masked, with_structure
 from l4spark.parse.template_store import load_template_store, save_template_store
 from l4spark.parse.templates import TemplateStore
 from l4spark.io import fs
-from l4spark.io.frames import local_frame
+from l4spark.io.frames import local_frame, session_settings
 from l4spark.io.storage import read_table, table_exists, write_job_rows, write_table
 from l4spark.io.tables import EVENTS, JOB_EVENT_COUNTS, JOB_EVENT_FORMS, JOBS, QUARANTINE
 from l4spark.io.tables import columns as table_columns
@@ -99,17 +107,38 @@ def parse_jobs(spark: SparkSession, config: Config, logs_root: str | Path, jobs:
 
     counts = _event_counts(spark, config, scan, job_ids)
     summary.events = int(counts["event_id"].nunique())
-    write_job_rows(local_frame(spark, counts[["job_id", "event_id", "n_lines", "first_ts"]], JOB_EVENT_COUNTS.schema),
-                   config.storage, "job_event_counts", job_ids, set(counts["job_id"]))
-    _write_forms(spark, config, forms, job_ids, run_id)
-    _write_templates(spark, config, store)
     issues = scan.issues + file_issues + _unmatched_lines(counts) + _lines_outside_job_time(counts)
     _summarise_issues(summary, issues)
     summary.per_job = _per_job(scan, counts, issues)
+    # the frames are made here, the writes run in threads (local_frame changes a session setting
+    # while it checkpoints large rows: not from two threads at once)
+    count_rows = local_frame(spark, counts[["job_id", "event_id", "n_lines", "first_ts"]], JOB_EVENT_COUNTS.schema)
+    write_templates = _templates_writer(spark, config, store)
+
+    def write_counts_and_templates() -> None:
+        write_job_rows(count_rows, config.storage, "job_event_counts", job_ids, set(counts["job_id"]))
+        write_templates()
+
+    in_parallel(write_counts_and_templates, _quarantine_writer(spark, config, issues, job_ids, run_id))
     _write_jobs(spark, config, scan, summary)
-    _write_quarantine(spark, config, issues, job_ids, run_id)
     summary.seconds["write tables"] = clock.lap()
     return summary
+
+
+def in_parallel(*writes: Callable[[], None]) -> None:
+    """Run ``writes`` (table writes that do not read each other) at the same time, each in a
+    driver thread, and wait for all of them; then raise the first error, in the order given.
+    Each write commits on its own, as it would one after the other: a crash between them leaves
+    the same states a sequential run can leave (the tables a rerun replaces, ``jobs`` unwritten).
+    Threads of one driver, under the run's one l4spark lock: the single-writer guarantee is the
+    lock's, unchanged (docs/deploy.md)."""
+    if len(writes) == 1:
+        writes[0]()
+        return
+    with ThreadPoolExecutor(max_workers=len(writes), thread_name_prefix="l4spark-write") as pool:
+        futures = [pool.submit(write) for write in writes]
+    for future in futures:
+        future.result()
 
 
 def _parse_readable(spark: SparkSession, config: Config, scan: LayoutScan, store: TemplateStore,
@@ -126,10 +155,11 @@ def _parse_readable(spark: SparkSession, config: Config, scan: LayoutScan, store
     while True:
         readable = [f for f in scan.files if f.path not in refused]
         try:
-            parsed = None
-            if not_by_shape is None:
-                parsed = _parse_by_shape(spark, config, scan, readable, store, progress, clock, summary)
-            return parsed or _parse_per_line(spark, config, scan, readable, store, progress, clock, summary)
+            with session_settings(spark, remote_scan_settings(spark, readable)):
+                parsed = None
+                if not_by_shape is None:
+                    parsed = _parse_by_shape(spark, config, scan, readable, store, progress, clock, summary)
+                return parsed or _parse_per_line(spark, config, scan, readable, store, progress, clock, summary)
         except Exception as exc:  # noqa: BLE001 -- only a file the storage refused is retried, all else raises
             path = fs.refused_path(exc, [f.path for f in readable if not fs.is_local(f.path)])
             if path is None:
@@ -191,10 +221,11 @@ def _parse_by_shape(spark: SparkSession, config: Config, scan: LayoutScan, reada
     shape_rows = shapes_frame(spark, table.drop(columns=["masked"]))
     lines, reference = _with_year_reference(spark, lines, scan)
     events = with_shape_fields(lines, shape_rows, reference).select(*_event_columns())
-    write_job_rows(events, config.storage, "events", summary.jobs, set(per_job["job_id"]))
+    forms = _forms(per_job[["job_id", "shape", "n_lines"]].merge(table[["shape", "masked", "event_id"]], on="shape"))
+    in_parallel(lambda: write_job_rows(events, config.storage, "events", summary.jobs, set(per_job["job_id"])),
+                _forms_writer(spark, config, forms, summary.jobs, summary.run_id))
     summary.seconds["write events"] = clock.lap()
-    forms = per_job[["job_id", "shape", "n_lines"]].merge(table[["shape", "masked", "event_id"]], on="shape")
-    return file_issues, _forms(forms)
+    return file_issues, forms
 
 
 def _events_partitioned(config: Config) -> bool:
@@ -260,11 +291,13 @@ def _parse_per_line(spark: SparkSession, config: Config, scan: LayoutScan, reada
             pd.DataFrame({"masked": list(assignment), "event_id": list(assignment.values())}),
             schema="masked string, event_id string")
         events = lines.join(F.broadcast(mapping), on="masked", how="left").select(*_event_columns())
-        write_job_rows(events, config.storage, "events", summary.jobs, set(stats["job_id"]))
+        forms = _forms(stats.assign(event_id=stats["masked"].map(assignment)))
+        in_parallel(lambda: write_job_rows(events, config.storage, "events", summary.jobs, set(stats["job_id"])),
+                    _forms_writer(spark, config, forms, summary.jobs, summary.run_id))
         summary.seconds["write events"] = clock.lap()
     finally:
         parsed.unpersist()
-    return file_issues, _forms(stats.assign(event_id=stats["masked"].map(assignment)))
+    return file_issues, forms
 
 
 def _forms(counts: pd.DataFrame) -> pd.DataFrame:
@@ -279,18 +312,20 @@ def _forms(counts: pd.DataFrame) -> pd.DataFrame:
 
 
 
-def _write_forms(spark: SparkSession, config: Config, forms: pd.DataFrame, job_ids: list[str], run_id: str) -> None:
-    """The ``job_event_forms`` table: ``_forms`` rows, each with the mask signature they were
-    masked under (``Config.mask_signature``) and the parse run. Counted in the first read, so a
-    file that grew between the reads makes a job's forms disagree with its events: the reader
-    (``normal_pool``) checks the totals against ``jobs.n_lines`` and masks that job's lines then."""
+def _forms_writer(spark: SparkSession, config: Config, forms: pd.DataFrame, job_ids: list[str],
+                  run_id: str) -> Callable[[], None]:
+    """The write of the ``job_event_forms`` table (its frame made now): ``_forms`` rows, each with
+    the mask signature they were masked under (``Config.mask_signature``) and the parse run.
+    Counted in the first read, so a file that grew between the reads makes a job's forms disagree
+    with its events: the reader (``normal_pool``) checks the totals against ``jobs.n_lines`` and
+    masks that job's lines then. Written with ``events`` (``in_parallel``): neither reads the other."""
     counted = forms[["job_id", "event_id", "masked"]].assign(n_lines=forms["n_lines"].astype("int64"))
     # the signature and run id are the same on every row: added in Spark, not carried per row
     # from the driver (the signature, about 900 bytes, was 9/10 of the rows' size)
     rows = (local_frame(spark, counted, "job_id string, event_id string, masked string, n_lines long")
             .select("job_id", "event_id", "masked", "n_lines",
                     F.lit(json.dumps(config.mask_signature())).alias("masks"), F.lit(run_id).alias("run_id")))
-    write_job_rows(rows, config.storage, JOB_EVENT_FORMS.name, job_ids, set(counted["job_id"]))
+    return lambda: write_job_rows(rows, config.storage, JOB_EVENT_FORMS.name, job_ids, set(counted["job_id"]))
 
 
 def _with_year_reference(spark: SparkSession, lines: DataFrame, scan: LayoutScan) -> tuple[DataFrame, Column | None]:
@@ -465,19 +500,26 @@ def _per_job(scan: LayoutScan, counts: pd.DataFrame, issues: list[Issue]) -> lis
     return rows
 
 
-def _write_templates(spark: SparkSession, config: Config, store) -> None:
-    """The templates table: every event of the store with its line count over all jobs."""
-    counts = (read_table(spark, config.storage, "job_event_counts") if table_exists(config.storage, "job_event_counts")
+def _templates_writer(spark: SparkSession, config: Config, store) -> Callable[[], None]:
+    """The write of the templates table: every event of the store with its line count over all
+    jobs, read from ``job_event_counts`` when the write runs (so after that table's write). The
+    store's rows become a frame now, on the calling thread (``local_frame``)."""
+    templates = local_frame(
+        spark,
+        pd.DataFrame([(t.event_id, t.template) for t in store.templates()], columns=["event_id", "template"]),
+        schema="event_id string, template string")
+    return lambda: _write_templates(spark, config, templates)
+
+
+def _write_templates(spark: SparkSession, config: Config, templates: DataFrame) -> None:
+    counts = (read_table(spark, config.storage, "job_event_counts")
+              if table_exists(config.storage, "job_event_counts", spark)
               else spark.createDataFrame([], JOB_EVENT_COUNTS.schema))
     totals = (
         counts.groupBy("event_id")
         .agg(F.sum("n_lines").alias("n_lines"), F.countDistinct("job_id").alias("n_jobs"),
              F.min("first_ts").alias("first_seen"))
     )
-    templates = local_frame(
-        spark,
-        pd.DataFrame([(t.event_id, t.template) for t in store.templates()], columns=["event_id", "template"]),
-        schema="event_id string, template string")
     table = (
         templates.join(totals, on="event_id", how="left")
         .select("event_id", "template", "first_seen",
@@ -508,14 +550,17 @@ def _write_jobs(spark: SparkSession, config: Config, scan: LayoutScan, summary: 
 
 
 
-def _write_quarantine(spark: SparkSession, config: Config, issues: list[Issue], job_ids: list[str],
-                      run_id: str) -> None:
+def _quarantine_writer(spark: SparkSession, config: Config, issues: list[Issue], job_ids: list[str],
+                       run_id: str) -> Callable[[], None]:
+    """The write of the quarantine rows of ``issues`` (its frame made now); no write when there
+    are none and no table yet."""
     rows = pd.DataFrame.from_records(
         [(i.job_id, i.file, i.reason, i.detail, i.n_lines, i.n_bytes, i.line_no, i.sample, run_id)
          for i in issues if i.job_id is not None], columns=table_columns(QUARANTINE.schema))
     # through pandas (Arrow): a local relation; a list of tuples is an RDD whose rows a Python
     # worker has to unpickle, about a second of a write of a few rows
     rows = rows.astype({name: "Int64" for name in ("n_lines", "n_bytes", "line_no")})
-    if len(rows) or table_exists(config.storage, "quarantine"):
-        write_job_rows(local_frame(spark, rows, QUARANTINE.schema), config.storage, "quarantine", job_ids,
-                       set(rows["job_id"]))
+    if not len(rows) and not table_exists(config.storage, "quarantine"):
+        return lambda: None
+    frame = local_frame(spark, rows, QUARANTINE.schema)
+    return lambda: write_job_rows(frame, config.storage, "quarantine", job_ids, set(rows["job_id"]))

@@ -106,7 +106,7 @@ def _save_remote(spark, storage: StorageConfig, store: TemplateStore) -> str:
                      "event_id": pa.array(list(mapping.values()), pa.string())}).to_pandas()
     frame = spark.createDataFrame(rows, "masked string, event_id string") if len(rows) else \
         spark.createDataFrame([], "masked string, event_id string")
-    frame.coalesce(1).write.mode("errorifexists").parquet(f"{base}/masked-{version:06d}")
+    fs.write_once(frame, f"{base}/masked-{version:06d}")
     fs.write_version(spark, base, "state", version, json.dumps(store.to_state(), ensure_ascii=False).encode())
     kill_point("after_template_store")
     fs.prune_versions(spark, base, ("state", "masked"), version, KEEP_STORE_VERSIONS)

@@ -7,8 +7,10 @@ parses it with ``parse_jobs`` into a fresh warehouse, in turn logs+warehouse loc
 format there: Delta with the jars) and logs+warehouse on HDFS once per format of ``--formats``,
 ``--repeat`` times each (the first round warms the JVM up and is not counted). Prints each
 parse's wall and CPU seconds (this process, the Spark JVM and its Python workers, and the
-MiniDFSCluster's JVM: all descendants) with the load average, then lines/s and the HDFS/local
-ratio per format, the best of each against the best local parse of the same run.
+MiniDFSCluster's JVM: all descendants; the MiniDFSCluster's share, which a cluster's storage
+spends on other machines, apart) with the load average and the Spark jobs the parse started (a
+count load does not move), then lines/s and the HDFS/local ratio per format, the best of each
+against the best local parse of the same run.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from l4spark.bench.parse import tree_cpu_seconds
+from l4spark.bench.parse import descendants, spark_jobs_started, stat_cpu_seconds, tree_cpu_seconds
 from l4spark.config import load_config
 from l4spark.io.session import build_session
 from l4spark.parse.pipeline import parse_jobs
@@ -53,15 +55,18 @@ def main() -> None:
             for where, root, warehouse, storage_format in runs:
                 config = load_config(overrides={"storage.warehouse": warehouse.format(attempt=attempt),
                                                 "storage.format": storage_format, "spark.master": "local[2]"})
-                cpu, started = tree_cpu_seconds(), time.perf_counter()
+                cpu, dfs_cpu, jobs = tree_cpu_seconds(), _cpu_of(dfs.process.pid), spark_jobs_started(spark)
+                started = time.perf_counter()
                 summary = parse_jobs(spark, config, root, progress=lambda _: None)
                 seconds, cpu = time.perf_counter() - started, tree_cpu_seconds() - cpu
+                dfs_cpu, jobs = _cpu_of(dfs.process.pid) - dfs_cpu, spark_jobs_started(spark) - jobs
                 lines = summary.lines
                 if attempt:  # the first round warms the JVM and the workers up
                     timings[where].append((seconds, cpu))
-                print(f"{where:12s} ({config.storage.format:7s}) attempt {attempt}: {seconds:6.1f} s, {cpu:6.1f} CPU s, "
-                      f"load {os.getloadavg()[0]:.1f}; {summary.lines:,} lines, {summary.bytes / 1e6:.1f} MB "
-                      f"in {summary.files} files", flush=True)
+                print(f"{where:12s} ({config.storage.format:7s}) attempt {attempt}: {seconds:6.1f} s, {cpu:6.1f} CPU s "
+                      f"({dfs_cpu:.1f} MiniDFS), load {os.getloadavg()[0]:.1f}, {jobs} Spark jobs; "
+                      f"{summary.lines:,} lines, {summary.bytes / 1e6:.1f} MB in {summary.files} files; "
+                      f"{_phases(summary.seconds)}", flush=True)
         spark.stop()
         local, local_cpu = min(timings["local"])
         print(f"{args.jobs} jobs x {args.iterations} iterations; best of {args.repeat}: "
@@ -73,6 +78,15 @@ def main() -> None:
     finally:
         dfs.stop()
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _cpu_of(pid: int) -> float:
+    """CPU seconds used so far by the descendant ``pid`` of this process."""
+    return sum(stat_cpu_seconds(fields) for child, fields in descendants(os.getpid()) if child == pid)
+
+
+def _phases(seconds: dict[str, float]) -> str:
+    return ", ".join(f"{name} {value:.1f}" for name, value in seconds.items())
 
 
 if __name__ == "__main__":

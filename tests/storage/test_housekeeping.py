@@ -27,6 +27,19 @@ def _warehouse(store: str, request) -> str:
     return "s3a://l4spark/housekeeping"
 
 
+def _stored_names(store: str, request, folder: str) -> list[str]:
+    """Every file under ``folder`` as the storage itself lists it (with the names Hadoop's listing
+    through Spark leaves out, such as ``_SUCCESS``)."""
+    if store == "hdfs":
+        from tests.storage.servers import hadoop_shell
+
+        listing = hadoop_shell(request.getfixturevalue("minidfs").uri, "-ls", "-R", folder)
+        return [line.split()[-1] for line in listing.splitlines() if line.startswith("-")]
+    prefix = fs.relative(folder, "s3a://l4spark") + "/"
+    listed = request.getfixturevalue("s3").client().list_objects_v2(Bucket="l4spark", Prefix=prefix)
+    return [item["Key"] for item in listed.get("Contents", []) if not item["Key"].endswith("/")]
+
+
 def _names(spark, folder: str) -> set[str]:
     return {fs.relative(f.path, folder).split("/")[0] for f in fs.list_files(spark, folder) or []}
 
@@ -47,6 +60,10 @@ def test_superseded_versions_and_finished_claims_are_deleted(spark, store, reque
         save_template_store(storage, templates, spark=spark)
     kept = list(range(5 - KEEP_STORE_VERSIONS, 5))
     assert fs.listed_versions(spark, store_dir) == {"state": kept, "masked": kept}
+    # a write-once version has no _SUCCESS marker (a listing hides it, so nothing reads it, and on
+    # HDFS each file's close waits): each version folder holds its one data file
+    stored = _stored_names(store, request, store_dir)
+    assert len(stored) == 2 * KEEP_STORE_VERSIONS and not [name for name in stored if "_SUCCESS" in name], stored
     assert len(load_template_store(storage, config.drain, config.structure.fold_digits, spark=spark)) == len(templates)
 
     # the lock: a live claim of another run (this process: alive) refuses us and is left alone;

@@ -128,3 +128,40 @@ def test_a_read_of_many_listed_files_plans_no_literal_per_file(spark, s3, capsys
     rows = files.select("tag", "content").collect()
     assert sorted((row.tag, bytes(row.content)) for row in rows) == [
         (f"s3a://l4spark/many/job-{job}/node-0/rank-{job}.log", f"job {job}\n".encode()) for job in range(4)]
+
+
+def test_a_remote_read_of_many_small_files_takes_the_local_reads_tasks_and_each_jobs_shape_numbers(spark, s3):
+    """Under ``remote_scan_settings`` (the parse's remote reads) Spark packs remote rank files
+    into about as many tasks as a local read of them (``plan_read_tasks``), by bytes, not one per
+    128 MB counting each file 4 MB more than its size (240 files of a few bytes made 8 tasks, and
+    as Delta each task of the events write is a file that HDFS makes wait at its close); and each
+    line gets the shape number of its own job's mapping, which reaches the tasks by a join on the
+    job, not in their closure."""
+    from pyspark.sql import functions as F
+
+    from l4spark.config import IngestConfig
+    from l4spark.io.frames import session_settings
+    from l4spark.parse.ingest import plan_read_tasks, read_rank_files, remote_scan_settings
+    from l4spark.parse.layout import RankFile
+    from l4spark.parse.textrules import fold_digits
+
+    client = s3.client()
+    files = []
+    for job in range(4):
+        for rank in range(60):
+            key = f"small/job-{job}/node-0/rank-{rank}.log"
+            client.put_object(Bucket="l4spark", Key=key, Body=f"step {rank % 10} of job {job}\nsaved\n".encode())
+            files.append(RankFile(f"job-{job}", "node-0", rank, f"s3a://l4spark/{key}", key[len("small/"):],
+                                  len(f"step {rank % 10} of job {job}\nsaved\n")))
+    # the same shapes in every job, numbered apart per job: a line must get its own job's number
+    shape_ids = {f"job-{job}": {fold_digits(f"step 0 of job {job}"): 10 * job + 1, "saved": 10 * job + 2}
+                 for job in range(4)}
+    lines = read_rank_files(spark, files, IngestConfig(), raw=True, shape_ids=shape_ids, job_boundaries=False)
+    local_tasks = len(plan_read_tasks(files, IngestConfig(), min_tasks=4, job_boundaries=False))
+    with session_settings(spark, remote_scan_settings(spark, files)):
+        rows = (lines.where(F.col("issue").isNull())
+                .select("job_id", "line_no", "shape_id", F.spark_partition_id().alias("task")).collect())
+    assert len(rows) == 2 * len(files)
+    assert sorted({(r.job_id, r.line_no, r.shape_id) for r in rows}) == [
+        (f"job-{job}", line_no, 10 * job + line_no) for job in range(4) for line_no in (1, 2)]
+    assert len({r.task for r in rows}) <= local_tasks == 4
