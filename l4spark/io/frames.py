@@ -92,22 +92,15 @@ def local_frame(spark: SparkSession, rows, schema=None, chunk_bytes: int = LOCAL
         names = spark.createDataFrame([], schema).columns if schema is not None else None
         rows = pd.DataFrame.from_records(rows, columns=names)
     frame = spark.createDataFrame(rows, schema) if schema is not None else spark.createDataFrame(rows)
-    with _session_setting(spark, LEAF_PARALLELISM, str(slices)):
+    with session_settings(spark, {LEAF_PARALLELISM: str(slices)}):
         return materialize(frame)
 
 
 @contextmanager
-def _session_setting(spark: SparkSession, key: str, value: str) -> Iterator[None]:
-    """``key`` set to ``value`` in the session for the block, then back as it was (unset if it
-    was unset)."""
-    with session_settings(spark, {key: value}):
-        yield
-
-
-@contextmanager
 def session_settings(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
-    """``settings`` in the session for the block, then each back as it was (unset if it was
-    unset). The session's settings are shared by its threads: set them around writes that run
+    """``settings`` (Spark SQL keys and values) in the session for the block, then each back as it
+    was (unset if it was unset). Session settings, so they work over Spark Connect too. The
+    session's settings are shared by its threads: set them around writes that run
     in threads (``in_parallel``), not from the threads."""
     before = {key: spark.conf.get(key, None) for key in settings}
     for key, value in settings.items():

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 import sys
-from contextlib import contextmanager
-from typing import Iterator, Mapping
 
 from pyspark.sql import SparkSession
 
@@ -113,20 +111,3 @@ ADAPTIVE = "spark.sql.adaptive.enabled"
 # (projections, predicates, orderings; ``NO_CODEGEN``: evaluated by the interpreter instead)
 WHOLE_STAGE_CODEGEN = "spark.sql.codegen.wholeStage"
 CODEGEN_FACTORY_MODE = "spark.sql.codegen.factoryMode"
-
-
-@contextmanager
-def session_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
-    """``settings`` (Spark SQL keys and values) in force for the block, then each key back as it
-    was (unset when it was unset). Session settings, so they work over Spark Connect too."""
-    before = {key: spark.conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
