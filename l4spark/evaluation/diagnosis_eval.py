@@ -80,8 +80,11 @@ def summarise(per_job: pd.DataFrame) -> dict:
                                      if len(with_iteration) else None)
         return out
 
+    # by the job's size: small jobs defeat comparisons with peers (two nodes have no median)
+    sizes = per_job["n_nodes"] if "n_nodes" in per_job.columns else pd.Series(0, index=per_job.index)
     return {"overall": block(per_job),
-            "per_kind": {kind: block(group) for kind, group in per_job.groupby("fault_kind", sort=True)}}
+            "per_kind": {kind: block(group) for kind, group in per_job.groupby("fault_kind", sort=True)},
+            "per_size": {str(int(n)): block(group) for n, group in per_job.groupby(sizes, sort=True)}}
 
 
 def evaluate_fleet(spark, config, fleet: Path, ablation: bool = True, dump: Path | None = None,
@@ -130,6 +133,7 @@ def evaluate_fleet(spark, config, fleet: Path, ablation: bool = True, dump: Path
 def _per_job(diagnosis, indicating: pd.DataFrame, baselines: pd.DataFrame, labels: dict) -> pd.DataFrame:
     counts = event_scores(diagnosis.events, indicating, sorted(labels)).set_index("job_id")
     nodes = diagnosis.nodes.sort_values(["job_id", "rank"])
+    n_nodes = nodes.groupby("job_id")["node"].nunique().to_dict()
     rankings = {"l4spark": {j: g["node"].drop_duplicates().tolist() for j, g in nodes.groupby("job_id")}}
     for method, group in baselines.sort_values(["job_id", "rank"]).groupby("method"):
         rankings[method] = {j: g["node"].drop_duplicates().tolist() for j, g in group.groupby("job_id")}
@@ -151,7 +155,7 @@ def _per_job(diagnosis, indicating: pd.DataFrame, baselines: pd.DataFrame, label
                "stage_ok": job["failure_stage"] == label.failure_stage,
                "iteration": want, "got_iteration": reported,
                "iteration_hit": None if want is None else iteration_hit(flagged_iterations.get(job_id, []), reported, want),
-               "faulty_nodes": list(label.faulty_nodes)}
+               "faulty_nodes": list(label.faulty_nodes), "n_nodes": int(n_nodes.get(job_id, 0))}
         for method in ("l4spark", "error_time", "error_count"):
             for k in K_VALUES:
                 frame = hits.get(method)
@@ -215,11 +219,16 @@ def format_result(result: dict) -> str:
         papers = " ".join(f"{PAPER[p]:.3f}" if p else "-" for p in paper)
         lines.append(f"  {method:<35}{values}   paper {papers}")
     lines += ["", f"{'fault kind':<24}{'jobs':>5}{'P':>7}{'R':>7}{'F1':>7}{'top1':>7}{'stage':>7}{'iter':>7}"]
+    def f(v):
+        return f"{v:>7.2f}" if v is not None else f"{'-':>7}"
+
     for kind, b in result["per_kind"].items():
-        def f(v):
-            return f"{v:>7.2f}" if v is not None else f"{'-':>7}"
         lines.append(f"{kind:<24}{b['jobs']:>5}{f(b['precision'])}{f(b['recall'])}{f(b['f1'])}"
                      f"{f(b['l4spark_top1'])}{f(b['stage_accuracy'])}{f(b['iteration_hit_rate'])}")
+    lines += ["", f"{'nodes per job':<24}{'jobs':>5}{'P':>7}{'R':>7}{'F1':>7}{'top1':>7}{'E_time':>7}"]
+    for size, b in result.get("per_size", {}).items():
+        lines.append(f"{size:<24}{b['jobs']:>5}{f(b['precision'])}{f(b['recall'])}{f(b['f1'])}"
+                     f"{f(b['l4spark_top1'])}{f(b['error_time_top1'])}")
     if result["errors"]:
         lines += ["", "errors:"] + [f"  {e['job_id']}: {e['error']}" for e in result["errors"]]
     return "\n".join(lines)
