@@ -61,6 +61,8 @@ def test_step_sections_reach_their_steps(tmp_path):
     temporal = config.temporal
     assert temporal.window == 4 and [r.stage for r in temporal.stage_rules] == ["training"]
     assert load_config().spatial.top_k == 8
+    path.write_text('[spatial]\nremote_patterns = ["lost my peer"]\n')
+    assert load_config(path).spatial.remote_patterns == ("lost my peer",)
 
 
 @pytest.mark.parametrize("text,message", [
@@ -68,6 +70,8 @@ def test_step_sections_reach_their_steps(tmp_path):
     ("[spatial]\ngranularity = \"rack\"\n", "spatial.granularity"),
     ("[normal_pool]\nmin_suport = 0.5\n", "min_suport"),
     ("[temporal]\nwindoww = 3\n", "temporal.windoww"),
+    ("[spatial]\nremote_patterns = \"peer\"\n", "spatial.remote_patterns"),
+    ("[spatial]\nremote_patterns = [\"(a|a)*$\"]\n", "spatial.remote_patterns"),
 ])
 def test_bad_step_keys_are_clear_errors_at_load_naming_the_file(tmp_path, text, message):
     path = tmp_path / "bad.toml"

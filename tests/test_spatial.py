@@ -142,6 +142,42 @@ def test_of_two_nodes_the_one_with_failure_lines_of_its_own_ranks_first():
     assert ranked["score"].tolist() == pytest.approx([0.5 + 0.25 / 3, 0.5 - 0.25 / 3])
 
 
+def test_of_two_nodes_the_survivors_lines_saying_a_peer_failed_point_at_the_other():
+    # a node goes down with one CUDA line on it (fresh seed 15013); the survivor's ranks print
+    # the NCCL errors of a remote process gone, its watchdog timeouts and its own trace lines.
+    # Before, those outnumbered the dead node's line and put the survivor first
+    rows = [_fact(n, "iteration", 200, 20.0) for n in ("n00", "n01")]
+    rows += [_fact("n01", "cuda_error", 1, 900.0)]
+    rows += [_fact("n00", "nccl_remote_error", 8, 960.0, remote=True), _fact("n00", "watchdog_timeout", 8, 961.0, remote=True),
+             _fact("n00", "proxy_trace", 40, 960.1),
+             _fact("n00", "resume_banner", 1, 10.0, loud=False)]  # rank 0's INFO banner: counts for nobody
+    counts = pd.DataFrame(rows, columns=UNIT_FACTS_COLUMNS[1:])
+    activity = _activity(2, last_s={0: 1000.0, 1: 990.0})
+    ranked = rank_units("job-x", counts, activity, SpatialConfig())
+    assert ranked["node"].tolist() == ["n01", "n00"]
+    # n01: its own cuda_error and the survivor's two remote events; n00: its proxy trace
+    assert ranked["score"].tolist() == [0.5 + 0.25 * 2 / 4, 0.5 - 0.25 * 2 / 4]
+    assert ranked.iloc[0]["signals"] == [
+        "isolated: score 0.625, logs 1 candidate event(s) the other unit does not: cuda_error",
+        "isolated: score 0.625, the other unit alone logs 2 event(s) saying a peer failed: nccl_remote_error, "
+        "watchdog_timeout"]
+    # without the remote flag (an older table) the survivor's own events count for it
+    blind = rank_units("job-x", counts.drop(columns=["remote"]), activity, SpatialConfig())
+    assert blind["node"].tolist() == ["n00", "n01"]
+
+
+def test_of_two_nodes_the_one_that_stopped_first_is_silent_and_neither_is_truncated():
+    # rank 0's node logs 20x more by role (DeepSpeed); n01 stopped 10 minutes before it and wrote
+    # an error on the way: with one peer neither the line count nor the error decides
+    activity = _activity(2, n_lines={0: 7200, 1: 333}, last_s={0: 1600.0, 1: 1000.0}).set_index("node")
+    result = silence(activity, SpatialConfig())
+    assert result["silent"].tolist() == [False, True] and not result["truncated"].any()
+    assert result["silent_gap_s"].tolist() == [-600.0, 600.0]
+    # a gap under silent_min_gap_s is no silence
+    close = silence(_activity(2, last_s={0: 1030.0, 1: 1000.0}).set_index("node"), SpatialConfig())
+    assert not close["silent"].any()
+
+
 def test_a_unit_isolated_only_by_what_it_lacks_is_not_credited():
     # n00 holds rank 0 but is no singleton role here; n03 lacks the watchdog line everyone logs
     rows = [r for r in _healthy_counts(8) if not (r[0] == "n03" and r[1] == "watchdog")]
@@ -156,12 +192,12 @@ def test_a_unit_isolated_only_by_what_it_lacks_is_not_credited():
 # ---- peer blame and first to fail: hand-built facts -----------------------------------------
 
 
-def _fact(node: str, event: str, n_lines: int, first_s: float | None) -> tuple:
-    return (node, None, event, None, n_lines, n_lines, first_s, True)
+def _fact(node: str, event: str, n_lines: int, first_s: float | None, remote: bool = False, loud: bool = True) -> tuple:
+    return (node, None, event, None, n_lines, n_lines if loud else 0, first_s, True, remote)
 
 
 def _mention(node: str, event: str, token: str, first_s: float | None, loud: int = 1, candidate: bool = True) -> tuple:
-    return (node, None, event, token, 1, loud, first_s, candidate)
+    return (node, None, event, token, 1, loud, first_s, candidate, None)
 
 
 def _neighbour_job() -> pd.DataFrame:
@@ -416,6 +452,55 @@ def test_unit_mentions_extract_addresses_ranks_and_known_host_names(message_even
                    ("h2", "boot", "ip:10.1.0.2", 2, 0), ("h2", "ib", "ip:10.1.0.3", 1, 1),
                    ("h3", "boot", "ip:10.1.0.3", 2, 0)]
     assert rows.set_index("token").loc["rank:5", "first_s"] == (T0 + timedelta(seconds=21)).timestamp()
+
+
+REMOTE_MESSAGES = [  # real texts: NCCL, PyTorch c10d, Gloo, HCCL (sources in SpatialConfig.remote_patterns)
+    "[Rank 3] NCCL watchdog thread terminated with exception: NCCL error: remote process exited or there was a "
+    "network error, NCCL version 2.20.5",
+    "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.",
+    "misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by remote peer node2<42830>",
+    "[c10d] recvValue failed on SocketImpl(fd=63, addr=[n3]:42318, remote=[n0]:29500): Connection reset by peer",
+    '[PG ID 0 PG GUID 0(default_pg) Rank 10] Failed to check the "should dump" flag on TCPStore, (maybe TCPStore '
+    "server has shut down too early), with error: Connection reset by peer",
+    "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=351188, OpType=ALLREDUCE, NumelIn=8388608, "
+    "NumelOut=8388608, Timeout(ms)=600000) ran for 600023 milliseconds before timing out.",
+    "EI0002: [PID: 13075] The wait execution of the Notify register times out. Reason: The Notify register has not "
+    "received the Notify record from remote rank: [unknown]. base information: [streamID:[1], taskID[8318285]]",
+]
+LOCAL_MESSAGES = [
+    "RuntimeError: CUDA error: an illegal memory access was encountered",
+    "NVRM: Xid (PCI:0000:8f:00): 94, pid=1874839, name=python3, Contained: SM (0x2)",
+    "NET/IB : Got completion from peer 10.1.0.3<4411> with error 4, opcode 0, len 0, vendor err 81 (Send)",
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+]
+
+
+def test_remote_patterns_tell_a_peer_failed_from_a_local_error():
+    import re
+
+    patterns = [re.compile(p) for p in SpatialConfig().remote_patterns]
+    assert all(any(p.search(m) for p in patterns) for m in REMOTE_MESSAGES)
+    assert not any(p.search(m) for p in patterns for m in LOCAL_MESSAGES)
+    with pytest.raises(ConfigError, match="spatial.remote_patterns"):
+        SpatialConfig(remote_patterns=("(a+)+$",))
+
+
+@pytest.mark.spark
+def test_unit_event_facts_flag_the_events_whose_text_says_a_peer_failed(spark):
+    from l4spark.spatial.ranking import unit_event_facts
+
+    rows = [("job-r", "h1", 0, "h1/rank-0.log", i + 1, T0 + timedelta(seconds=i), "ERROR", f"remote{i}", m)
+            for i, m in enumerate(REMOTE_MESSAGES)]
+    rows += [("job-r", "h2", 2, "h2/rank-2.log", i + 1, T0 + timedelta(seconds=i), "ERROR", f"local{i}", m)
+             for i, m in enumerate(LOCAL_MESSAGES)]
+    events = spark.createDataFrame(rows, MESSAGES_SCHEMA)
+    facts = unit_event_facts(events, remote_patterns=SpatialConfig().remote_patterns).toPandas()
+    assert list(facts.columns) == UNIT_FACTS_COLUMNS
+    flagged = dict(zip(facts["event_id"], facts["remote"]))
+    assert flagged == {**{f"remote{i}": True for i in range(len(REMOTE_MESSAGES))},
+                       **{f"local{i}": False for i in range(len(LOCAL_MESSAGES))}}
+    # no patterns (or no message column): nothing is remote
+    assert not unit_event_facts(events).toPandas()["remote"].any()
 
 
 @pytest.mark.spark

@@ -109,7 +109,7 @@ def build_inputs(fleet: Path, warehouse: Path, master: str, granularity: str, jo
     names = ("facts", "activity", "baselines")
     if all((cache / f"{n}.parquet").exists() for n in names):
         frames = {n: pd.read_parquet(cache / f"{n}.parquet") for n in names}
-        if set(job_ids) <= set(frames["activity"]["job_id"]):
+        if set(job_ids) <= set(frames["activity"]["job_id"]) and "remote" in frames["facts"].columns:
             return frames
     from pyspark.sql import functions as F
 
@@ -129,7 +129,7 @@ def build_inputs(fleet: Path, warehouse: Path, master: str, granularity: str, jo
             print(f"parsing {fleet} into {warehouse}", flush=True)
             parse_jobs(spark, config, fleet, progress=lambda m: print("  " + m, flush=True))
         events = read_table(spark, config.storage, "events").where(F.col("job_id").isin(sorted(job_ids)))
-        facts, activity = unit_inputs(events, granularity)
+        facts, activity = unit_inputs(events, granularity, remote_patterns=config.spatial.remote_patterns)
         frames = {"facts": facts.toPandas(), "activity": activity.toPandas(), "baselines": baseline_rankings(events).toPandas()}
     finally:
         spark.stop()

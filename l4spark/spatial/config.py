@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from l4spark.errors import ConfigError
+from l4spark.regexsafety import UnsafeRegexError, check_regex
 
 NORMALISATIONS = ("raw", "log", "share", "role")
 GRANULARITIES = ("node", "rank")
@@ -43,8 +44,31 @@ class SpatialConfig:
     timestamp_cover: float = 0.9  # onset only for units with a file timestamped to this share of its lines
     min_timed_units: int = 3  # no timing signal with fewer units having an onset
     mention_window_s: float = 60.0  # mentions this long before the first failure onset are not blame
+    # Messages that say the failure is at a peer, not here (Java regexes, matched on one sample
+    # line per unit and event): with one peer they can only mean the other unit (``pair_isolation``).
+    remote_patterns: tuple = (
+        # NCCL's ncclRemoteError text, and PyTorch ProcessGroupNCCL's words for it
+        r"remote process exit|A call failed possibly due to a network error or a remote process",
+        # NCCL sockets ("socketProgress: Connection closed by remote peer h<port>", NVIDIA/nccl#1232,
+        # #795), Gloo ("Connection closed by peer [a]:p"), c10d's TCPStore ("Connection reset by peer")
+        r"(?i)closed by (the )?(remote )?peer|reset by peer",
+        # c10d: the store server went away ("maybe TCPStore server has shut down too early")
+        r"TCPStore server has shut down",
+        # PyTorch's NCCL watchdog: a collective waited for peers that never joined it
+        r"Watchdog caught collective operation timeout|ran for [0-9]+ milliseconds before timing out",
+        # Ascend HCCL (EI0002): "The wait execution of the Notify register times out. Reason: The Notify
+        # register has not received the Notify record from remote rank: [..]" (InternLM/lmdeploy#3354,
+        # vllm-project/vllm-ascend#1443)
+        r"has not received the Notify record from remote rank",
+    )
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "remote_patterns", tuple(str(p) for p in self.remote_patterns))
+        for regex in self.remote_patterns:
+            try:
+                check_regex(regex)
+            except UnsafeRegexError as exc:
+                raise ConfigError(f"spatial.remote_patterns: {exc}") from exc
         if self.granularity not in GRANULARITIES:
             raise ConfigError(f"spatial.granularity: expected one of {GRANULARITIES}, found {self.granularity!r}")
         if self.normalisation not in NORMALISATIONS:

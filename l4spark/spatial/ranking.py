@@ -44,9 +44,9 @@ SLOW_RANK_PATTERN = r"MnRtt/Slo: [0-9.]+ms/(\d+)"
 # Long-form per-job input of rank_units: one row per unit x event (token null) with its line
 # count and first timestamp, and one row per unit x event x token a line of it names.
 UNIT_FACTS_COLUMNS = ["job_id", "node", "process_rank", "event_id", "token", "n_lines", "n_loud", "first_s",
-                      "candidate"]
+                      "candidate", "remote"]
 UNIT_FACTS_SCHEMA = ("job_id string, node string, process_rank int, event_id string, token string, "
-                     "n_lines long, n_loud long, first_s double, candidate boolean")
+                     "n_lines long, n_loud long, first_s double, candidate boolean, remote boolean")
 
 
 # ---- Spark: long-form inputs -------------------------------------------------------------
@@ -80,21 +80,31 @@ def _flag_candidates(frame: DataFrame, candidates: DataFrame | None) -> DataFram
 
 
 def unit_event_facts(events: DataFrame, granularity: str = "node",
-                     candidates: DataFrame | None = None) -> DataFrame:
-    """Per unit and event over *all* events: lines, loud lines, first timestamp, candidate flag.
+                     candidates: DataFrame | None = None, remote_patterns: Iterable[str] = ()) -> DataFrame:
+    """Per unit and event over *all* events: lines, loud lines, first timestamp, candidate flag,
+    and ``remote``: whether the event's text says the failure is at a peer (one of
+    ``remote_patterns``, Java regexes, matched on the unit's first line of the event in sort
+    order; false without a message column).
 
-    Input: ``events`` (job_id, node, rank, ts, level, event_id); ``candidates`` (job_id,
-    event_id) from cross-job filtering, or None for every event. Output: UNIT_FACTS_COLUMNS
-    with a null token; lines with a null event_id are not counted. Every event is kept (clock
-    alignment needs the routine ones); ``candidate`` tells which ones the count vectors use.
+    Input: ``events`` (job_id, node, rank, ts, level, event_id, message); ``candidates``
+    (job_id, event_id) from cross-job filtering, or None for every event. Output:
+    UNIT_FACTS_COLUMNS with a null token; lines with a null event_id are not counted. Every
+    event is kept (clock alignment needs the routine ones); ``candidate`` tells which ones the
+    count vectors use.
     """
+    patterns = list(remote_patterns) if "message" in events.columns else []
+    sample = [F.min("message").alias("sample")] if patterns else []
     facts = (
         events.where(F.col("event_id").isNotNull())
         .groupBy(F.col("job_id"), *_unit_columns(granularity), F.col("event_id"))
         .agg(F.count(F.lit(1)).alias("n_lines"), F.count(F.when(_is_loud(), 1)).alias("n_loud"),
-             F.min(_seconds()).alias("first_s"))
+             F.min(_seconds()).alias("first_s"), *sample)
         .withColumn("token", F.lit(None).cast("string"))
     )
+    remote = F.lit(False)
+    for regex in patterns:
+        remote = remote | F.coalesce(F.col("sample").rlike(regex), F.lit(False))
+    facts = facts.withColumn("remote", remote)
     return _fresh(_flag_candidates(facts, candidates), UNIT_FACTS_COLUMNS)
 
 
@@ -141,6 +151,7 @@ def unit_mentions(events: DataFrame, granularity: str = "node",
         named.groupBy("job_id", "node", "process_rank", "event_id", "token")
         .agg(F.count(F.lit(1)).alias("n_lines"), F.count(F.when(F.col("loud"), 1)).alias("n_loud"),
              F.min(F.when(F.col("loud"), F.col("t"))).alias("first_s"))
+        .withColumn("remote", F.lit(None).cast("boolean"))
     )
     return _fresh(_flag_candidates(mentions, candidates), UNIT_FACTS_COLUMNS)
 
@@ -233,13 +244,13 @@ def unit_slowness(events: DataFrame, granularity: str = "node", timers: DataFram
 
 
 def unit_inputs(events: DataFrame, granularity: str = "node", candidates: DataFrame | None = None,
-                timers: DataFrame | None = None) -> tuple[DataFrame, DataFrame]:
+                timers: DataFrame | None = None, remote_patterns: Iterable[str] = ()) -> tuple[DataFrame, DataFrame]:
     """The two long-form inputs of ``rank_units`` for every job of ``events``: the unit facts
     and mentions (UNIT_FACTS_COLUMNS) and the unit activity (``unit_activity`` with
     ``unit_slowness``'s slow_z, null where no timer names the unit). Built once, they
     can be ranked under several configurations (``rank_unit_inputs``; the evaluation does).
-    ``timers``: see ``unit_slowness``."""
-    facts = unit_event_facts(events, granularity, candidates).unionByName(
+    ``timers``: see ``unit_slowness``; ``remote_patterns``: see ``unit_event_facts``."""
+    facts = unit_event_facts(events, granularity, candidates, remote_patterns).unionByName(
         unit_mentions(events, granularity, candidates))
     activity = unit_activity(events, granularity)
     slow = unit_slowness(events, granularity, timers).withColumnRenamed("job_id", "s_job").withColumnRenamed(
@@ -278,7 +289,8 @@ def rank_nodes(events: DataFrame, config: SpatialConfig = SpatialConfig(),
     (DIAGNOSIS_NODES.schema): one row per unit; process_rank is null at node granularity.
     ``timers``: ``pace.timer_readings`` of ``events``, when already computed (``unit_slowness``).
     """
-    return rank_unit_inputs(*unit_inputs(events, config.granularity, candidates, timers), config)
+    return rank_unit_inputs(*unit_inputs(events, config.granularity, candidates, timers, config.remote_patterns),
+                            config)
 
 
 def baseline_rankings(events: DataFrame, granularity: str = "node") -> DataFrame:

@@ -69,7 +69,12 @@ def unit_signals(counts: pd.DataFrame, activity: pd.DataFrame, config: SpatialCo
 
     own: dict = {}
     if len(activity.index) == 2:
-        score, own = pair_isolation(matrix, config.max_evidence)
+        remote = facts.loc[facts["remote"].eq(True), "event_id"] if "remote" in facts.columns else []
+        quiet = []
+        if "n_loud" in facts.columns:
+            loud_lines = facts.groupby("event_id")["n_loud"].sum()
+            quiet = loud_lines.index[loud_lines == 0]
+        score, own = pair_isolation(matrix, config.max_evidence, remote, quiet)
         evidence = {unit: ([], []) for unit in activity.index}
         has_evidence = score > 0.5
     else:
@@ -133,7 +138,8 @@ def rank_units(job_id: str, counts: pd.DataFrame, activity: pd.DataFrame, config
     """Rank the units of one job by their one combined score.
 
     ``counts``: node, process_rank, event_id, n_lines, and optionally first_s, candidate
-    (missing: every row a candidate) and the ``unit_mentions`` rows (token not null; n_loud).
+    (missing: every row a candidate), remote (the event's text says a peer failed:
+    ``SpatialConfig.remote_patterns``; missing: none does) and the ``unit_mentions`` rows (token not null; n_loud).
     Rows with a null or missing token are the unit x event facts; the count vectors use the
     candidate ones, clock alignment every one. ``activity``: the ``unit_activity`` columns for
     every unit of the job (units with no candidate line still count: they are all-zero
@@ -199,9 +205,13 @@ def _signals(unit: str, silent: pd.DataFrame, score: pd.Series, evidence: dict, 
     ids = evidence[unit][0]
     if ids:
         out.append(f"isolated: score {score[unit]:.3f}, logs {len(ids)} event(s) more than its peers")
-    if score[unit] > 0.5 and own.get(unit):
-        out.append(f"isolated: score {score[unit]:.3f}, logs {len(own[unit])} candidate event(s) the other unit does not: "
-                   + ", ".join(own[unit]))
+    reasons = own.get(unit, {})
+    if score[unit] > 0.5 and reasons.get("own"):
+        out.append(f"isolated: score {score[unit]:.3f}, logs {len(reasons['own'])} candidate event(s) the other unit "
+                   "does not: " + ", ".join(reasons["own"]))
+    if score[unit] > 0.5 and reasons.get("peer_says"):
+        out.append(f"isolated: score {score[unit]:.3f}, the other unit alone logs {len(reasons['peer_says'])} event(s) "
+                   "saying a peer failed: " + ", ".join(reasons["peer_says"]))
     if named.at[unit, "named_by"] > 0:
         out.append(f"named by {int(named.at[unit, 'named_by'])} peer(s) (weight {named.at[unit, 'named_weight']:.2f} "
                    f"after discounting names given by design): {', '.join(named.at[unit, 'names'])}")

@@ -91,29 +91,45 @@ def isolation_scores(features: pd.DataFrame, config: SpatialConfig) -> pd.Series
     return pd.Series(-forest.score_samples(features.to_numpy()), index=features.index)
 
 
-def pair_isolation(matrix: pd.DataFrame, limit: int) -> tuple[pd.Series, dict]:
+def pair_isolation(matrix: pd.DataFrame, limit: int, remote: Iterable[str] = (),
+                   quiet: Iterable[str] = ()) -> tuple[pd.Series, dict]:
     """Isolation of the two units of a two-unit job, where a forest and a median have nothing to
     compare with (and role normalisation zeroes every event only one unit logs: each is a role
     of one). Before, both scored 0.5 and the name broke the tie (fresh seed 15017, 2-3 nodes
     per job: top-1 0.58, below Error_time's 0.67).
 
-    ``matrix``: unit x candidate event line counts (two rows). A unit's own events are the
-    candidate events only it logs; its score is 0.5 + 0.25 x (own - other's own) / (own +
-    other's own): 0.75 for the only unit with candidate events of its own, 0.5 for both when
-    neither has any or both have as many; within the forest's range on larger jobs (faulty
-    nodes 0.62 on average on fresh seed 15013, their peers 0.46), so it weighs as isolation
-    does there. Returns (score per unit, own events per unit: most lines first, ties by id, at
-    most ``limit``). They are not deviations from peers, so they stay out of ``evidence`` and
-    of the events the ranking marks as spatially indicating: rank 0's argument lines with a
-    value no normal job had are candidates of its own too (on 15017 as evidence they added 55
-    false events and 7 true ones)."""
-    own = {unit: matrix.loc[unit, (matrix.loc[unit] > 0) & (matrix.drop(index=unit) == 0).all(axis=0)]
+    ``matrix``: unit x candidate event line counts (two rows); ``remote``: the events whose
+    text says the failure is at a peer (``remote_patterns``: a remote process exited, a
+    connection closed by the peer, a collective timed out waiting); ``quiet``: the events with
+    INFO/DEBUG/TRACE lines only. A unit's own events are the candidate events only it logs.
+    Each counts for a unit: the unit's own, except a remote one, which with one peer can only
+    mean the other unit (the survivor of a dead node logs its watchdog timeouts and
+    ``ncclRemoteError`` alone; on fresh seed 15013 those outnumbered the dead node's few lines
+    in 5 of 16 two-node jobs), and a quiet one, which counts for nobody: its logger says nothing
+    went wrong, and rank 0's node prints most of them by role (HF Trainer's "Continuing
+    training from checkpoint"). The score is 0.5 + 0.25 x (points - other's
+    points) / (both points): 0.75 for the only unit with points, 0.5 for both when neither has
+    any or both have as many; within the forest's range on larger jobs (faulty nodes 0.62 on
+    average on fresh seed 15013, their peers 0.46), so it weighs as isolation does there.
+    Returns (score per unit, its reasons: ``own``, its own events that are not remote, and
+    ``peer_says``, the other unit's own remote events; each most lines first, ties by id, at
+    most ``limit``). They are not deviations from peers, so they stay out of
+    ``evidence`` and of the events the ranking marks as spatially indicating: rank 0's argument
+    lines with a value no normal job had are candidates of its own too (on 15017 as evidence
+    they added 55 false events and 7 true ones)."""
+    remote, quiet = set(remote), set(quiet)
+    own = {unit: matrix.loc[unit, (matrix.loc[unit] > 0) & (matrix.drop(index=unit) == 0).all(axis=0)
+                            & ~matrix.columns.isin(list(quiet))]
            for unit in matrix.index}
-    sizes = pd.Series({unit: float(len(lines)) for unit, lines in own.items()})
-    total = sizes.sum()
-    score = 0.5 + 0.25 * (2 * sizes - total) / total if total else pd.Series(0.5, index=sizes.index)
-    listed = {unit: [str(e) for e, _ in sorted(lines.items(), key=lambda item: (-item[1], str(item[0])))[:limit]]
-              for unit, lines in own.items()}
+    ordered = {unit: [str(e) for e, _ in sorted(lines.items(), key=lambda item: (-item[1], str(item[0])))]
+               for unit, lines in own.items()}
+    reasons = {unit: {"own": [e for e in ordered[unit] if e not in remote],
+                      "peer_says": [e for e in ordered[other] if e in remote]}
+               for unit, other in zip(matrix.index, matrix.index[::-1])}
+    points = pd.Series({unit: float(len(r["own"]) + len(r["peer_says"])) for unit, r in reasons.items()})
+    total = points.sum()
+    score = 0.5 + 0.25 * (2 * points - total) / total if total else pd.Series(0.5, index=points.index)
+    listed = {unit: {key: events[:limit] for key, events in r.items()} for unit, r in reasons.items()}
     return score.reindex(matrix.index), listed
 
 
@@ -125,7 +141,11 @@ def silence(activity: pd.DataFrame, config: SpatialConfig) -> pd.DataFrame:
     peers' median last line the unit stopped; null without timestamps), missing_files,
     truncated. The peers of a unit are the units of its role (``roles``) when that role has at
     least 3 members, else every unit: the node of rank 0 or of the last pipeline stage logs
-    more, and HF Trainer's non-main ranks less, by role, not by fault.
+    more, and HF Trainer's non-main ranks less, by role, not by fault. Of a job's two units
+    each is compared with the other: silent when it stopped ``silent_min_gap_s`` before it (no
+    spread to scale by), never truncated (one of the two holds rank 0 and logs more by role;
+    the truncation bonus put the wrong node first in 2 of 28 two-node jobs of fresh seed
+    15017).
     """
     role = roles(activity) if {"min_rank", "max_rank"} <= set(activity.columns) else pd.Series("peer", index=activity.index)
     sizes = role.map(role.value_counts())
@@ -139,19 +159,29 @@ def silence(activity: pd.DataFrame, config: SpatialConfig) -> pd.DataFrame:
         members = group.index[group == name] if name != "all" else group.index
         targets = group.index[group == name]
         peer_last = last.loc[members]
-        if peer_last.notna().any():
+        if len(members) < 3:
+            # a pair: no spread to judge against and no median of peers; each is compared with
+            # the other alone (below)
+            for unit in targets:
+                others = peer_last.drop(index=unit)
+                reference.loc[unit] = others.max() if others.notna().any() else last.loc[unit]
+            spread.loc[targets] = 0.0
+        elif peer_last.notna().any():
             ref = peer_last.median()
             reference.loc[targets] = ref
             spread.loc[targets] = 1.4826 * (peer_last - ref).abs().median()
-        line_median.loc[targets] = activity.loc[members, "n_lines"].median()
+        if len(members) >= 3:
+            line_median.loc[targets] = activity.loc[members, "n_lines"].median()
         typical_files.loc[targets] = activity.loc[members, "n_files"].mode().max() if len(members) else 0
     gap = reference - last
     by_time = (gap >= config.silent_min_gap_s) & (gap >= config.silent_z * spread)
     missing = (typical_files - activity["n_files"]).clip(lower=0)
-    truncated = activity["n_lines"] < config.truncated_share * line_median
+    truncated = (activity["n_lines"] < config.truncated_share * line_median).fillna(False)
     # A unit that stopped early but wrote errors crashed loudly: the count vectors show it.
     # Silent means it stopped without a word (a dead machine), which only the timing can show.
-    quiet = activity["n_error"] == 0
+    # Of two units, the one that stopped a minute before the other stopped first, whatever it
+    # wrote: with one peer the counts do not show who crashed.
+    quiet = (activity["n_error"] == 0) | (len(activity) == 2)
     silent = (by_time.fillna(False) & quiet) | (missing > 0) | truncated
     return pd.DataFrame({"silent": silent.astype(bool), "silent_gap_s": gap.where(last.notna()),
                          "missing_files": missing.astype(int), "truncated": truncated.astype(bool)})
