@@ -297,6 +297,12 @@ def test_teardown_and_advice_lines_are_consequences_not_news():
         _late_error("cuda_hint", "For debugging consider passing CUDA_LAUNCH_BLOCKING=1"),
         _late_error("nccl_enum", "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely."),
         _late_error("advice", "        Solution: 1. Check the rank service processes with other errors or no errors (HCCL timeout)"),
+        # torchrun's root-cause block restates the agent's failed line above (fresh seed 16001: 73 of
+        # 106 false events were these four lines)
+        _late_error("block_host", "  host      : node373"),
+        _late_error("block_rank", "  rank      : 7 (local_rank: 7)"),
+        _late_error("block_exit", "  exitcode  : -6 (pid: 1649207)"),
+        _late_error("block_signal", "  traceback : Signal 6 (SIGABRT) received by PID 1649207"),
     ])
     timing = pd.DataFrame([{"job_id": "j", "start_t": 0.0, "last_progress_t": 95.0}])
     empty = pd.DataFrame(columns=["job_id", "event_id", "score"])
@@ -305,7 +311,8 @@ def test_teardown_and_advice_lines_are_consequences_not_news():
     shares = pd.DataFrame({"event_id": pd.Series(dtype=str), "n_failed": pd.Series(dtype="int64")})
     scored = score_events(evidence, timing, empty, empty, hits, shares, conf).set_index("event_id")
     assert scored.loc["cause", "flagged"] and scored.loc["exit", "flagged"]
-    for event in ("sigterm", "summary", "hint", "cuda_hint", "nccl_enum", "advice"):
+    for event in ("sigterm", "summary", "hint", "cuda_hint", "nccl_enum", "advice", "block_host", "block_rank",
+                  "block_exit", "block_signal"):
         assert scored.loc[event, "consequence"] and not scored.loc[event, "flagged"], event
     # the rule is configuration: without it the teardown lines are flagged like any late error
     plain = score_events(evidence, timing, empty, empty, hits, shares,

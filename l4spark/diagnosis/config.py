@@ -43,16 +43,21 @@ class DiagnosisConfig:
     source_after: str = r'^\s*File ".*", line [0-9]+, in '
     # consequence and advice lines: the launcher tearing the other processes down after one failed,
     # and the fixed hints printed under an error; they say the job is going down or how to debug,
-    # not what went wrong (lines naming the failed process and its exit code are not here)
+    # not what went wrong (the agent's line naming the failed process and its exit code is not here)
     consequence_patterns: tuple = (
         r"closing signal SIG[A-Z]+",  # torch elastic: Sending process N closing signal SIGTERM
         r"\bdeath signal\b|SignalException: Process [0-9]+ got signal",  # agent shutting down on a signal
         r"^\s*Killing subprocess [0-9]+",  # deepspeed launcher
         r"^\s*\S+ FAILED\s*$",  # torchrun's failure summary header ("train.py FAILED")
         r"^\s*traceback\s*:\s*To enable traceback see",  # ...and its hint line
-        # ...and the framing of its error summary (the host / rank / exitcode lines inside it stay)
+        # ...and the framing of its error summary
         r"^\s*(Failures|Root Cause \(first observed failure\)):\s*$|^\s*<NO_OTHER_FAILURES>\s*$",
         r"^\s*error_file\s*:|^\s*time\s*:\s*[0-9]{4}-[0-9]{2}-[0-9]{2}_[0-9]{2}:[0-9]{2}:[0-9]{2}\s*$",
+        # ...and its per-failure lines (torch.distributed.elastic's _FAILURE_FORMAT_TEMPLATE): host, rank and
+        # exit code restate the agent's "failed (exitcode: N) local_rank: N (pid: N)" line above them, which
+        # stays; a "traceback : Signal N (SIGABRT) ..." line the signal of that exit code
+        r"^\s*host\s*:\s*\S+\s*$|^\s*rank\s*:\s*[0-9]+ \(local_rank: [0-9]+\)\s*$",
+        r"^\s*exitcode\s*:\s*-?[0-9]+ \(pid: [0-9]+\)\s*$|^\s*traceback\s*:\s*Signal [0-9]+ \([A-Z]+\) received by PID",
         r"^\s*(torch\.distributed\.elastic\.multiprocessing\.errors\.)?ChildFailedError:\s*$",
         r"CUDA kernel errors might be asynchronously reported|CUDA_LAUNCH_BLOCKING=|TORCH_USE_CUDA_DSA",
         r"To avoid data inconsistency, we are taking the entire process down",  # NCCL watchdog's closing words
