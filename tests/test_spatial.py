@@ -72,6 +72,12 @@ def test_silence_needs_an_early_quiet_stop_or_missing_files():
     assert result["silent"][result["silent"]].index.tolist() == ["n03", "n06"]
     assert result.loc["n03", "silent_gap_s"] == pytest.approx(600.5)  # peers median 1000.5
     assert result.loc["n06", "missing_files"] == 1
+    # n05's error lines are no candidate events (the cross-job filter found them routine): its
+    # count vector shows nothing, so its early stop is silence after all (fresh seed 16003: a
+    # node down 6 hours before its peers with one routine error line, ranked second)
+    lines = pd.Series({"n00": 40, "n01": 40, "n02": 40, "n03": 0, "n04": 40, "n05": 0, "n06": 40, "n07": 40})
+    result = silence(activity, SpatialConfig(), candidate_lines=lines)
+    assert result["silent"][result["silent"]].index.tolist() == ["n03", "n05", "n06"]
 
 
 def _counts(rows: list[tuple[str, str, int]]) -> pd.DataFrame:

@@ -83,7 +83,7 @@ def unit_signals(counts: pd.DataFrame, activity: pd.DataFrame, config: SpatialCo
         deviation = deviations(features)
         evidence = {unit: _evidence(deviation, unit, config.max_evidence) for unit in activity.index}
         has_evidence = pd.Series({unit: bool(ids) for unit, (ids, _) in evidence.items()}, dtype=bool)
-    silent = silence(activity, config)
+    silent = silence(activity, config, matrix.sum(axis=1))
     if "first_s" in facts.columns:
         first_seen = _pivot(facts, "first_s", activity.index)
         offsets = clock_offsets(first_seen, activity)

@@ -133,11 +133,11 @@ def pair_isolation(matrix: pd.DataFrame, limit: int, remote: Iterable[str] = (),
     return score.reindex(matrix.index), listed
 
 
-def silence(activity: pd.DataFrame, config: SpatialConfig) -> pd.DataFrame:
+def silence(activity: pd.DataFrame, config: SpatialConfig, candidate_lines: pd.Series | None = None) -> pd.DataFrame:
     """Which units went silent, each judged against the peers of its own role.
 
     Input indexed by unit: n_files, n_lines, n_error, last_s (min_rank, max_rank or ranks
-    optional: roles). Output (same index): silent (bool), silent_gap_s (how long before its
+    optional: roles); ``candidate_lines``: per unit, its lines of candidate events (optional). Output (same index): silent (bool), silent_gap_s (how long before its
     peers' median last line the unit stopped; null without timestamps), missing_files,
     truncated. The peers of a unit are the units of its role (``roles``) when that role has at
     least 3 members, else every unit: the node of rank 0 or of the last pipeline stage logs
@@ -178,10 +178,13 @@ def silence(activity: pd.DataFrame, config: SpatialConfig) -> pd.DataFrame:
     missing = (typical_files - activity["n_files"]).clip(lower=0)
     truncated = (activity["n_lines"] < config.truncated_share * line_median).fillna(False)
     # A unit that stopped early but wrote errors crashed loudly: the count vectors show it.
-    # Silent means it stopped without a word (a dead machine), which only the timing can show.
-    # Of two units, the one that stopped a minute before the other stopped first, whatever it
-    # wrote: with one peer the counts do not show who crashed.
-    quiet = (activity["n_error"] == 0) | (len(activity) == 2)
+    # Silent means it stopped without a word (a dead machine), which only the timing can show;
+    # so does a unit whose error lines are no candidate events (the cross-job filter removed
+    # them as routine): its count vector shows nothing either. Of two units, the one that
+    # stopped a minute before the other stopped first, whatever it wrote: with one peer the
+    # counts do not show who crashed.
+    no_candidates = candidate_lines.reindex(activity.index).fillna(0) == 0 if candidate_lines is not None else False
+    quiet = (activity["n_error"] == 0) | no_candidates | (len(activity) == 2)
     silent = (by_time.fillna(False) & quiet) | (missing > 0) | truncated
     return pd.DataFrame({"silent": silent.astype(bool), "silent_gap_s": gap.where(last.notna()),
                          "missing_files": missing.astype(int), "truncated": truncated.astype(bool)})
