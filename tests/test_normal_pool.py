@@ -172,8 +172,9 @@ def test_failure_path_boilerplate_is_removed_whatever_the_history(spark, history
              ("E25", "frame #3: c10::cuda::c10_cuda_check_implementation + 0x1a (libc10_cuda.so)"),
              ("E26", "============================================================"),
              ("E27", "Root Cause (first observed failure):"),
-             ("E28", "  host      : gpu-node-17"),
-             ("E29", "[W1121 07:00:01 Sending process 4121 closing signal SIGTERM")]
+             ("E28", "failed (exitcode: 1) local_rank: 3 (pid: 4120) of binary: /usr/bin/python3"),
+             ("E29", "[W1121 07:00:01 Sending process 4121 closing signal SIGTERM"),
+             ("E30", "  host      : gpu-node-17")]  # the summary block restates E28
     put_job(spark, history, "f1", "failed", A, on("n1", RINGS, *crash))
     put_job(spark, history, "f2", "failed", C, on("n1", RINGS, *crash))
     events = read_table(spark, history.storage, "events").where(F.col("job_id").isin("f1", "f2"))
@@ -183,11 +184,11 @@ def test_failure_path_boilerplate_is_removed_whatever_the_history(spark, history
     result = filter_normal_events(flagged, jobs, pool, POOL_CONFIG, masking=default_config.masking)
 
     kept = {(r.job_id, r.event_id): r.keep_reason for r in result.candidates.collect()}
-    # the error itself and the line naming the failed host stay; with history, the pool drops E1 too
+    # the error itself and the agent's line naming the failed process stay; with history, the pool drops E1 too
     assert kept == {("f1", "E23"): "not_in_pool", ("f1", "E28"): "not_in_pool",
                     ("f2", "E1"): "no_history", ("f2", "E23"): "no_history", ("f2", "E28"): "no_history"}
     report = {r.job_id: r.asDict() for r in result.report().collect()}
-    assert [(report[j]["n_events_removed"], report[j]["n_events_boilerplate"]) for j in ("f1", "f2")] == [(9, 8), (8, 8)]
+    assert [(report[j]["n_events_removed"], report[j]["n_events_boilerplate"]) for j in ("f1", "f2")] == [(10, 9), (9, 9)]
     reasons = {(r.event_id, r.reason) for r in result.removals().where(F.col("job_id") == "f2").collect()}
     assert reasons == {(e, "boilerplate") for e, _ in crash if e not in ("E23", "E28")}
     # the spatial and temporal steps still see the boilerplate the pool keeps (timing evidence)
@@ -195,8 +196,8 @@ def test_failure_path_boilerplate_is_removed_whatever_the_history(spark, history
     assert pool_kept == {("f1", e) for e, _ in crash} | {("f2", e) for e, _ in [RINGS, *crash]}
     # switched off, or without the per-line flag: only the pool removes
     off = NormalPoolConfig(levels=LEVELS, remove_boilerplate=False)
-    assert filter_normal_events(flagged, jobs, pool, off, masking=default_config.masking).candidates.count() == 21
-    assert filter_normal_events(events, jobs, pool, POOL_CONFIG, masking=default_config.masking).candidates.count() == 21
+    assert filter_normal_events(flagged, jobs, pool, off, masking=default_config.masking).candidates.count() == 23
+    assert filter_normal_events(events, jobs, pool, POOL_CONFIG, masking=default_config.masking).candidates.count() == 23
 
 
 def test_switches_and_errors(spark, history, default_config):
