@@ -12,7 +12,8 @@ in the JVM, cached for the same three steps. Then the small tables, from the eve
 
 Writes that do not read each other run at the same time, each from a driver thread (Spark runs
 the jobs of several threads of one session concurrently): ``job_event_forms`` with ``events``;
-then ``job_event_counts`` (and ``templates``, which reads it) with ``quarantine``; ``jobs`` last,
+then ``job_event_counts``, ``templates`` (from the same count rows plus the other jobs' stored
+ones, not from the table written: ``_templates_writer``) and ``quarantine``; ``jobs`` last,
 since a job's row there says it is parsed (``nightly.selection``). On HDFS most of a small
 table's write is waiting (each file's close, each Delta commit's log file), so several writes
 at once take about as long as the slowest (docs/deploy.md, "HDFS makes every file's writer wait").
@@ -113,13 +114,9 @@ def parse_jobs(spark: SparkSession, config: Config, logs_root: str | Path, jobs:
     # the frames are made here, the writes run in threads (local_frame changes a session setting
     # while it checkpoints large rows: not from two threads at once)
     count_rows = local_frame(spark, counts[["job_id", "event_id", "n_lines", "first_ts"]], JOB_EVENT_COUNTS.schema)
-    write_templates = _templates_writer(spark, config, store)
-
-    def write_counts_and_templates() -> None:
-        write_job_rows(count_rows, config.storage, "job_event_counts", job_ids, set(counts["job_id"]))
-        write_templates()
-
-    in_parallel(write_counts_and_templates, _quarantine_writer(spark, config, issues, job_ids, run_id))
+    in_parallel(lambda: write_job_rows(count_rows, config.storage, "job_event_counts", job_ids, set(counts["job_id"])),
+                _templates_writer(spark, config, store, count_rows, job_ids),
+                _quarantine_writer(spark, config, issues, job_ids, run_id))
     _write_jobs(spark, config, scan, summary)
     summary.seconds["write tables"] = clock.lap()
     return summary
@@ -500,21 +497,33 @@ def _per_job(scan: LayoutScan, counts: pd.DataFrame, issues: list[Issue]) -> lis
     return rows
 
 
-def _templates_writer(spark: SparkSession, config: Config, store) -> Callable[[], None]:
-    """The write of the templates table: every event of the store with its line count over all
-    jobs, read from ``job_event_counts`` when the write runs (so after that table's write). The
-    store's rows become a frame now, on the calling thread (``local_frame``)."""
+def _templates_writer(spark: SparkSession, config: Config, store, count_rows: DataFrame,
+                      job_ids: list[str]) -> Callable[[], None]:
+    """The write of the templates table: every event of the store with its lines, jobs and first
+    time over all jobs, from ``count_rows`` (this run's ``job_event_counts`` rows) and the stored
+    ``job_event_counts`` rows of every other job. The ``job_event_counts`` write replaces exactly
+    the rows of ``job_ids``, so these are that table's rows once it is written, and the templates
+    need not read it back after its commit: both are written at the same time (one commit less on
+    the parse's critical path, where on HDFS each commit waits for its files' closes; a read and
+    its Spark jobs less). The stored table is looked up now, on the calling thread, before that
+    write starts (a Delta read sees the snapshot of the moment; a Parquet read lists the folders
+    then), and only other jobs' rows are read, which the write does not touch. The store's rows
+    become a frame now too (``local_frame`` is not for two threads at once)."""
     templates = local_frame(
         spark,
         pd.DataFrame([(t.event_id, t.template) for t in store.templates()], columns=["event_id", "template"]),
         schema="event_id string, template string")
-    return lambda: _write_templates(spark, config, templates)
+    counts = count_rows
+    if table_exists(config.storage, JOB_EVENT_COUNTS.name, spark):
+        others = (read_table(spark, config.storage, JOB_EVENT_COUNTS.name)
+                  .where(~F.col("job_id").isin(job_ids))
+                  .select(F.col("job_id").cast("string").alias("job_id"), "event_id", "n_lines", "first_ts"))
+        counts = others.unionByName(count_rows)
+    return lambda: _write_templates(config, templates, counts)
 
 
-def _write_templates(spark: SparkSession, config: Config, templates: DataFrame) -> None:
-    counts = (read_table(spark, config.storage, "job_event_counts")
-              if table_exists(config.storage, "job_event_counts", spark)
-              else spark.createDataFrame([], JOB_EVENT_COUNTS.schema))
+def _write_templates(config: Config, templates: DataFrame, counts: DataFrame) -> None:
+    """``templates`` (event_id, template) with each event's totals over ``counts`` (job_event_counts rows)."""
     totals = (
         counts.groupBy("event_id")
         .agg(F.sum("n_lines").alias("n_lines"), F.countDistinct("job_id").alias("n_jobs"),
