@@ -302,7 +302,9 @@ def _forms(counts: pd.DataFrame) -> pd.DataFrame:
     event and message form (``textrules.message_form`` of the masked message), the lines. The
     parse has these counts anyway (per shape, or per masked message); the normal pool reads
     them instead of masking every line of every successful job again."""
-    counts = counts.assign(masked=counts["masked"].map(message_form, na_action="ignore"))
+    # a form per distinct masked message (hundreds), not per row (a row per job and shape)
+    forms = {masked: message_form(masked) for masked in counts["masked"].dropna().unique()}
+    counts = counts.assign(masked=counts["masked"].map(forms))
     return (counts.groupby(["job_id", "event_id", "masked"], dropna=False, sort=True)["n_lines"].sum()
             .reset_index()[["job_id", "event_id", "masked", "n_lines"]])
 
