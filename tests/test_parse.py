@@ -319,6 +319,43 @@ def test_independent_table_writes_overlap_and_jobs_is_written_last(spark, test_c
     assert set(read(tmp_path / "warehouse", "quarantine")["reason"]) == {"empty_file"}
 
 
+def test_the_store_is_saved_while_the_second_read_is_planned_and_before_any_event_is_written(
+        spark, test_config, tmp_path, monkeypatch):
+    """The template store's save (on HDFS a wait for its file's close) runs in a driver thread
+    while the parse plans its second read (the shape rows are checkpointed by a Spark job of
+    their own), and the events write starts only once it is saved. The save waits here for the
+    shape rows to be planned: one after the other, it would time out."""
+    import threading
+
+    from l4spark.parse import pipeline
+
+    planning, order = threading.Event(), []
+    original_save, original_shapes, original_write = (pipeline.save_template_store, pipeline.shapes_frame,
+                                                       pipeline.write_job_rows)
+
+    def save_template_store(*args, **kwargs):
+        order.append(("save waited", planning.wait(timeout=60)))
+        original_save(*args, **kwargs)
+        order.append("saved")
+
+    def shapes_frame(*args, **kwargs):
+        planning.set()
+        return original_shapes(*args, **kwargs)
+
+    def write_job_rows(rows, storage, table, *args, **kwargs):
+        order.append(table)
+        original_write(rows, storage, table, *args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "save_template_store", save_template_store)
+    monkeypatch.setattr(pipeline, "shapes_frame", shapes_frame)
+    monkeypatch.setattr(pipeline, "write_job_rows", write_job_rows)
+    logs = tmp_path / "logs"
+    write_job(logs, "job-a", ["gpu-001"])
+    parse_jobs(spark, test_config, logs, progress=lambda m: None)
+    assert order[:2] == [("save waited", True), "saved"] and "events" in order[2:4]
+    assert len(load_template_store(test_config.storage, test_config.drain)) == read(tmp_path / "warehouse", "templates").shape[0]
+
+
 def test_in_parallel_raises_the_first_error_once_every_write_is_done():
     from l4spark.parse.pipeline import in_parallel
 

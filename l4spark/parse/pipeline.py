@@ -4,7 +4,8 @@ Default path, by line shape (``shapes.py``; docs/parsing.md):
 1. read the files, counting each job's distinct digit-folded line shapes in the reading tasks
    (plus the files' quarantine rows): small;
 2. on the driver: structure and mask each shape once, run Drain over the masked messages the
-   template store has not seen (first-occurrence order), save the store;
+   template store has not seen (first-occurrence order), save the store (in a driver thread,
+   while step 3's read is planned, and before any event is written);
 3. read the files again, join each line to its shape's fields and event id (broadcast) and
    write the events, replacing exactly the parsed jobs' partitions.
 Fallback when the rules tell digits apart or a run has too many shapes: structure every line
@@ -207,18 +208,26 @@ def _parse_by_shape(spark: SparkSession, config: Config, scan: LayoutScan, reada
     firsts = (per_job[["shape", "first_raw"]].rename(columns={"first_raw": "raw"})
               .merge(table[["shape", "masked", "msg_parts"]], on="shape"))
     store.observe(original_masked(firsts, config.masking))
-    save_template_store(config.storage, store, spark=spark)
     table["event_id"] = table["masked"].map(assignment)
     summary.seconds["template"] = clock.lap()
     progress(f"templated: {table['masked'].nunique():,} masked messages, {len(store)} events in the store")
 
-    lines = (read_rank_files(spark, readable, config.ingest, raw=True, shape_ids=_job_shape_ids(per_job, table),
-                             job_boundaries=_events_partitioned(config))
-             .where(issue.isNull()))
-    shape_rows = shapes_frame(spark, table.drop(columns=["masked"]))
-    lines, reference = _with_year_reference(spark, lines, scan)
-    events = with_shape_fields(lines, shape_rows, reference).select(*_event_columns())
-    forms = _forms(per_job[["job_id", "shape", "n_lines"]].merge(table[["shape", "masked", "event_id"]], on="shape"))
+    # The store is saved (a driver thread) while the second read is planned, whose task table,
+    # shape rows and year references are frames checkpointed by Spark jobs of their own, and
+    # before any event is written: the events never hold an id that the saved store lacks (a
+    # crash in between leaves what ``after_template_store`` describes). On HDFS the save waits
+    # for its file's close; here that wait is not on the parse's critical path.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="l4spark-store") as pool:
+        saved = pool.submit(save_template_store, config.storage, store, spark=spark)
+        lines = (read_rank_files(spark, readable, config.ingest, raw=True, shape_ids=_job_shape_ids(per_job, table),
+                                 job_boundaries=_events_partitioned(config))
+                 .where(issue.isNull()))
+        shape_rows = shapes_frame(spark, table.drop(columns=["masked"]))
+        lines, reference = _with_year_reference(spark, lines, scan)
+        events = with_shape_fields(lines, shape_rows, reference).select(*_event_columns())
+        forms = _forms(per_job[["job_id", "shape", "n_lines"]].merge(table[["shape", "masked", "event_id"]],
+                                                                      on="shape"))
+    saved.result()
     in_parallel(lambda: write_job_rows(events, config.storage, "events", summary.jobs, set(per_job["job_id"])),
                 _forms_writer(spark, config, forms, summary.jobs, summary.run_id))
     summary.seconds["write events"] = clock.lap()
@@ -361,7 +370,7 @@ def _event_columns() -> list:
 
 
 def _event_counts(spark: SparkSession, config: Config, scan: LayoutScan, job_ids: list[str]) -> pd.DataFrame:
-    """Lines, first and last time per (job, event), read back from the events just written.
+    """Lines, first and last time per (job, event), read back from the events this parse has just written.
     A job whose times all lie within ``_job_time_limits`` (job.json's start and end widened by
     ``CLOCK_SLACK``) has no line stamped outside its time; only the other jobs are read again,
     for ``n_outside`` (their lines outside, per job) and the first of them (``outside_file``,
@@ -370,9 +379,13 @@ def _event_counts(spark: SparkSession, config: Config, scan: LayoutScan, job_ids
     healthy batch, nothing."""
     columns = ("job_id", "event_id", "n_lines", "first_ts", "last_ts", "n_outside", "outside_file", "outside_line",
                "outside_ts")
-    if not table_exists(config.storage, "events"):
+    # the parse has just written the events in storage.format (its write refuses another), so a
+    # Delta table is there and is not looked up again (on a remote warehouse, two listings); a
+    # Parquet write of no rows leaves no table to read
+    if config.storage.format != "delta" and not table_exists(config.storage, "events", spark):
         return pd.DataFrame({name: [] for name in columns})
-    events = read_table(spark, config.storage, "events").where(F.col("job_id").isin(job_ids))
+    events = (read_table(spark, config.storage, "events", stored=config.storage.format)
+              .where(F.col("job_id").isin(job_ids)))
     counts = (
         events.groupBy("job_id", "event_id")
         .agg(F.count(F.lit(1)).alias("n_lines"), F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"))
