@@ -135,6 +135,30 @@ def test_event_ids_are_stable_across_runs_and_jobs(spark, test_config, tmp_path)
     assert len(load_template_store(test_config.storage, test_config.drain)) == read(warehouse, "templates").shape[0]
 
 
+def test_templates_total_every_job_when_some_are_parsed_again(spark, test_config, tmp_path):
+    """``templates`` is written at the same time as ``job_event_counts``, from this run's count
+    rows plus the other jobs' stored rows (``_templates_writer``), not read back from the table
+    after its write: after job-a is parsed again with one more line, its totals still equal the
+    totals over the whole ``job_event_counts`` table, job-b's rows included."""
+    logs = tmp_path / "logs"
+    write_job(logs, "job-a", ["gpu-001"], extra={("gpu-001", 0): ["CUDA error: an illegal memory access was encountered"]})
+    write_job(logs, "job-b", ["gpu-002", "gpu-003"])
+    parse_jobs(spark, test_config, logs, progress=lambda m: None)
+    rank0 = logs / "job-a" / "gpu-001" / "rank-0.log"
+    rank0.write_text(rank0.read_text() + "CUDA error: an illegal memory access was encountered\n")
+    parse_jobs(spark, test_config, logs, jobs=["job-a"], progress=lambda m: None)
+
+    warehouse = tmp_path / "warehouse"
+    counts = read(warehouse, "job_event_counts").astype({"job_id": "string"})
+    expected = (counts.groupby("event_id")
+                .agg(n_lines=("n_lines", "sum"), n_jobs=("job_id", "nunique"), first_seen=("first_ts", "min")))
+    templates = read(warehouse, "templates").set_index("event_id").sort_index()
+    assert set(expected.index) <= set(templates.index)
+    assert templates.loc[expected.index, ["n_lines", "n_jobs", "first_seen"]].equals(
+        expected[["n_lines", "n_jobs", "first_seen"]].astype({"n_lines": "int64", "n_jobs": "int64"}))
+    assert templates["n_jobs"].max() == 2 and expected["n_lines"].sum() == 3 * 2 * 21 + 2
+
+
 def test_line_order_is_exact_in_a_file_bigger_than_a_task(spark, tmp_path):
     from l4spark.config import load_config
     config = load_config(overrides={"storage.warehouse": str(tmp_path / "warehouse"), "storage.format": "parquet",
@@ -254,8 +278,8 @@ def test_lines_stamped_outside_the_job_time_are_counted_per_job(spark, test_conf
 
 def test_independent_table_writes_overlap_and_jobs_is_written_last(spark, test_config, tmp_path, monkeypatch):
     """The parse writes tables that do not read each other from driver threads at once
-    (``in_parallel``): ``job_event_forms`` while ``events`` is written, ``quarantine`` while
-    ``job_event_counts`` is, and ``jobs`` (a job's row says it is parsed) after every other
+    (``in_parallel``): ``job_event_forms`` while ``events`` is written, ``templates`` and
+    ``quarantine`` while ``job_event_counts`` is, and ``jobs`` (a job's row says it is parsed) after every other
     table's write has finished. A write waits for the one it overlaps to start, so run one after
     the other they would time out."""
     import threading
@@ -263,9 +287,11 @@ def test_independent_table_writes_overlap_and_jobs_is_written_last(spark, test_c
     from l4spark.parse import pipeline
 
     original = pipeline.write_job_rows
-    started = {name: threading.Event() for name in ("events", "job_event_forms", "job_event_counts", "quarantine")}
-    partner = {"events": "job_event_forms", "job_event_forms": "events",
-               "job_event_counts": "quarantine", "quarantine": "job_event_counts"}
+    original_table = pipeline.write_table
+    started = {name: threading.Event()
+               for name in ("events", "job_event_forms", "job_event_counts", "templates", "quarantine")}
+    partner = {"events": "job_event_forms", "job_event_forms": "events", "job_event_counts": "templates",
+               "templates": "quarantine", "quarantine": "job_event_counts"}
     finished: list[str] = []
     waited: dict[str, bool] = {}
 
@@ -276,7 +302,14 @@ def test_independent_table_writes_overlap_and_jobs_is_written_last(spark, test_c
         original(rows, storage, table, *args, **kwargs)
         finished.append(table)
 
+    def write_table(rows, storage, table):
+        started[table].set()
+        waited[table] = started[partner[table]].wait(timeout=60)
+        original_table(rows, storage, table)
+        finished.append(table)
+
     monkeypatch.setattr(pipeline, "write_job_rows", write_job_rows)
+    monkeypatch.setattr(pipeline, "write_table", write_table)
     logs = tmp_path / "logs"
     write_job(logs, "job-a", ["gpu-001"])
     (logs / "job-a" / "gpu-001" / "rank-7.log").write_bytes(b"")  # an empty file: a quarantine row
@@ -284,6 +317,43 @@ def test_independent_table_writes_overlap_and_jobs_is_written_last(spark, test_c
     assert waited == {name: True for name in started}
     assert finished[-1] == "jobs" and sorted(finished) == sorted([*started, "jobs"])
     assert set(read(tmp_path / "warehouse", "quarantine")["reason"]) == {"empty_file"}
+
+
+def test_the_store_is_saved_while_the_second_read_is_planned_and_before_any_event_is_written(
+        spark, test_config, tmp_path, monkeypatch):
+    """The template store's save (on HDFS a wait for its file's close) runs in a driver thread
+    while the parse plans its second read (the shape rows are checkpointed by a Spark job of
+    their own), and the events write starts only once it is saved. The save waits here for the
+    shape rows to be planned: one after the other, it would time out."""
+    import threading
+
+    from l4spark.parse import pipeline
+
+    planning, order = threading.Event(), []
+    original_save, original_shapes, original_write = (pipeline.save_template_store, pipeline.shapes_frame,
+                                                       pipeline.write_job_rows)
+
+    def save_template_store(*args, **kwargs):
+        order.append(("save waited", planning.wait(timeout=60)))
+        original_save(*args, **kwargs)
+        order.append("saved")
+
+    def shapes_frame(*args, **kwargs):
+        planning.set()
+        return original_shapes(*args, **kwargs)
+
+    def write_job_rows(rows, storage, table, *args, **kwargs):
+        order.append(table)
+        original_write(rows, storage, table, *args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "save_template_store", save_template_store)
+    monkeypatch.setattr(pipeline, "shapes_frame", shapes_frame)
+    monkeypatch.setattr(pipeline, "write_job_rows", write_job_rows)
+    logs = tmp_path / "logs"
+    write_job(logs, "job-a", ["gpu-001"])
+    parse_jobs(spark, test_config, logs, progress=lambda m: None)
+    assert order[:2] == [("save waited", True), "saved"] and "events" in order[2:4]
+    assert len(load_template_store(test_config.storage, test_config.drain)) == read(tmp_path / "warehouse", "templates").shape[0]
 
 
 def test_in_parallel_raises_the_first_error_once_every_write_is_done():

@@ -67,10 +67,12 @@ def table_exists(storage: StorageConfig, table: str, spark: SparkSession | None 
     return stored_format(storage, table, spark) is not None
 
 
-def read_table(spark: SparkSession, storage: StorageConfig, table: str) -> DataFrame:
+def read_table(spark: SparkSession, storage: StorageConfig, table: str, stored: str | None = None) -> DataFrame:
     """The whole table, in the format it is stored in; partition columns (``job_id``...) come
-    back as ordinary columns."""
-    stored = stored_format(storage, table, spark) or storage.format
+    back as ordinary columns. ``stored``: that format where the caller knows it (a table it has
+    just written, which ``check_format`` found in ``storage.format``), so that it is not looked
+    up again (on a remote warehouse a look is a listing)."""
+    stored = stored or stored_format(storage, table, spark) or storage.format
     reader = spark.read.format(stored)
     if stored == "parquet":
         # A Parquet table is its folder tree: basePath keeps job_id a column when a caller's

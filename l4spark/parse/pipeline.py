@@ -4,7 +4,8 @@ Default path, by line shape (``shapes.py``; docs/parsing.md):
 1. read the files, counting each job's distinct digit-folded line shapes in the reading tasks
    (plus the files' quarantine rows): small;
 2. on the driver: structure and mask each shape once, run Drain over the masked messages the
-   template store has not seen (first-occurrence order), save the store;
+   template store has not seen (first-occurrence order), save the store (in a driver thread,
+   while step 3's read is planned, and before any event is written);
 3. read the files again, join each line to its shape's fields and event id (broadcast) and
    write the events, replacing exactly the parsed jobs' partitions.
 Fallback when the rules tell digits apart or a run has too many shapes: structure every line
@@ -12,7 +13,8 @@ in the JVM, cached for the same three steps. Then the small tables, from the eve
 
 Writes that do not read each other run at the same time, each from a driver thread (Spark runs
 the jobs of several threads of one session concurrently): ``job_event_forms`` with ``events``;
-then ``job_event_counts`` (and ``templates``, which reads it) with ``quarantine``; ``jobs`` last,
+then ``job_event_counts``, ``templates`` (from the same count rows plus the other jobs' stored
+ones, not from the table written: ``_templates_writer``) and ``quarantine``; ``jobs`` last,
 since a job's row there says it is parsed (``nightly.selection``). On HDFS most of a small
 table's write is waiting (each file's close, each Delta commit's log file), so several writes
 at once take about as long as the slowest (docs/deploy.md, "HDFS makes every file's writer wait").
@@ -113,13 +115,9 @@ def parse_jobs(spark: SparkSession, config: Config, logs_root: str | Path, jobs:
     # the frames are made here, the writes run in threads (local_frame changes a session setting
     # while it checkpoints large rows: not from two threads at once)
     count_rows = local_frame(spark, counts[["job_id", "event_id", "n_lines", "first_ts"]], JOB_EVENT_COUNTS.schema)
-    write_templates = _templates_writer(spark, config, store)
-
-    def write_counts_and_templates() -> None:
-        write_job_rows(count_rows, config.storage, "job_event_counts", job_ids, set(counts["job_id"]))
-        write_templates()
-
-    in_parallel(write_counts_and_templates, _quarantine_writer(spark, config, issues, job_ids, run_id))
+    in_parallel(lambda: write_job_rows(count_rows, config.storage, "job_event_counts", job_ids, set(counts["job_id"])),
+                _templates_writer(spark, config, store, count_rows, job_ids),
+                _quarantine_writer(spark, config, issues, job_ids, run_id))
     _write_jobs(spark, config, scan, summary)
     summary.seconds["write tables"] = clock.lap()
     return summary
@@ -210,18 +208,26 @@ def _parse_by_shape(spark: SparkSession, config: Config, scan: LayoutScan, reada
     firsts = (per_job[["shape", "first_raw"]].rename(columns={"first_raw": "raw"})
               .merge(table[["shape", "masked", "msg_parts"]], on="shape"))
     store.observe(original_masked(firsts, config.masking))
-    save_template_store(config.storage, store, spark=spark)
     table["event_id"] = table["masked"].map(assignment)
     summary.seconds["template"] = clock.lap()
     progress(f"templated: {table['masked'].nunique():,} masked messages, {len(store)} events in the store")
 
-    lines = (read_rank_files(spark, readable, config.ingest, raw=True, shape_ids=_job_shape_ids(per_job, table),
-                             job_boundaries=_events_partitioned(config))
-             .where(issue.isNull()))
-    shape_rows = shapes_frame(spark, table.drop(columns=["masked"]))
-    lines, reference = _with_year_reference(spark, lines, scan)
-    events = with_shape_fields(lines, shape_rows, reference).select(*_event_columns())
-    forms = _forms(per_job[["job_id", "shape", "n_lines"]].merge(table[["shape", "masked", "event_id"]], on="shape"))
+    # The store is saved (a driver thread) while the second read is planned, whose task table,
+    # shape rows and year references are frames checkpointed by Spark jobs of their own, and
+    # before any event is written: the events never hold an id that the saved store lacks (a
+    # crash in between leaves what ``after_template_store`` describes). On HDFS the save waits
+    # for its file's close; here that wait is not on the parse's critical path.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="l4spark-store") as pool:
+        saved = pool.submit(save_template_store, config.storage, store, spark=spark)
+        lines = (read_rank_files(spark, readable, config.ingest, raw=True, shape_ids=_job_shape_ids(per_job, table),
+                                 job_boundaries=_events_partitioned(config))
+                 .where(issue.isNull()))
+        shape_rows = shapes_frame(spark, table.drop(columns=["masked"]))
+        lines, reference = _with_year_reference(spark, lines, scan)
+        events = with_shape_fields(lines, shape_rows, reference).select(*_event_columns())
+        forms = _forms(per_job[["job_id", "shape", "n_lines"]].merge(table[["shape", "masked", "event_id"]],
+                                                                      on="shape"))
+    saved.result()
     in_parallel(lambda: write_job_rows(events, config.storage, "events", summary.jobs, set(per_job["job_id"])),
                 _forms_writer(spark, config, forms, summary.jobs, summary.run_id))
     summary.seconds["write events"] = clock.lap()
@@ -305,7 +311,9 @@ def _forms(counts: pd.DataFrame) -> pd.DataFrame:
     event and message form (``textrules.message_form`` of the masked message), the lines. The
     parse has these counts anyway (per shape, or per masked message); the normal pool reads
     them instead of masking every line of every successful job again."""
-    counts = counts.assign(masked=counts["masked"].map(message_form, na_action="ignore"))
+    # a form per distinct masked message (hundreds), not per row (a row per job and shape)
+    forms = {masked: message_form(masked) for masked in counts["masked"].dropna().unique()}
+    counts = counts.assign(masked=counts["masked"].map(forms))
     return (counts.groupby(["job_id", "event_id", "masked"], dropna=False, sort=True)["n_lines"].sum()
             .reset_index()[["job_id", "event_id", "masked", "n_lines"]])
 
@@ -362,7 +370,7 @@ def _event_columns() -> list:
 
 
 def _event_counts(spark: SparkSession, config: Config, scan: LayoutScan, job_ids: list[str]) -> pd.DataFrame:
-    """Lines, first and last time per (job, event), read back from the events just written.
+    """Lines, first and last time per (job, event), read back from the events this parse has just written.
     A job whose times all lie within ``_job_time_limits`` (job.json's start and end widened by
     ``CLOCK_SLACK``) has no line stamped outside its time; only the other jobs are read again,
     for ``n_outside`` (their lines outside, per job) and the first of them (``outside_file``,
@@ -371,9 +379,13 @@ def _event_counts(spark: SparkSession, config: Config, scan: LayoutScan, job_ids
     healthy batch, nothing."""
     columns = ("job_id", "event_id", "n_lines", "first_ts", "last_ts", "n_outside", "outside_file", "outside_line",
                "outside_ts")
-    if not table_exists(config.storage, "events"):
+    # the parse has just written the events in storage.format (its write refuses another), so a
+    # Delta table is there and is not looked up again (on a remote warehouse, two listings); a
+    # Parquet write of no rows leaves no table to read
+    if config.storage.format != "delta" and not table_exists(config.storage, "events", spark):
         return pd.DataFrame({name: [] for name in columns})
-    events = read_table(spark, config.storage, "events").where(F.col("job_id").isin(job_ids))
+    events = (read_table(spark, config.storage, "events", stored=config.storage.format)
+              .where(F.col("job_id").isin(job_ids)))
     counts = (
         events.groupBy("job_id", "event_id")
         .agg(F.count(F.lit(1)).alias("n_lines"), F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts"))
@@ -500,21 +512,33 @@ def _per_job(scan: LayoutScan, counts: pd.DataFrame, issues: list[Issue]) -> lis
     return rows
 
 
-def _templates_writer(spark: SparkSession, config: Config, store) -> Callable[[], None]:
-    """The write of the templates table: every event of the store with its line count over all
-    jobs, read from ``job_event_counts`` when the write runs (so after that table's write). The
-    store's rows become a frame now, on the calling thread (``local_frame``)."""
+def _templates_writer(spark: SparkSession, config: Config, store, count_rows: DataFrame,
+                      job_ids: list[str]) -> Callable[[], None]:
+    """The write of the templates table: every event of the store with its lines, jobs and first
+    time over all jobs, from ``count_rows`` (this run's ``job_event_counts`` rows) and the stored
+    ``job_event_counts`` rows of every other job. The ``job_event_counts`` write replaces exactly
+    the rows of ``job_ids``, so these are that table's rows once it is written, and the templates
+    need not read it back after its commit: both are written at the same time (one commit less on
+    the parse's critical path, where on HDFS each commit waits for its files' closes; a read and
+    its Spark jobs less). The stored table is looked up now, on the calling thread, before that
+    write starts (a Delta read sees the snapshot of the moment; a Parquet read lists the folders
+    then), and only other jobs' rows are read, which the write does not touch. The store's rows
+    become a frame now too (``local_frame`` is not for two threads at once)."""
     templates = local_frame(
         spark,
         pd.DataFrame([(t.event_id, t.template) for t in store.templates()], columns=["event_id", "template"]),
         schema="event_id string, template string")
-    return lambda: _write_templates(spark, config, templates)
+    counts = count_rows
+    if table_exists(config.storage, JOB_EVENT_COUNTS.name, spark):
+        others = (read_table(spark, config.storage, JOB_EVENT_COUNTS.name)
+                  .where(~F.col("job_id").isin(job_ids))
+                  .select(F.col("job_id").cast("string").alias("job_id"), "event_id", "n_lines", "first_ts"))
+        counts = others.unionByName(count_rows)
+    return lambda: _write_templates(config, templates, counts)
 
 
-def _write_templates(spark: SparkSession, config: Config, templates: DataFrame) -> None:
-    counts = (read_table(spark, config.storage, "job_event_counts")
-              if table_exists(config.storage, "job_event_counts", spark)
-              else spark.createDataFrame([], JOB_EVENT_COUNTS.schema))
+def _write_templates(config: Config, templates: DataFrame, counts: DataFrame) -> None:
+    """``templates`` (event_id, template) with each event's totals over ``counts`` (job_event_counts rows)."""
     totals = (
         counts.groupBy("event_id")
         .agg(F.sum("n_lines").alias("n_lines"), F.countDistinct("job_id").alias("n_jobs"),

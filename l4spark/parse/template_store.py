@@ -5,12 +5,16 @@ Small driver-side state: ``_template_store/state-<n>.json`` (Drain clusters) and
 one-line ``CURRENT`` file. A crash before that leaves the previous version in use; the last
 ``KEEP_STORE_VERSIONS`` versions are kept.
 
-On a remote warehouse (``io.fs``: no rename to rely on, Spark's writers only) each version is two
-write-once folders, ``masked-<n>/`` (the mapping, Parquet) then ``state-<n>/`` (the Drain state):
-the newest ``state-<n>`` that exists is current, so a crash between the two leaves the previous
-version current, as ``CURRENT`` does locally. Once the new ``state-<n>`` is listed, versions
-older than the last ``KEEP_STORE_VERSIONS`` are deleted (classic Spark; over Spark Connect they
-stay: ``fs.delete_paths``).
+On a remote warehouse (``io.fs``: no rename to rely on, Spark's writers only) each version is one
+write-once folder, ``store-<n>/``, holding one Parquet file: a row per masked message (``masked``,
+``event_id``) and one row with the Drain state (``state``, its JSON). A Parquet file appears
+whole, once, so the newest ``store-<n>`` listed is current and a crash during the write leaves
+the previous version current, as ``CURRENT`` does locally. One file, not two: on HDFS every
+closed file waits for the NameNode (about 260 ms, docs/deploy.md), and the save lies on the
+parse's critical path. Versions written before (two folders, ``masked-<n>/`` then ``state-<n>/``,
+the newest ``state-<n>`` current) are still read, and numbered past. Once the new ``store-<n>`` is
+listed, versions older than the last ``KEEP_STORE_VERSIONS`` are deleted (classic Spark; over
+Spark Connect they stay: ``fs.delete_paths``).
 """
 
 from __future__ import annotations
@@ -84,13 +88,21 @@ def _prune_versions(base: Path, newest: int) -> None:
 
 def _load_remote(spark, storage: StorageConfig, conf: DrainConfig, digits_folded: bool) -> TemplateStore:
     base = fs.child(storage.warehouse, STORE_DIR)
-    found = fs.versions(spark, base, "state")
-    if not found:
+    listed = fs.listed_versions(spark, base)
+    newest = max(listed.get("store", []), default=0)
+    before = max(listed.get("state", []), default=0)  # a version of the two-folder layout
+    if not newest and not before:
         return TemplateStore(conf, digits_folded)
-    version = found[-1]
+    version = max(newest, before)
     try:
-        state = json.loads(fs.read_version(spark, base, "state", version).decode("utf-8"))
-        masked = spark.read.parquet(f"{base}/masked-{version:06d}").toPandas()
+        if newest >= before:
+            rows = spark.read.parquet(fs.version_folder(base, "store", version)).toPandas()
+            is_state = rows["state"].notna()
+            state = json.loads(bytes(rows.loc[is_state, "state"].iloc[0]).decode("utf-8"))
+            masked = rows[~is_state]
+        else:
+            state = json.loads(fs.read_version(spark, base, "state", version).decode("utf-8"))
+            masked = spark.read.parquet(fs.version_folder(base, "masked", version)).toPandas()
     except Exception as exc:
         raise TemplateStoreError(f"template store version {version:06d} under {base} is unreadable: {exc}") from exc
     mapping = dict(zip(masked["masked"], masked["event_id"]))
@@ -100,14 +112,14 @@ def _load_remote(spark, storage: StorageConfig, conf: DrainConfig, digits_folded
 def _save_remote(spark, storage: StorageConfig, store: TemplateStore) -> str:
     base = fs.child(storage.warehouse, STORE_DIR)
     listed = fs.listed_versions(spark, base)
-    version = max(listed.get("state", []) + listed.get("masked", []), default=0) + 1
+    version = max((number for numbers in listed.values() for number in numbers), default=0) + 1
     mapping = store.masked_map()
-    rows = pa.table({"masked": pa.array(list(mapping), pa.string()),
-                     "event_id": pa.array(list(mapping.values()), pa.string())}).to_pandas()
-    frame = spark.createDataFrame(rows, "masked string, event_id string") if len(rows) else \
-        spark.createDataFrame([], "masked string, event_id string")
-    fs.write_once(frame, f"{base}/masked-{version:06d}")
-    fs.write_version(spark, base, "state", version, json.dumps(store.to_state(), ensure_ascii=False).encode())
+    state = json.dumps(store.to_state(), ensure_ascii=False).encode()
+    rows = pa.table({"masked": pa.array([*mapping, None], pa.string()),
+                     "event_id": pa.array([*mapping.values(), None], pa.string()),
+                     "state": pa.array([None] * len(mapping) + [state], pa.binary())})
+    fs.write_once(spark.createDataFrame(rows.to_pandas(), "masked string, event_id string, state binary"),
+                  fs.version_folder(base, "store", version))
     kill_point("after_template_store")
-    fs.prune_versions(spark, base, ("state", "masked"), version, KEEP_STORE_VERSIONS)
+    fs.prune_versions(spark, base, ("store", "state", "masked"), version, KEEP_STORE_VERSIONS)
     return f"{version:06d}"

@@ -52,19 +52,29 @@ def test_superseded_versions_and_finished_claims_are_deleted(spark, store, reque
     config = nightly_config(warehouse)
     storage = config.storage
 
-    # the template store: four saves leave the newest three versions (both halves of each)
+    # the template store: a version of the two-folder layout (masked-<n>/, state-<n>/) written
+    # before is read, and four saves after it leave the newest three versions, each one folder
+    # holding one file (on HDFS each file's close waits)
     store_dir = fs.child(warehouse, STORE_DIR)
     templates = load_template_store(storage, config.drain, config.structure.fold_digits, spark=spark)
+    templates.add(["checkpoint saved to <PATH> before"])
+    mapping = templates.masked_map()
+    fs.write_once(spark.createDataFrame(list(mapping.items()), "masked string, event_id string"),
+                  fs.version_folder(store_dir, "masked", 1))
+    fs.write_version(spark, store_dir, "state", 1, json.dumps(templates.to_state()).encode())
+    loaded = load_template_store(storage, config.drain, config.structure.fold_digits, spark=spark)
+    assert loaded.masked_map() == mapping and loaded.to_state() == templates.to_state()
     for number in range(4):
         templates.add([f"checkpoint {number} saved to <PATH>"])
         save_template_store(storage, templates, spark=spark)
-    kept = list(range(5 - KEEP_STORE_VERSIONS, 5))
-    assert fs.listed_versions(spark, store_dir) == {"state": kept, "masked": kept}
+    kept = list(range(6 - KEEP_STORE_VERSIONS, 6))
+    assert fs.listed_versions(spark, store_dir) == {"store": kept}
     # a write-once version has no _SUCCESS marker (a listing hides it, so nothing reads it, and on
     # HDFS each file's close waits): each version folder holds its one data file
     stored = _stored_names(store, request, store_dir)
-    assert len(stored) == 2 * KEEP_STORE_VERSIONS and not [name for name in stored if "_SUCCESS" in name], stored
-    assert len(load_template_store(storage, config.drain, config.structure.fold_digits, spark=spark)) == len(templates)
+    assert len(stored) == KEEP_STORE_VERSIONS and not [name for name in stored if "_SUCCESS" in name], stored
+    loaded = load_template_store(storage, config.drain, config.structure.fold_digits, spark=spark)
+    assert loaded.masked_map() == templates.masked_map() and loaded.to_state() == templates.to_state()
 
     # the lock: a live claim of another run (this process: alive) refuses us and is left alone;
     # our own claim and release go at once; a killed run's claim, a released pair and a release
