@@ -78,6 +78,13 @@ def test_silence_needs_an_early_quiet_stop_or_missing_files():
     lines = pd.Series({"n00": 40, "n01": 40, "n02": 40, "n03": 0, "n04": 40, "n05": 0, "n06": 40, "n07": 40})
     result = silence(activity, SpatialConfig(), candidate_lines=lines)
     assert result["silent"][result["silent"]].index.tolist() == ["n03", "n05", "n06"]
+    # n05's errors came in the first minutes and it died 600 s before its peers without another:
+    # its stop was not the loud crash (fresh seed 16011: a store host down 212 s early, ranked second)
+    early = activity.assign(last_error_s=[100.0 if n == "n05" else 990.0 for n in activity.index])
+    result = silence(early, SpatialConfig())
+    assert result["silent"][result["silent"]].index.tolist() == ["n03", "n05", "n06"]
+    late = activity.assign(last_error_s=[290.0 if n == "n05" else 990.0 for n in activity.index])
+    assert silence(late, SpatialConfig())["silent"][lambda x: x].index.tolist() == ["n03", "n06"]
 
 
 def _counts(rows: list[tuple[str, str, int]]) -> pd.DataFrame:

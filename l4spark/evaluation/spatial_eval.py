@@ -109,7 +109,8 @@ def build_inputs(fleet: Path, warehouse: Path, master: str, granularity: str, jo
     names = ("facts", "activity", "baselines")
     if all((cache / f"{n}.parquet").exists() for n in names):
         frames = {n: pd.read_parquet(cache / f"{n}.parquet") for n in names}
-        if set(job_ids) <= set(frames["activity"]["job_id"]) and "remote" in frames["facts"].columns:
+        if set(job_ids) <= set(frames["activity"]["job_id"]) and "remote" in frames["facts"].columns \
+                and "last_error_s" in frames["activity"].columns:
             return frames
     from pyspark.sql import functions as F
 

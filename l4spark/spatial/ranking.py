@@ -162,8 +162,8 @@ def unit_activity(events: DataFrame, granularity: str = "node") -> DataFrame:
     Input: ``events`` (job_id, node, rank, ts, level, event_id; line_no optional). Output:
     job_id, node, process_rank, min_rank, max_rank (global ranks the unit holds), ranks (all of
     them, sorted), n_files (distinct ranks), n_lines, n_error (ERROR/FATAL lines),
-    first_error_s, first_s, last_s (epoch seconds; null when the unit has no timestamped /
-    error line), ts_cover (the largest share, over the unit's rank files, of a file's lines
+    first_error_s, last_error_s, first_s, last_s (epoch seconds; null when the unit has no
+    timestamped / error line), ts_cover (the largest share, over the unit's rank files, of a file's lines
     up to its last timestamped line: 1.0 when its last line has a timestamp; null without
     line numbers).
     """
@@ -176,7 +176,8 @@ def unit_activity(events: DataFrame, granularity: str = "node") -> DataFrame:
     per_file = (
         events.groupBy(F.col("job_id"), *_unit_columns(granularity), F.col("rank"))
         .agg(F.count(F.lit(1)).alias("n_lines"), F.count(F.when(is_error, 1)).alias("n_error"),
-             F.min(F.when(is_error, seconds)).alias("first_error_s"), F.min(seconds).alias("first_s"),
+             F.min(F.when(is_error, seconds)).alias("first_error_s"),
+             F.max(F.when(is_error, seconds)).alias("last_error_s"), F.min(seconds).alias("first_s"),
              F.max(seconds).alias("last_s"), last_line.alias("last_line"), last_timed.alias("last_timed"))
     )
     cover = F.coalesce(F.col("last_timed"), F.lit(0)) / F.col("last_line")
@@ -186,10 +187,11 @@ def unit_activity(events: DataFrame, granularity: str = "node") -> DataFrame:
              F.array_sort(F.collect_list(F.col("rank").cast("int"))).alias("ranks"),
              F.count("rank").cast("int").alias("n_files"), F.sum("n_lines").alias("n_lines"),
              F.sum("n_error").alias("n_error"), F.min("first_error_s").alias("first_error_s"),
-             F.min("first_s").alias("first_s"), F.max("last_s").alias("last_s"), F.max(cover).alias("ts_cover"))
+             F.max("last_error_s").alias("last_error_s"), F.min("first_s").alias("first_s"),
+             F.max("last_s").alias("last_s"), F.max(cover).alias("ts_cover"))
     )
     return _fresh(activity, ["job_id", "node", "process_rank", "min_rank", "max_rank", "ranks", "n_files", "n_lines",
-                             "n_error", "first_error_s", "first_s", "last_s", "ts_cover"])
+                             "n_error", "first_error_s", "last_error_s", "first_s", "last_s", "ts_cover"])
 
 
 # ---- pure per-job logic --------------------------------------------------------------------

@@ -137,7 +137,8 @@ def silence(activity: pd.DataFrame, config: SpatialConfig, candidate_lines: pd.S
     """Which units went silent, each judged against the peers of its own role.
 
     Input indexed by unit: n_files, n_lines, n_error, last_s (min_rank, max_rank or ranks
-    optional: roles); ``candidate_lines``: per unit, its lines of candidate events (optional). Output (same index): silent (bool), silent_gap_s (how long before its
+    optional: roles; last_error_s optional); ``candidate_lines``: per unit, its lines of
+    candidate events (optional). Output (same index): silent (bool), silent_gap_s (how long before its
     peers' median last line the unit stopped; null without timestamps), missing_files,
     truncated. The peers of a unit are the units of its role (``roles``) when that role has at
     least 3 members, else every unit: the node of rank 0 or of the last pipeline stage logs
@@ -183,8 +184,13 @@ def silence(activity: pd.DataFrame, config: SpatialConfig, candidate_lines: pd.S
     # them as routine): its count vector shows nothing either. Of two units, the one that
     # stopped a minute before the other stopped first, whatever it wrote: with one peer the
     # counts do not show who crashed.
+    # A unit whose last error line came well before its last line did not go down with it
+    # either (an error hours before a node died; fresh seed 16011: a store host down 212 s
+    # before its peers, its errors from the first minutes).
     no_candidates = candidate_lines.reindex(activity.index).fillna(0) == 0 if candidate_lines is not None else False
-    quiet = (activity["n_error"] == 0) | no_candidates | (len(activity) == 2)
+    errors_long_before = (activity["last_error_s"] < activity["last_s"] - config.silent_min_gap_s) \
+        if "last_error_s" in activity.columns else False
+    quiet = (activity["n_error"] == 0) | no_candidates | errors_long_before | (len(activity) == 2)
     silent = (by_time.fillna(False) & quiet) | (missing > 0) | truncated
     return pd.DataFrame({"silent": silent.astype(bool), "silent_gap_s": gap.where(last.notna()),
                          "missing_files": missing.astype(int), "truncated": truncated.astype(bool)})
