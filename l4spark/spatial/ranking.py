@@ -163,9 +163,9 @@ def unit_activity(events: DataFrame, granularity: str = "node") -> DataFrame:
     job_id, node, process_rank, min_rank, max_rank (global ranks the unit holds), ranks (all of
     them, sorted), n_files (distinct ranks), n_lines, n_error (ERROR/FATAL lines),
     first_error_s, last_error_s, first_s, last_s (epoch seconds; null when the unit has no
-    timestamped / error line), ts_cover (the largest share, over the unit's rank files, of a file's lines
-    up to its last timestamped line: 1.0 when its last line has a timestamp; null without
-    line numbers).
+    timestamped / error line), ts_cover (the largest share, over the unit's rank files, of a
+    file's lines up to its last timestamped line: 1.0 when its last line has a timestamp; null
+    without line numbers).
     """
     is_error = F.col("level").isin(*ERROR_LEVELS)
     seconds = _seconds()

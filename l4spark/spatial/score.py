@@ -139,7 +139,8 @@ def rank_units(job_id: str, counts: pd.DataFrame, activity: pd.DataFrame, config
 
     ``counts``: node, process_rank, event_id, n_lines, and optionally first_s, candidate
     (missing: every row a candidate), remote (the event's text says a peer failed:
-    ``SpatialConfig.remote_patterns``; missing: none does) and the ``unit_mentions`` rows (token not null; n_loud).
+    ``SpatialConfig.remote_patterns``; missing: none does) and the ``unit_mentions`` rows
+    (token not null; n_loud).
     Rows with a null or missing token are the unit x event facts; the count vectors use the
     candidate ones, clock alignment every one. ``activity``: the ``unit_activity`` columns for
     every unit of the job (units with no candidate line still count: they are all-zero

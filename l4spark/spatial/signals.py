@@ -138,9 +138,9 @@ def silence(activity: pd.DataFrame, config: SpatialConfig, candidate_lines: pd.S
 
     Input indexed by unit: n_files, n_lines, n_error, last_s (min_rank, max_rank or ranks
     optional: roles; last_error_s optional); ``candidate_lines``: per unit, its lines of
-    candidate events (optional). Output (same index): silent (bool), silent_gap_s (how long before its
-    peers' median last line the unit stopped; null without timestamps), missing_files,
-    truncated. The peers of a unit are the units of its role (``roles``) when that role has at
+    candidate events (optional). Output (same index): silent (bool), silent_gap_s (how long
+    before its peers' median last line the unit stopped; null without timestamps),
+    missing_files, truncated. The peers of a unit are the units of its role (``roles``) when that role has at
     least 3 members, else every unit: the node of rank 0 or of the last pipeline stage logs
     more, and HF Trainer's non-main ranks less, by role, not by fault. Of a job's two units
     each is compared with the other: silent when it stopped ``silent_min_gap_s`` before it (no
@@ -179,14 +179,13 @@ def silence(activity: pd.DataFrame, config: SpatialConfig, candidate_lines: pd.S
     missing = (typical_files - activity["n_files"]).clip(lower=0)
     truncated = (activity["n_lines"] < config.truncated_share * line_median).fillna(False)
     # A unit that stopped early but wrote errors crashed loudly: the count vectors show it.
-    # Silent means it stopped without a word (a dead machine), which only the timing can show;
-    # so does a unit whose error lines are no candidate events (the cross-job filter removed
-    # them as routine): its count vector shows nothing either. Of two units, the one that
-    # stopped a minute before the other stopped first, whatever it wrote: with one peer the
-    # counts do not show who crashed.
-    # A unit whose last error line came well before its last line did not go down with it
-    # either (an error hours before a node died; fresh seed 16011: a store host down 212 s
-    # before its peers, its errors from the first minutes).
+    # Silent means it stopped without a word (a dead machine), which only the timing can show.
+    # Three cases are silent though they wrote errors: a unit whose error lines are no
+    # candidate events (the cross-job filter found them routine), so its count vector shows
+    # nothing; a unit whose last error line came a minute or more before its last line, so it
+    # did not go down with it (fresh seed 16011: a store host down 212 s before its peers, its
+    # errors from the first minutes); and of two units the one that stopped a minute first,
+    # whatever it wrote: with one peer the counts do not show who crashed.
     no_candidates = candidate_lines.reindex(activity.index).fillna(0) == 0 if candidate_lines is not None else False
     errors_long_before = (activity["last_error_s"] < activity["last_s"] - config.silent_min_gap_s) \
         if "last_error_s" in activity.columns else False
