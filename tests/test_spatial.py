@@ -467,7 +467,7 @@ def test_unit_mentions_extract_addresses_ranks_and_known_host_names(message_even
     assert rows.set_index("token").loc["rank:5", "first_s"] == (T0 + timedelta(seconds=21)).timestamp()
 
 
-REMOTE_MESSAGES = [  # real texts: NCCL, PyTorch c10d, Gloo, HCCL (sources in SpatialConfig.remote_patterns)
+REMOTE_MESSAGES = [  # real texts: NCCL, PyTorch c10d, Gloo (sources in SpatialConfig.remote_patterns)
     "[Rank 3] NCCL watchdog thread terminated with exception: NCCL error: remote process exited or there was a "
     "network error, NCCL version 2.20.5",
     "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.",
@@ -477,10 +477,10 @@ REMOTE_MESSAGES = [  # real texts: NCCL, PyTorch c10d, Gloo, HCCL (sources in Sp
     "server has shut down too early), with error: Connection reset by peer",
     "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=351188, OpType=ALLREDUCE, NumelIn=8388608, "
     "NumelOut=8388608, Timeout(ms)=600000) ran for 600023 milliseconds before timing out.",
+]
+LOCAL_MESSAGES = [  # local errors, and HCCL's notify wait, which the faulty unit's own ranks log too
     "EI0002: [PID: 13075] The wait execution of the Notify register times out. Reason: The Notify register has not "
     "received the Notify record from remote rank: [unknown]. base information: [streamID:[1], taskID[8318285]]",
-]
-LOCAL_MESSAGES = [
     "RuntimeError: CUDA error: an illegal memory access was encountered",
     "NVRM: Xid (PCI:0000:8f:00): 94, pid=1874839, name=python3, Contained: SM (0x2)",
     "NET/IB : Got completion from peer 10.1.0.3<4411> with error 4, opcode 0, len 0, vendor err 81 (Send)",
