@@ -40,15 +40,16 @@ print("RESULT " + json.dumps({"first": first, "second": second}))
 spark.stop()
 """
 
-# The second process: a session with the warehouse's metastore, registration run again (it must
-# be idempotent), then every table and view read by name only.
+# The second process: a session with the warehouse's metastore (or the one named by a second
+# argument), registration run again (it must be idempotent), then every table and view read by name only.
 READER = """
 import json, sys
 from l4spark.config import load_config
 from l4spark.io.catalog import metastore_folder, register_tables
 from l4spark.io.session import build_session
 
-config = load_config(overrides={"storage.warehouse": sys.argv[1], "spark.master": "local[1]"})
+overrides = {"storage.warehouse": sys.argv[1], "spark.master": "local[1]"}
+config = load_config(overrides={**overrides, **({"catalog.metastore": sys.argv[2]} if sys.argv[2:] else {})})
 spark = build_session(config.spark, metastore_folder(config.storage, config.catalog))
 before = sorted(r.tableName for r in spark.sql("SHOW TABLES IN l4spark").collect())
 again = register_tables(spark, config.storage, config.catalog)

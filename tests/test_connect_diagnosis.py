@@ -15,21 +15,14 @@ the tables back.
 
 from __future__ import annotations
 
-import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import deltalake
 import pandas as pd
 import pytest
 
-import pyspark
-
-from l4spark.io.delta_jars import DELTA_SQL_SETTINGS, find_jars
+from tests.connect_server import connect_server, l4spark_over
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 
@@ -37,58 +30,15 @@ TABLES = ("diagnosis_jobs", "diagnosis_events", "diagnosis_nodes", "diagnosis_it
 PER_RUN = ("run_id", "processed_at")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def connect_url(tmp_path_factory):
-    spark_home = Path(pyspark.__file__).parent
-    jars = sorted((spark_home / "jars").glob("spark-connect_*.jar"))
-    if not jars:
-        pytest.fail(f"no spark-connect jar under {spark_home / 'jars'}: pyspark's packaging changed")
-    delta = find_jars()
-    if not delta:
-        pytest.fail("`make jars` copies Delta's jars into jars/")
-    port = _free_port()
-    log = tmp_path_factory.mktemp("connect-server") / "server.log"
-    env = {**os.environ, "SPARK_HOME": str(spark_home), "SPARK_LOCAL_IP": "127.0.0.1",
-           "PYSPARK_PYTHON": sys.executable}
-    command = [str(Path(sys.executable).parent / "spark-submit"),
-               "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
-               "--master", "local[2]", "--driver-memory", "1g", "--jars", ",".join(map(str, delta)),
-               *[arg for key, value in DELTA_SQL_SETTINGS.items() for arg in ("--conf", f"{key}={value}")],
-               "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
-               "--conf", f"spark.connect.grpc.binding.port={port}",
-               "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1",
-               "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.session.timeZone=UTC",
-               "--conf", f"spark.pyspark.python={sys.executable}", "spark-internal"]
-    with log.open("w") as out:
-        server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 120
-        while "Spark Connect server started" not in log.read_text():
-            if server.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"the Spark Connect server did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.5)
-        yield f"sc://127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
+    with connect_server(tmp_path_factory.mktemp("connect-server") / "server.log") as url:
+        yield url
 
 
-def _diagnose(fleet: Path, warehouse: Path, remote: str | None) -> subprocess.CompletedProcess:
-    env = {key: value for key, value in os.environ.items() if key != "SPARK_REMOTE"}
-    if remote:
-        env["SPARK_REMOTE"] = remote
-    command = [str(Path(sys.executable).parent / "l4spark"), "diagnose", "--logs-root", str(fleet),
-               "--warehouse", str(warehouse), "--all-failed", "--format", "delta"]
-    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
+def _diagnose(fleet: Path, warehouse: Path, remote: str | None):
+    return l4spark_over(remote, "diagnose", "--logs-root", str(fleet), "--warehouse", str(warehouse),
+                        "--all-failed", "--format", "delta")
 
 
 def _table(warehouse: Path, name: str) -> pd.DataFrame:

@@ -327,8 +327,9 @@ def write_once(frame: "DataFrame", target: str) -> None:
     """``frame`` as one Parquet file in the new folder ``target`` (a write-once version). Without
     the committer's ``_SUCCESS`` marker: Hadoop's listing hides it, so nothing here reads it (a
     version is complete once its data file is listed), and on HDFS each file costs a wait at its
-    close (docs/deploy.md, "HDFS makes every file's writer wait")."""
-    (frame.coalesce(1).write.mode("errorifexists")
+    close (docs/deploy.md, "HDFS makes every file's writer wait"). The mode is spelt ``error``:
+    PySpark 4.2's Connect client refuses its alias ``errorifexists`` (UNSUPPORTED_OPERATION)."""
+    (frame.coalesce(1).write.mode("error")
      .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false").parquet(target))
 
 

@@ -81,3 +81,31 @@ def test_nightly_on_hdfs_killed_midway_then_rerun_equals_local(spark, minidfs, h
     again = run_nightly(spark, config, logs)
     assert again.parsed == [] and again.selected == []
     assert_same(snapshot(spark, warehouse, storage_format=storage_format), local_tables)
+
+
+def test_tables_on_hdfs_are_found_by_name_through_a_named_metastore(spark, minidfs, hdfs_logs, nightly_clean, tmp_path):
+    """A Delta nightly with its warehouse on HDFS and `catalog.metastore` naming a local folder
+    (a remote warehouse has no embedded metastore of its own): the run registers every table and
+    view there, and a second Spark process finds each by name, the rows those of the local run."""
+    import os
+    import subprocess
+    import sys
+
+    from l4spark.io.catalog import VIEWS
+    from tests.test_catalog import READER, _result, _run
+
+    warehouse, metastore = f"{minidfs.uri}/warehouse-catalog", tmp_path / "metastore"
+    conf = tmp_path / "catalog.toml"
+    conf.write_text(f'[catalog]\nmetastore = "{metastore}"\n')
+    run = subprocess.run([sys.executable, "-m", "l4spark.cli", "nightly", "--logs-root", hdfs_logs, "--warehouse",
+                          warehouse, "--format", "delta", "--master", "local[2]", "--no-reports", "--conf", str(conf)],
+                         env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": os.pathsep.join(sys.path)},
+                         capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    seen = _result(_run([sys.executable, "-c", READER, warehouse, str(metastore)]))
+    _, _, local_tables = nightly_clean
+    tables = snapshot(spark, warehouse, storage_format="delta")
+    assert_same(tables, local_tables)
+    assert set(seen["before"]) >= set(tables) | set(VIEWS) and seen["after"] == seen["before"]
+    for name, frame in tables.items():
+        assert seen["counts"][name] == len(frame), name

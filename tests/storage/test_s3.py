@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from l4spark.nightly.batch import run_nightly
@@ -30,6 +32,32 @@ def test_nightly_on_s3_equals_local(spark, s3, s3_logs, nightly_clean, storage_f
     assert any(k.endswith(".html/" + k.rsplit("/", 1)[-1]) for k in keys)
     commits = s3.client().list_objects_v2(Bucket="l4spark", Prefix=f"warehouse-{storage_format}/events/_delta_log/")
     assert bool(commits.get("Contents")) == (storage_format == "delta")
+
+
+def test_nightly_over_spark_connect_on_s3_equals_local(spark, s3, s3_logs, nightly_clean, tmp_path):
+    """`l4spark nightly` as a client of a Spark Connect server that alone holds the s3a connector
+    and the credentials (as on a platform's Connect endpoint): logs, Delta warehouse, lock claims
+    and reports on S3 give the local run's tables row for row, and the secret key is in no output
+    of the client, no object of the bucket."""
+    from l4spark.io.storage_jars import s3a_jars
+    from tests.connect_server import connect_server, l4spark_over
+    from tests.storage.conftest import SECRET_KEY
+
+    warehouse, reports = "s3a://l4spark/warehouse-connect", "reports-connect/"
+    settings = {f"spark.hadoop.{key}": value for key, value in s3.hadoop_settings().items()}
+    with connect_server(tmp_path / "server.log", tuple(s3a_jars()), settings) as url:
+        run = l4spark_over(url, "nightly", "--logs-root", s3_logs, "--warehouse", warehouse, "--format", "delta",
+                           "--reports", "s3a://l4spark/" + reports)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    _, local_run, local_tables = nightly_clean
+    assert re.search(rf"diagnosed +{len(local_run.diagnosed)} of .*errors 0", run.stdout), run.stdout[-3000:]
+    assert_same(snapshot(spark, warehouse, storage_format="delta"), local_tables)
+    keys = [o["Key"] for o in s3.client().list_objects_v2(Bucket="l4spark", Prefix=reports)["Contents"]]
+    assert any(k.endswith(".html/" + k.rsplit("/", 1)[-1]) for k in keys)
+    claims = s3.client().list_objects_v2(Bucket="l4spark", Prefix="warehouse-connect/_lock/")
+    assert claims.get("Contents"), "the run held the warehouse through the claim protocol"
+    assert SECRET_KEY not in run.stdout + run.stderr
+    assert SECRET_KEY.encode() not in _all_bytes(s3.client(), "l4spark")
 
 
 def test_bad_inputs_on_s3_are_quarantined_as_locally(spark, s3, storage_corpus):
