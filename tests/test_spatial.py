@@ -312,6 +312,27 @@ def test_without_silence_despite_errors_a_node_down_long_after_its_last_error_is
     assert silence(pair, SpatialConfig(silent_despite_errors=False))["silent"].tolist() == [False, True]
 
 
+def test_spatial_eval_re_ranks_cached_inputs_under_each_left_out_rule():
+    from l4spark.evaluation.spatial_eval import PAIR_VARIANTS, Ranker, ablations
+
+    defaults = SpatialConfig()
+    variants = ablations(defaults)
+    changed = {name: {f for f in ("remote_patterns", "pair_quiet_for_nobody", "pair_silence", "silent_despite_errors")
+                      if getattr(variants[name], f) != getattr(defaults, f)} for name in PAIR_VARIANTS}
+    assert changed == {"- remote patterns (pairs)": {"remote_patterns"},
+                       "- quiet for nobody (pairs)": {"pair_quiet_for_nobody"},
+                       "- pair silence": {"pair_silence"}, "- silent despite errors": {"silent_despite_errors"},
+                       "- all three pair rules": {"remote_patterns", "pair_quiet_for_nobody", "pair_silence"}}
+    # a cached fleet of one two-node job: its remote flags were set in Spark
+    counts, activity = _pair([_fact("n01", "cuda_error", 1, 900.0),
+                              _fact("n00", "nccl_remote_error", 8, 960.0, remote=True),
+                              _fact("n00", "watchdog_timeout", 8, 961.0, remote=True)])
+    ranker = Ranker({"fleet": {"facts": counts.assign(job_id="job-p"), "activity": activity.assign(job_id="job-p")}})
+    firsts = {name: ranker.rankings(variants[name])["job-p"][0] for name in (next(iter(variants)), *PAIR_VARIANTS)}
+    assert firsts == {"l4spark (role)": "n01", "- remote patterns (pairs)": "n00", "- quiet for nobody (pairs)": "n01",
+                      "- pair silence": "n01", "- silent despite errors": "n01", "- all three pair rules": "n00"}
+
+
 def test_the_pair_rule_switches_are_true_or_false():
     for key in ("pair_quiet_for_nobody", "pair_silence", "silent_despite_errors"):
         with pytest.raises(ConfigError, match=f"spatial.{key}: expected true or false"):
