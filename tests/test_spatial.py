@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -331,6 +332,38 @@ def test_spatial_eval_re_ranks_cached_inputs_under_each_left_out_rule():
     firsts = {name: ranker.rankings(variants[name])["job-p"][0] for name in (next(iter(variants)), *PAIR_VARIANTS)}
     assert firsts == {"l4spark (role)": "n01", "- remote patterns (pairs)": "n00", "- quiet for nobody (pairs)": "n01",
                       "- pair silence": "n01", "- silent despite errors": "n01", "- all three pair rules": "n00"}
+
+
+def _cached_fleet(root: Path, name: str, job_id: str, faulty: str) -> Path:
+    """A generated fleet's labels and its cached spatial_eval inputs: one two-node job."""
+    fleet = root / name
+    (fleet / "_labels").mkdir(parents=True)
+    (fleet / "_labels" / f"{job_id}.json").write_text(json.dumps({
+        "job_id": job_id, "fault_class": "node", "fault_kind": "node_down", "faulty_nodes": [faulty],
+        "failure_stage": "training", "indicating_messages": [], "framework": "megatron"}))
+    counts, activity = _pair([_fact(faulty, "cuda_error", 1, 900.0)])
+    cache = root / f"{name}.warehouse" / "_spatial_inputs"
+    cache.mkdir(parents=True)
+    baselines = activity[["node", "process_rank"]].assign(method="error_time", rank=[1, 2])
+    for table, frame in {"facts": counts, "activity": activity.assign(last_error_s=900.0), "baselines": baselines}.items():
+        frame.assign(job_id=job_id).to_parquet(cache / f"{table}.parquet")
+    spatial = SpatialConfig()
+    (cache / "settings.json").write_text(json.dumps({"granularity": spatial.granularity,
+                                                     "remote_patterns": list(spatial.remote_patterns)}))
+    return fleet
+
+
+def test_spatial_eval_keeps_apart_jobs_of_two_fleets_with_the_same_id(tmp_path):
+    # seeds 17003 and 17005 both have job-20261105-0027-mixtral8x7b; merged by bare id, one
+    # replaced the other (101 jobs instead of 102)
+    from l4spark.evaluation.spatial_eval import Ranker, load_fleets
+
+    fleets = [_cached_fleet(tmp_path, "f1", "job-a", "n01"), _cached_fleet(tmp_path, "f2", "job-a", "n00")]
+    labels, faulty, family, inputs = load_fleets(fleets, SpatialConfig(), "local[1]")  # from the cache: no Spark
+    assert faulty == {"f1/job-a": ("n01",), "f2/job-a": ("n00",)}
+    assert set(labels) == set(family) == set(faulty)
+    assert {j: order[0] for j, order in Ranker(inputs).rankings(SpatialConfig()).items()} == {"f1/job-a": "n01",
+                                                                                             "f2/job-a": "n00"}
 
 
 def test_the_pair_rule_switches_are_true_or_false():

@@ -187,6 +187,38 @@ def build_inputs(fleet: Path, warehouse: Path, master: str, spatial, job_ids: li
     return frames
 
 
+def load_fleets(fleets: list[Path], spatial, master: str, warehouse: Path | None = None) -> tuple[dict, dict, dict, dict]:
+    """(labels, faulty nodes, families, ranking inputs) of ``fleets``, each a dict by job id.
+
+    Of several fleets every job id is prefixed with its fleet's folder name (``f17005/job-...``):
+    fleets of different seeds can hold the same job id (17003 and 17005 both have
+    job-20261105-0027-mixtral8x7b), and merged by bare id one job would replace the other and
+    the baselines would rank both jobs' units as one. ``warehouse``: of a single fleet only
+    (default ``<fleet>.warehouse``)."""
+    from l4spark.evaluation.labels import load_labels
+
+    tags = [Path(str(f).rstrip("/")).name for f in fleets]
+    if len(set(tags)) < len(tags):
+        tags = [str(f).rstrip("/") for f in fleets]
+    labels, faulty, family, inputs = {}, {}, {}, {}
+    for fleet, tag in zip(fleets, tags):
+        fleet_labels = load_labels(fleet)
+        fleet_faulty = {j: label.faulty_nodes for j, label in fleet_labels.items() if label.faulty_nodes}
+        store = warehouse if warehouse and len(fleets) == 1 else Path(str(fleet).rstrip("/") + ".warehouse")
+        frames = build_inputs(fleet, store, master, spatial, sorted(fleet_faulty))
+        fleet_family = families(fleet, fleet_labels)
+        if len(fleets) > 1:
+            named = lambda job_id: f"{tag}/{job_id}"
+            frames = {name: frame.assign(job_id=frame["job_id"].map(named)) for name, frame in frames.items()}
+            fleet_labels, fleet_faulty, fleet_family = ({named(j): v for j, v in d.items()}
+                                                        for d in (fleet_labels, fleet_faulty, fleet_family))
+        inputs[str(fleet)] = frames
+        labels |= fleet_labels
+        faulty |= fleet_faulty
+        family |= fleet_family
+    return labels, faulty, family, inputs
+
+
 class Ranker:
     """Ranks every job of some fleets under SpatialConfig variants, from per-unit signals computed
     once per signal-shaping setting (normalisation and the rest); the weights only re-sum them."""
@@ -299,20 +331,11 @@ def main(argv: list[str] | None = None) -> int:
         fleets = [args.out]
 
     from l4spark.config import load_config
-    from l4spark.evaluation.labels import load_labels
 
     base = load_config().spatial
     if args.normalisation:
         base = dataclasses.replace(base, normalisation=args.normalisation)
-    labels, faulty, family, inputs = {}, {}, {}, {}
-    for fleet in fleets:
-        fleet_labels = load_labels(fleet)
-        fleet_faulty = {j: label.faulty_nodes for j, label in fleet_labels.items() if label.faulty_nodes}
-        warehouse = args.warehouse if args.warehouse and len(fleets) == 1 else Path(str(fleet).rstrip("/") + ".warehouse")
-        inputs[str(fleet)] = build_inputs(fleet, warehouse, args.master, base, sorted(fleet_faulty))
-        labels |= fleet_labels
-        faulty |= fleet_faulty
-        family |= families(fleet, fleet_labels)
+    labels, faulty, family, inputs = load_fleets(fleets, base, args.master, args.warehouse)
     ranker = Ranker(inputs)
     variants = ablations(base) if args.compare else {f"l4spark ({base.normalisation})": base}
     names = list(variants)
