@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -247,6 +248,128 @@ def test_peer_blame_and_first_failure_each_move_the_faulty_node_above_a_noisier_
         both["score"] + defaults.blame_weight * 2 / 7 + defaults.timing_weight * 1.0, abs=1e-6)
     assert both["signals"][1:] == ["named by 2 peer(s) (weight 2.00 after discounting names given by design): ip:10.0.0.6",
                                    "failed first, 7.0 s before the next unit"]
+
+
+# ---- session 15's rules, each left out (the ablation of spatial_eval --compare) --------------
+
+
+def _pair(rows: list[tuple], **activity) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Two nodes that both log 200 iteration lines, plus ``rows`` (``_fact`` tuples)."""
+    facts = [_fact(n, "iteration", 200, 20.0) for n in ("n00", "n01")] + rows
+    return pd.DataFrame(facts, columns=UNIT_FACTS_COLUMNS[1:]), _activity(2, **activity)
+
+
+def _order(counts: pd.DataFrame, activity: pd.DataFrame, config: SpatialConfig) -> tuple[list, list]:
+    ranked = rank_units("job-p", counts, activity, config)
+    return ranked["node"].tolist(), ranked["combined_score"].round(4).tolist()
+
+
+def test_without_remote_patterns_the_survivors_peer_failed_lines_count_for_the_survivor():
+    # the flag was stored with the patterns of its day; no patterns must mean no remote event
+    counts, activity = _pair([_fact("n01", "cuda_error", 1, 900.0),
+                              _fact("n00", "nccl_remote_error", 8, 960.0, remote=True),
+                              _fact("n00", "watchdog_timeout", 8, 961.0, remote=True)])
+    assert _order(counts, activity, SpatialConfig()) == (["n01", "n00"], [0.75, 0.25])  # 3 points to 0
+    assert _order(counts, activity, SpatialConfig(remote_patterns=())) == (["n00", "n01"], [0.5833, 0.4167])
+
+
+def test_without_the_quiet_rule_rank_0s_info_lines_of_its_own_count_for_it():
+    counts, activity = _pair([_fact("n00", "resume_banner", 1, 10.0, loud=False),
+                              _fact("n00", "config_echo", 40, 11.0, loud=False),
+                              _fact("n01", "xid_79", 2, 900.0)])
+    assert _order(counts, activity, SpatialConfig()) == (["n01", "n00"], [0.75, 0.25])  # 1 point to 0
+    assert _order(counts, activity, SpatialConfig(pair_quiet_for_nobody=False)) == (["n00", "n01"], [0.5833, 0.4167])
+
+
+def test_without_pair_silence_the_node_that_stopped_first_is_not_silent_and_rank_0s_peer_is_truncated():
+    # n01 dies with one CUDA line 10 minutes before n00, whose own tracebacks outnumber it
+    counts, activity = _pair([_fact("n01", "cuda_error", 1, 990.0), _fact("n00", "proxy_trace", 40, 1590.0),
+                              _fact("n00", "abort", 4, 1591.0)], last_s={0: 1600.0, 1: 1000.0})
+    defaults = SpatialConfig()
+    assert _order(counts, activity, defaults) == (["n01", "n00"], [round(0.5 - 0.25 / 3 + defaults.silence_weight, 4),
+                                                                   round(0.5 + 0.25 / 3, 4)])
+    assert _order(counts, activity, SpatialConfig(pair_silence=False)) == (["n00", "n01"], [0.5833, 0.4167])
+    # as before session 15, the two are one group of peers: the midpoint, a spread of half the
+    # gap (never silent by time) and a line median, by which rank 0's peer is truncated
+    by_role = _activity(2, n_lines={0: 7200, 1: 333}).set_index("node")
+    assert silence(by_role, SpatialConfig(pair_silence=False))["truncated"].tolist() == [False, True]
+    assert not silence(by_role, defaults)["truncated"].any()
+
+
+def test_without_silence_despite_errors_a_node_down_long_after_its_last_error_is_not_silent():
+    # n02 wrote its errors in the first minutes and stopped 700 s before its peers
+    counts = _counts(_healthy_counts(8) + [("n01", "ib_error", 6), ("n03", "ib_error", 6)])
+    activity = _activity(8, last_s={2: 300.0}, n_error={2: 3}).assign(
+        last_error_s=[100.0 if i == 2 else 990.0 for i in range(8)])
+    assert rank_units("job-s", counts, activity, SpatialConfig()).iloc[0]["node"] == "n02"
+    assert rank_units("job-s", counts, activity, SpatialConfig(silent_despite_errors=False)).iloc[0]["node"] != "n02"
+    # the other exception (errors that are no candidate lines) goes with it
+    lines = pd.Series(40, index=[f"n{i:02d}" for i in range(8)]).mask(lambda x: x.index == "n02", 0)
+    alone = activity.drop(columns=["last_error_s"]).set_index("node")
+    assert silence(alone, SpatialConfig(), lines)["silent"]["n02"]
+    assert not silence(alone, SpatialConfig(silent_despite_errors=False), lines)["silent"].any()
+    # of two units, pair silence already counts a stop with errors: this rule changes no pair
+    pair = _activity(2, last_s={1: 300.0}).assign(last_error_s=100.0).set_index("node")
+    assert silence(pair, SpatialConfig(silent_despite_errors=False))["silent"].tolist() == [False, True]
+
+
+def test_spatial_eval_re_ranks_cached_inputs_under_each_left_out_rule():
+    from l4spark.evaluation.spatial_eval import PAIR_VARIANTS, Ranker, ablations
+
+    defaults = SpatialConfig()
+    variants = ablations(defaults)
+    changed = {name: {f for f in ("remote_patterns", "pair_quiet_for_nobody", "pair_silence", "silent_despite_errors")
+                      if getattr(variants[name], f) != getattr(defaults, f)} for name in PAIR_VARIANTS}
+    assert changed == {"- remote patterns (pairs)": {"remote_patterns"},
+                       "- quiet for nobody (pairs)": {"pair_quiet_for_nobody"},
+                       "- pair silence": {"pair_silence"}, "- silent despite errors": {"silent_despite_errors"},
+                       "- all three pair rules": {"remote_patterns", "pair_quiet_for_nobody", "pair_silence"}}
+    # a cached fleet of one two-node job: its remote flags were set in Spark
+    counts, activity = _pair([_fact("n01", "cuda_error", 1, 900.0),
+                              _fact("n00", "nccl_remote_error", 8, 960.0, remote=True),
+                              _fact("n00", "watchdog_timeout", 8, 961.0, remote=True)])
+    ranker = Ranker({"fleet": {"facts": counts.assign(job_id="job-p"), "activity": activity.assign(job_id="job-p")}})
+    firsts = {name: ranker.rankings(variants[name])["job-p"][0] for name in (next(iter(variants)), *PAIR_VARIANTS)}
+    assert firsts == {"l4spark (role)": "n01", "- remote patterns (pairs)": "n00", "- quiet for nobody (pairs)": "n01",
+                      "- pair silence": "n01", "- silent despite errors": "n01", "- all three pair rules": "n00"}
+
+
+def _cached_fleet(root: Path, name: str, job_id: str, faulty: str) -> Path:
+    """A generated fleet's labels and its cached spatial_eval inputs: one two-node job."""
+    fleet = root / name
+    (fleet / "_labels").mkdir(parents=True)
+    (fleet / "_labels" / f"{job_id}.json").write_text(json.dumps({
+        "job_id": job_id, "fault_class": "node", "fault_kind": "node_down", "faulty_nodes": [faulty],
+        "failure_stage": "training", "indicating_messages": [], "framework": "megatron"}))
+    counts, activity = _pair([_fact(faulty, "cuda_error", 1, 900.0)])
+    cache = root / f"{name}.warehouse" / "_spatial_inputs"
+    cache.mkdir(parents=True)
+    baselines = activity[["node", "process_rank"]].assign(method="error_time", rank=[1, 2])
+    for table, frame in {"facts": counts, "activity": activity.assign(last_error_s=900.0), "baselines": baselines}.items():
+        frame.assign(job_id=job_id).to_parquet(cache / f"{table}.parquet")
+    spatial = SpatialConfig()
+    (cache / "settings.json").write_text(json.dumps({"granularity": spatial.granularity,
+                                                     "remote_patterns": list(spatial.remote_patterns)}))
+    return fleet
+
+
+def test_spatial_eval_keeps_apart_jobs_of_two_fleets_with_the_same_id(tmp_path):
+    # seeds 17003 and 17005 both have job-20261105-0027-mixtral8x7b; merged by bare id, one
+    # replaced the other (101 jobs instead of 102)
+    from l4spark.evaluation.spatial_eval import Ranker, load_fleets
+
+    fleets = [_cached_fleet(tmp_path, "f1", "job-a", "n01"), _cached_fleet(tmp_path, "f2", "job-a", "n00")]
+    labels, faulty, family, inputs = load_fleets(fleets, SpatialConfig(), "local[1]")  # from the cache: no Spark
+    assert faulty == {"f1/job-a": ("n01",), "f2/job-a": ("n00",)}
+    assert set(labels) == set(family) == set(faulty)
+    assert {j: order[0] for j, order in Ranker(inputs).rankings(SpatialConfig()).items()} == {"f1/job-a": "n01",
+                                                                                             "f2/job-a": "n00"}
+
+
+def test_the_pair_rule_switches_are_true_or_false():
+    for key in ("pair_quiet_for_nobody", "pair_silence", "silent_despite_errors"):
+        with pytest.raises(ConfigError, match=f"spatial.{key}: expected true or false"):
+            SpatialConfig(**{key: "false"})
 
 
 def test_clock_offsets_come_from_early_events_not_from_the_failure():

@@ -11,14 +11,17 @@ into ``--warehouse`` (default ``<fleet>.warehouse``) unless it already holds eve
 labelled job with a non-empty ``faulty_nodes`` is ranked; top-k accuracy (k = 1, 3, 5, 8) is
 the share of its faulty nodes within the first k units, averaged over jobs. ``--compare``
 also ranks with each signal left out, with isolation alone (the method before peer blame and
-timing) and with the other normalisations: the ablation table of docs/spatial.md. The
+timing), with each of session 15's rules left out (``PAIR_VARIANTS``) and with the other
+normalisations: the ablation tables of docs/spatial.md. Every run prints the two-unit jobs
+apart (faulty node first, top-1); ``--compare`` adds the top-1 per framework of the defaults
+and of each session-15 variant, on two-unit jobs and on all jobs (which family a rule costs). The
 ranking inputs are built once and ranked under every variant. Only this evaluation reads
 ``_labels``; the ranking sees the events and nothing else (no history: every event is a
 candidate, as for a new kind of job).
 
 The ranking inputs of each fleet are built in Spark once and kept as Parquet next to its
 warehouse (``<warehouse>/_spatial_inputs``); every variant is then ranked in pandas from the
-per-unit signals (``score.unit_signals``, computed once per normalisation), so an ablation or a
+per-unit signals (``score.unit_signals``, computed once per setting that shapes them), so an ablation or a
 weight search over several fleets takes seconds. ``--lofo`` chooses the weights on a grid with
 each family left out (a framework, or a fault class) and reports the held-out family's top-1
 with the weights chosen without it, next to the defaults'.
@@ -50,6 +53,11 @@ GRID = {"blame_weight": (0.1, 0.2, 0.4, 0.8, 1.2), "timing_weight": (0.05, 0.1, 
         "silence_weight": (0.25, 0.5, 1.0), "slowness_weight": (0.25, 0.5, 1.0)}
 
 
+PAIR_RULES_OFF = dict(remote_patterns=(), pair_quiet_for_nobody=False, pair_silence=False)
+PAIR_VARIANTS = ("- remote patterns (pairs)", "- quiet for nobody (pairs)", "- pair silence",
+                 "- silent despite errors", "- all three pair rules")
+
+
 def ablations(base) -> dict[str, object]:
     """Named SpatialConfig variants of ``base`` for the ablation table (``base`` first)."""
     from l4spark.spatial.config import NORMALISATIONS
@@ -64,6 +72,12 @@ def ablations(base) -> dict[str, object]:
         "- silence": replace(base, silence_weight=0.0, truncated_bonus=0.0),
         "- slowness": replace(base, slowness_weight=0.0),
         "- evidence rule": replace(base, evidence_required=False),
+        # session 15's rules, one left out at a time (docs/spatial.md, "Two-unit jobs")
+        "- remote patterns (pairs)": replace(base, remote_patterns=()),
+        "- quiet for nobody (pairs)": replace(base, pair_quiet_for_nobody=False),
+        "- pair silence": replace(base, pair_silence=False),
+        "- silent despite errors": replace(base, silent_despite_errors=False),
+        "- all three pair rules": replace(base, **PAIR_RULES_OFF),
         "isolation + evidence": replace(base, **none),
         "isolation only": replace(base, evidence_required=False, **none),
     }
@@ -103,14 +117,46 @@ def _table(rows: list[tuple[str, dict[int, float]]]) -> str:
     return "\n".join([head, *body])
 
 
-def build_inputs(fleet: Path, warehouse: Path, master: str, granularity: str, job_ids: list[str]) -> dict[str, pd.DataFrame]:
-    """facts, activity and baselines of ``job_ids`` (Spark once, then Parquet under the warehouse)."""
+def first_count(rankings: dict[str, list[str]], faulty: dict[str, tuple[str, ...]]) -> int:
+    """How many jobs of ``faulty`` have one of their faulty nodes ranked first."""
+    return sum(bool(rankings.get(j)) and rankings[j][0] in nodes for j, nodes in faulty.items())
+
+
+def _first_table(ranked: dict[str, dict[str, list[str]]], faulty: dict) -> str:
+    head = f"  {'method':<30}{'first':>10}{'top-1':>8}"
+    body = [f"  {name:<30}{f'{first_count(order, faulty)}/{len(faulty)}':>10}{accuracy(order, faulty)[1]:>8.3f}"
+            for name, order in ranked.items()]
+    return "\n".join([head, *body])
+
+
+def _family_table(ranked: dict[str, dict[str, list[str]]], faulty: dict, family_of: dict[str, str]) -> str:
+    """top-1 of each method (rows) on the jobs of each family (columns, with their job counts)."""
+    groups = {value: {j: n for j, n in faulty.items() if family_of[j] == value}
+              for value in sorted({family_of[j] for j in faulty})}
+    width = max(9, *(len(value) + 2 for value in groups))
+    head = f"  {'method':<30}" + "".join(f"{value:>{width}}" for value in groups)
+    sizes = f"  {'jobs':<30}" + "".join(f"{len(jobs):>{width}}" for jobs in groups.values())
+    body = [f"  {name:<30}" + "".join(f"{accuracy(order, jobs)[1]:>{width}.3f}" for jobs in groups.values())
+            for name, order in ranked.items()]
+    return "\n".join([head, sizes, *body])
+
+
+def build_inputs(fleet: Path, warehouse: Path, master: str, spatial, job_ids: list[str]) -> dict[str, pd.DataFrame]:
+    """facts, activity and baselines of ``job_ids`` (Spark once, then Parquet under the warehouse).
+
+    The cache is reused only if it was built at ``spatial``'s granularity with its
+    ``remote_patterns`` (``_spatial_inputs/settings.json``): the facts' ``remote`` flag is set in
+    Spark, and a cache of older patterns would rank with them."""
+    import json
+
     cache = warehouse / "_spatial_inputs"
     names = ("facts", "activity", "baselines")
-    if all((cache / f"{n}.parquet").exists() for n in names):
+    settings = {"granularity": spatial.granularity, "remote_patterns": list(spatial.remote_patterns)}
+    stored = cache / "settings.json"
+    if stored.exists() and json.loads(stored.read_text("utf-8")) == settings \
+            and all((cache / f"{n}.parquet").exists() for n in names):
         frames = {n: pd.read_parquet(cache / f"{n}.parquet") for n in names}
-        if set(job_ids) <= set(frames["activity"]["job_id"]) and "remote" in frames["facts"].columns \
-                and "last_error_s" in frames["activity"].columns:
+        if set(job_ids) <= set(frames["activity"]["job_id"]) and "last_error_s" in frames["activity"].columns:
             return frames
     from pyspark.sql import functions as F
 
@@ -130,14 +176,47 @@ def build_inputs(fleet: Path, warehouse: Path, master: str, granularity: str, jo
             print(f"parsing {fleet} into {warehouse}", flush=True)
             parse_jobs(spark, config, fleet, progress=lambda m: print("  " + m, flush=True))
         events = read_table(spark, config.storage, "events").where(F.col("job_id").isin(sorted(job_ids)))
-        facts, activity = unit_inputs(events, granularity, remote_patterns=config.spatial.remote_patterns)
+        facts, activity = unit_inputs(events, spatial.granularity, remote_patterns=spatial.remote_patterns)
         frames = {"facts": facts.toPandas(), "activity": activity.toPandas(), "baselines": baseline_rankings(events).toPandas()}
     finally:
         spark.stop()
     cache.mkdir(parents=True, exist_ok=True)
     for name, frame in frames.items():
         frame.to_parquet(cache / f"{name}.parquet")
+    stored.write_text(json.dumps(settings), "utf-8")  # last: a cache cut short is rebuilt
     return frames
+
+
+def load_fleets(fleets: list[Path], spatial, master: str, warehouse: Path | None = None) -> tuple[dict, dict, dict, dict]:
+    """(labels, faulty nodes, families, ranking inputs) of ``fleets``, each a dict by job id.
+
+    Of several fleets every job id is prefixed with its fleet's folder name (``f17005/job-...``):
+    fleets of different seeds can hold the same job id (17003 and 17005 both have
+    job-20261105-0027-mixtral8x7b), and merged by bare id one job would replace the other and
+    the baselines would rank both jobs' units as one. ``warehouse``: of a single fleet only
+    (default ``<fleet>.warehouse``)."""
+    from l4spark.evaluation.labels import load_labels
+
+    tags = [Path(str(f).rstrip("/")).name for f in fleets]
+    if len(set(tags)) < len(tags):
+        tags = [str(f).rstrip("/") for f in fleets]
+    labels, faulty, family, inputs = {}, {}, {}, {}
+    for fleet, tag in zip(fleets, tags):
+        fleet_labels = load_labels(fleet)
+        fleet_faulty = {j: label.faulty_nodes for j, label in fleet_labels.items() if label.faulty_nodes}
+        store = warehouse if warehouse and len(fleets) == 1 else Path(str(fleet).rstrip("/") + ".warehouse")
+        frames = build_inputs(fleet, store, master, spatial, sorted(fleet_faulty))
+        fleet_family = families(fleet, fleet_labels)
+        if len(fleets) > 1:
+            named = lambda job_id: f"{tag}/{job_id}"
+            frames = {name: frame.assign(job_id=frame["job_id"].map(named)) for name, frame in frames.items()}
+            fleet_labels, fleet_faulty, fleet_family = ({named(j): v for j, v in d.items()}
+                                                        for d in (fleet_labels, fleet_faulty, fleet_family))
+        inputs[str(fleet)] = frames
+        labels |= fleet_labels
+        faulty |= fleet_faulty
+        family |= fleet_family
+    return labels, faulty, family, inputs
 
 
 class Ranker:
@@ -252,20 +331,11 @@ def main(argv: list[str] | None = None) -> int:
         fleets = [args.out]
 
     from l4spark.config import load_config
-    from l4spark.evaluation.labels import load_labels
 
     base = load_config().spatial
     if args.normalisation:
         base = dataclasses.replace(base, normalisation=args.normalisation)
-    labels, faulty, family, inputs = {}, {}, {}, {}
-    for fleet in fleets:
-        fleet_labels = load_labels(fleet)
-        fleet_faulty = {j: label.faulty_nodes for j, label in fleet_labels.items() if label.faulty_nodes}
-        warehouse = args.warehouse if args.warehouse and len(fleets) == 1 else Path(str(fleet).rstrip("/") + ".warehouse")
-        inputs[str(fleet)] = build_inputs(fleet, warehouse, args.master, base.granularity, sorted(fleet_faulty))
-        labels |= fleet_labels
-        faulty |= fleet_faulty
-        family |= families(fleet, fleet_labels)
+    labels, faulty, family, inputs = load_fleets(fleets, base, args.master, args.warehouse)
     ranker = Ranker(inputs)
     variants = ablations(base) if args.compare else {f"l4spark ({base.normalisation})": base}
     names = list(variants)
@@ -274,11 +344,22 @@ def main(argv: list[str] | None = None) -> int:
     for method in ("error_time", "error_count"):
         rankings[method] = _rankings(baselines[baselines["method"] == method])
     print(f"\n{len(faulty)} jobs with a faulty node in {len(fleets)} fleet(s): {', '.join(map(str, fleets))}")
-    rows = [(names[0], accuracy(rankings["l4spark"], faulty)),
-            ("Error_time", accuracy(rankings["error_time"], faulty)),
-            ("Error_count", accuracy(rankings["error_count"], faulty))]
-    rows += [(name, accuracy(ranker.rankings(variants[name]), faulty)) for name in names[1:]]
-    print(_table(rows))
+    ranked = {names[0]: rankings["l4spark"], "Error_time": rankings["error_time"],
+              "Error_count": rankings["error_count"]}
+    ranked |= {name: ranker.rankings(variants[name]) for name in names[1:]}
+    print(_table([(name, accuracy(order, faulty)) for name, order in ranked.items()]))
+
+    units = ranker.signals(base)
+    pairs = {j: n for j, n in faulty.items() if j in units and len(units[j]) == 2}
+    print(f"\ntwo-unit jobs ({len(pairs)} of {len(faulty)}): jobs with a faulty node first, top-1")
+    print(_first_table(ranked, pairs) if pairs else "  none")
+    if args.compare:
+        compared = {name: ranked[name] for name in (names[0], *PAIR_VARIANTS)}
+        framework = {j: family[j]["framework"] for j in faulty}
+        for title, jobs in (("two-unit jobs", pairs), ("all jobs", faulty)):
+            if jobs:
+                print(f"\ntop-1 per framework, {title}: session 15's rules left out one at a time")
+                print(_family_table(compared, jobs, framework))
 
     print("\nper fault kind (l4spark top-1/3/5/8 | Error_time top-1 | Error_count top-1):")
     for kind in sorted({labels[j].fault_kind for j in faulty}):

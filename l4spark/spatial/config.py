@@ -44,6 +44,11 @@ class SpatialConfig:
     timestamp_cover: float = 0.9  # onset only for units with a file timestamped to this share of its lines
     min_timed_units: int = 3  # no timing signal with fewer units having an onset
     mention_window_s: float = 60.0  # mentions this long before the first failure onset are not blame
+    # Rules of session 15 (docs/spatial.md, "Two-unit jobs: what the survivor says"); false leaves
+    # one out, for the ablation of ``spatial_eval --compare`` (``remote_patterns = []`` the third).
+    pair_quiet_for_nobody: bool = True  # of two units, an own event with quiet (INFO and below) lines only counts for neither
+    pair_silence: bool = True  # of two units, the one that stopped silent_min_gap_s first is silent; neither is truncated
+    silent_despite_errors: bool = True  # errors that are no candidates or end silent_min_gap_s before the unit: can be silent
     # Messages that say the failure is at a peer, not here (Java regexes, matched on one sample
     # line per unit and event): with one peer they can only mean the other unit (``pair_isolation``).
     remote_patterns: tuple = (
@@ -68,6 +73,10 @@ class SpatialConfig:
                 check_regex(regex)
             except UnsafeRegexError as exc:
                 raise ConfigError(f"spatial.remote_patterns: {exc}") from exc
+        for key in ("evidence_required", "blame_discount", "pair_quiet_for_nobody", "pair_silence",
+                    "silent_despite_errors"):
+            if not isinstance(getattr(self, key), bool):
+                raise ConfigError(f"spatial.{key}: expected true or false, found {getattr(self, key)!r}")
         if self.granularity not in GRANULARITIES:
             raise ConfigError(f"spatial.granularity: expected one of {GRANULARITIES}, found {self.granularity!r}")
         if self.normalisation not in NORMALISATIONS:

@@ -69,9 +69,11 @@ def unit_signals(counts: pd.DataFrame, activity: pd.DataFrame, config: SpatialCo
 
     own: dict = {}
     if len(activity.index) == 2:
-        remote = facts.loc[facts["remote"].eq(True), "event_id"] if "remote" in facts.columns else []
+        # no remote_patterns, no remote event, whatever a stored flag says (set with older patterns)
+        remote = facts.loc[facts["remote"].eq(True), "event_id"] \
+            if "remote" in facts.columns and config.remote_patterns else []
         quiet = []
-        if "n_loud" in facts.columns:
+        if "n_loud" in facts.columns and config.pair_quiet_for_nobody:
             loud_lines = facts.groupby("event_id")["n_loud"].sum()
             quiet = loud_lines.index[loud_lines == 0]
         score, own = pair_isolation(matrix, config.max_evidence, remote, quiet)

@@ -146,7 +146,9 @@ def silence(activity: pd.DataFrame, config: SpatialConfig, candidate_lines: pd.S
     each is compared with the other: silent when it stopped ``silent_min_gap_s`` before it (no
     spread to scale by), never truncated (one of the two holds rank 0 and logs more by role;
     the truncation bonus put the wrong node first in 2 of 28 two-node jobs of fresh seed
-    15017).
+    15017). ``pair_silence`` false: two units are judged as a group of peers (their median and
+    spread: never silent by time), as before session 15; ``silent_despite_errors`` false: the
+    first two exceptions for units with error lines (below) are off.
     """
     role = roles(activity) if {"min_rank", "max_rank"} <= set(activity.columns) else pd.Series("peer", index=activity.index)
     sizes = role.map(role.value_counts())
@@ -160,7 +162,7 @@ def silence(activity: pd.DataFrame, config: SpatialConfig, candidate_lines: pd.S
         members = group.index[group == name] if name != "all" else group.index
         targets = group.index[group == name]
         peer_last = last.loc[members]
-        if len(members) < 3:
+        if len(members) < 3 and config.pair_silence:
             # a pair: no spread to judge against and no median of peers; each is compared with
             # the other alone (below)
             for unit in targets:
@@ -171,7 +173,7 @@ def silence(activity: pd.DataFrame, config: SpatialConfig, candidate_lines: pd.S
             ref = peer_last.median()
             reference.loc[targets] = ref
             spread.loc[targets] = 1.4826 * (peer_last - ref).abs().median()
-        if len(members) >= 3:
+        if len(members) >= 3 or not config.pair_silence:
             line_median.loc[targets] = activity.loc[members, "n_lines"].median()
         typical_files.loc[targets] = activity.loc[members, "n_files"].mode().max() if len(members) else 0
     gap = reference - last
@@ -186,10 +188,12 @@ def silence(activity: pd.DataFrame, config: SpatialConfig, candidate_lines: pd.S
     # did not go down with it (fresh seed 16011: a store host down 212 s before its peers, its
     # errors from the first minutes); and of two units the one that stopped a minute first,
     # whatever it wrote: with one peer the counts do not show who crashed.
-    no_candidates = candidate_lines.reindex(activity.index).fillna(0) == 0 if candidate_lines is not None else False
+    despite = config.silent_despite_errors
+    no_candidates = candidate_lines.reindex(activity.index).fillna(0) == 0 \
+        if candidate_lines is not None and despite else False
     errors_long_before = (activity["last_error_s"] < activity["last_s"] - config.silent_min_gap_s) \
-        if "last_error_s" in activity.columns else False
-    quiet = (activity["n_error"] == 0) | no_candidates | errors_long_before | (len(activity) == 2)
+        if "last_error_s" in activity.columns and despite else False
+    quiet = (activity["n_error"] == 0) | no_candidates | errors_long_before | (len(activity) == 2 and config.pair_silence)
     silent = (by_time.fillna(False) & quiet) | (missing > 0) | truncated
     return pd.DataFrame({"silent": silent.astype(bool), "silent_gap_s": gap.where(last.notna()),
                          "missing_files": missing.astype(int), "truncated": truncated.astype(bool)})
