@@ -174,7 +174,8 @@ def test_of_two_nodes_the_survivors_lines_saying_a_peer_failed_point_at_the_othe
     assert ranked.iloc[0]["signals"] == [
         "isolated: score 0.625, logs 1 candidate event(s) the other unit does not: cuda_error",
         "isolated: score 0.625, the other unit alone logs 2 event(s) saying a peer failed: nccl_remote_error, "
-        "watchdog_timeout"]
+        "watchdog_timeout",
+        "failed first, 60.0 s before the next unit"]
     # without the remote flag (an older table) the survivor's own events count for it
     blind = rank_units("job-x", counts.drop(columns=["remote"]), activity, SpatialConfig())
     assert blind["node"].tolist() == ["n00", "n01"]
@@ -264,6 +265,24 @@ def _order(counts: pd.DataFrame, activity: pd.DataFrame, config: SpatialConfig) 
     return ranked["node"].tolist(), ranked["combined_score"].round(4).tolist()
 
 
+def test_of_two_nodes_the_one_whose_failure_began_first_is_timed_first():
+    # a NIC link down on n01: its ranks print the IB port error and the failed completion; 30 s
+    # later n00's ranks print their own NCCL error and its trace. Two own events each: isolation
+    # and blame cannot tell them apart. Before, a pair was never timed (min_timed_units 3) and
+    # the name put n00 first
+    counts, activity = _pair([_fact("n01", "ib_port_error", 38, 950.0), _fact("n01", "ib_completion_error", 4, 950.2),
+                              _fact("n00", "nccl_system_error", 8, 980.0), _fact("n00", "nccl_trace", 16, 980.1)])
+    ranked = rank_units("job-p", counts, activity, SpatialConfig())
+    assert ranked["node"].tolist() == ["n01", "n00"]
+    assert ranked["onset_lag_s"].tolist() == [0.0, 30.0]
+    assert ranked.iloc[0]["signals"] == ["failed first, 30.0 s before the next unit"]
+    # one onset of two is nothing to compare; without the rule neither is timed
+    one = counts[counts["event_id"].isin(["iteration", "ib_port_error", "ib_completion_error"])]
+    assert rank_units("job-p", one, activity, SpatialConfig())["onset_lag_s"].isna().all()
+    untimed = rank_units("job-p", counts, activity, SpatialConfig(small_job_timing=False))
+    assert untimed["node"].tolist() == ["n00", "n01"] and untimed["onset_lag_s"].isna().all()
+
+
 def test_without_remote_patterns_the_survivors_peer_failed_lines_count_for_the_survivor():
     # the flag was stored with the patterns of its day; no patterns must mean no remote event
     counts, activity = _pair([_fact("n01", "cuda_error", 1, 900.0),
@@ -282,13 +301,15 @@ def test_without_the_quiet_rule_rank_0s_info_lines_of_its_own_count_for_it():
 
 
 def test_without_pair_silence_the_node_that_stopped_first_is_not_silent_and_rank_0s_peer_is_truncated():
-    # n01 dies with one CUDA line 10 minutes before n00, whose own tracebacks outnumber it
+    # n01 dies with one CUDA line 10 minutes before n00, whose own tracebacks outnumber it (n01's
+    # earlier failure onset adds the timing weight, small_job_timing)
     counts, activity = _pair([_fact("n01", "cuda_error", 1, 990.0), _fact("n00", "proxy_trace", 40, 1590.0),
                               _fact("n00", "abort", 4, 1591.0)], last_s={0: 1600.0, 1: 1000.0})
     defaults = SpatialConfig()
-    assert _order(counts, activity, defaults) == (["n01", "n00"], [round(0.5 - 0.25 / 3 + defaults.silence_weight, 4),
-                                                                   round(0.5 + 0.25 / 3, 4)])
-    assert _order(counts, activity, SpatialConfig(pair_silence=False)) == (["n00", "n01"], [0.5833, 0.4167])
+    timed = defaults.timing_weight
+    assert _order(counts, activity, defaults) == (["n01", "n00"], [
+        round(0.5 - 0.25 / 3 + defaults.silence_weight + timed, 4), round(0.5 + 0.25 / 3, 4)])
+    assert _order(counts, activity, SpatialConfig(pair_silence=False)) == (["n00", "n01"], [0.5833, 0.4167 + timed])
     # as before session 15, the two are one group of peers: the midpoint, a spread of half the
     # gap (never silent by time) and a line median, by which rank 0's peer is truncated
     by_role = _activity(2, n_lines={0: 7200, 1: 333}).set_index("node")
@@ -318,12 +339,14 @@ def test_spatial_eval_re_ranks_cached_inputs_under_each_left_out_rule():
 
     defaults = SpatialConfig()
     variants = ablations(defaults)
-    changed = {name: {f for f in ("remote_patterns", "pair_quiet_for_nobody", "pair_silence", "silent_despite_errors")
+    changed = {name: {f for f in ("remote_patterns", "pair_quiet_for_nobody", "pair_silence", "silent_despite_errors",
+                                  "small_job_timing")
                       if getattr(variants[name], f) != getattr(defaults, f)} for name in PAIR_VARIANTS}
     assert changed == {"- remote patterns (pairs)": {"remote_patterns"},
                        "- quiet for nobody (pairs)": {"pair_quiet_for_nobody"},
                        "- pair silence": {"pair_silence"}, "- silent despite errors": {"silent_despite_errors"},
-                       "- all three pair rules": {"remote_patterns", "pair_quiet_for_nobody", "pair_silence"}}
+                       "- all three pair rules": {"remote_patterns", "pair_quiet_for_nobody", "pair_silence"},
+                       "- small-job timing": {"small_job_timing"}}
     # a cached fleet of one two-node job: its remote flags were set in Spark
     counts, activity = _pair([_fact("n01", "cuda_error", 1, 900.0),
                               _fact("n00", "nccl_remote_error", 8, 960.0, remote=True),
@@ -331,7 +354,8 @@ def test_spatial_eval_re_ranks_cached_inputs_under_each_left_out_rule():
     ranker = Ranker({"fleet": {"facts": counts.assign(job_id="job-p"), "activity": activity.assign(job_id="job-p")}})
     firsts = {name: ranker.rankings(variants[name])["job-p"][0] for name in (next(iter(variants)), *PAIR_VARIANTS)}
     assert firsts == {"l4spark (role)": "n01", "- remote patterns (pairs)": "n00", "- quiet for nobody (pairs)": "n01",
-                      "- pair silence": "n01", "- silent despite errors": "n01", "- all three pair rules": "n00"}
+                      "- pair silence": "n01", "- silent despite errors": "n01", "- all three pair rules": "n00",
+                      "- small-job timing": "n01"}
 
 
 def _cached_fleet(root: Path, name: str, job_id: str, faulty: str) -> Path:
@@ -367,7 +391,7 @@ def test_spatial_eval_keeps_apart_jobs_of_two_fleets_with_the_same_id(tmp_path):
 
 
 def test_the_pair_rule_switches_are_true_or_false():
-    for key in ("pair_quiet_for_nobody", "pair_silence", "silent_despite_errors"):
+    for key in ("pair_quiet_for_nobody", "pair_silence", "silent_despite_errors", "small_job_timing"):
         with pytest.raises(ConfigError, match=f"spatial.{key}: expected true or false"):
             SpatialConfig(**{key: "false"})
 

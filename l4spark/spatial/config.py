@@ -42,7 +42,8 @@ class SpatialConfig:
     burst_gap_s: float = 10.0  # ...in the first burst of them (a quieter gap than this splits bursts)...
     burst_events: int = 2  # ...with at least this many events (a lone new line is not a failure yet)
     timestamp_cover: float = 0.9  # onset only for units with a file timestamped to this share of its lines
-    min_timed_units: int = 3  # no timing signal with fewer units having an onset
+    min_timed_units: int = 3  # no timing signal with fewer units having an onset...
+    small_job_timing: bool = True  # ...but of a job with fewer units than that (a pair), every unit having one is enough
     mention_window_s: float = 60.0  # mentions this long before the first failure onset are not blame
     # Rules of session 15 (docs/spatial.md, "Two-unit jobs: what the survivor says"); false leaves
     # one out, for the ablation of ``spatial_eval --compare`` (``remote_patterns = []`` the third).
@@ -74,7 +75,7 @@ class SpatialConfig:
             except UnsafeRegexError as exc:
                 raise ConfigError(f"spatial.remote_patterns: {exc}") from exc
         for key in ("evidence_required", "blame_discount", "pair_quiet_for_nobody", "pair_silence",
-                    "silent_despite_errors"):
+                    "silent_despite_errors", "small_job_timing"):
             if not isinstance(getattr(self, key), bool):
                 raise ConfigError(f"spatial.{key}: expected true or false, found {getattr(self, key)!r}")
         if self.granularity not in GRANULARITIES:
