@@ -14,8 +14,8 @@ also ranks with each signal left out, with isolation alone (the method before pe
 timing), with each of session 15's rules and session 16's small-job timing left out
 (``PAIR_VARIANTS``) and with the other
 normalisations: the ablation tables of docs/spatial.md. Every run prints the two-unit jobs
-apart (faulty node first, top-1); ``--compare`` adds the top-1 per framework of the defaults
-and of each session-15 variant, on two-unit jobs and on all jobs (which family a rule costs). The
+apart (faulty node first, top-1); ``--compare`` adds the top-1 per framework and per fault class of
+the defaults and of each of those variants, on two-unit jobs and on all jobs (which family a rule costs). The
 ranking inputs are built once and ranked under every variant. Only this evaluation reads
 ``_labels``; the ranking sees the events and nothing else (no history: every event is a
 candidate, as for a new kind of job).
@@ -358,11 +358,12 @@ def main(argv: list[str] | None = None) -> int:
     print(_first_table(ranked, pairs) if pairs else "  none")
     if args.compare:
         compared = {name: ranked[name] for name in (names[0], *PAIR_VARIANTS)}
-        framework = {j: family[j]["framework"] for j in faulty}
-        for title, jobs in (("two-unit jobs", pairs), ("all jobs", faulty)):
-            if jobs:
-                print(f"\ntop-1 per framework, {title}: the rules of sessions 15 and 16 left out one at a time")
-                print(_family_table(compared, jobs, framework))
+        for axis in ("framework", "fault class"):
+            family_of = {j: family[j][axis] for j in faulty}
+            for title, jobs in (("two-unit jobs", pairs), ("all jobs", faulty)):
+                if jobs:
+                    print(f"\ntop-1 per {axis}, {title}: the rules of sessions 15 and 16 left out one at a time")
+                    print(_family_table(compared, jobs, family_of))
 
     print("\nper fault kind (l4spark top-1/3/5/8 | Error_time top-1 | Error_count top-1):")
     for kind in sorted({labels[j].fault_kind for j in faulty}):
