@@ -7,7 +7,9 @@ Default path, by line shape (``shapes.py``; docs/parsing.md):
    template store has not seen (first-occurrence order), save the store (in a driver thread,
    while step 3's read is planned, and before any event is written);
 3. read the files again, join each line to its shape's fields and event id (broadcast) and
-   write the events, replacing exactly the parsed jobs' partitions.
+   write the events, replacing exactly the parsed jobs' partitions. Files on remote storage
+   are fetched once: Spark keeps their stored bytes between the two reads
+   (``ingest.kept_remote_bytes``); local files are read twice (the page cache has them).
 Fallback when the rules tell digits apart or a run has too many shapes: structure every line
 in the JVM, cached for the same three steps. Then the small tables, from the events written.
 
@@ -40,7 +42,7 @@ from pyspark.sql import functions as F
 
 from l4spark import __version__
 from l4spark.config import Config
-from l4spark.parse.ingest import read_rank_files, remote_scan_settings, with_unread_files
+from l4spark.parse.ingest import KeptBytes, kept_remote_bytes, read_rank_files, remote_scan_settings, with_unread_files
 from l4spark.parse.layout import Issue, LayoutScan, RankFile, scan_logs_root
 from l4spark.parse.shapes import (
     original_masked,
@@ -145,7 +147,8 @@ def _parse_readable(spark: SparkSession, config: Config, scan: LayoutScan, store
     """``_parse_by_shape`` (or ``_parse_per_line`` when shapes do not fit) of the files the
     storage hands over. HDFS's BlockMissingException and AccessControlException fail Spark's scan
     even where it skips other unreadable files (FileScanRDD): the parse starts again without the
-    file the error names, which is then counted as unreadable (``with_unread_files``)."""
+    file the error names, which is then counted as unreadable (``with_unread_files``). Remote
+    files are fetched from the storage once for both reads (``ingest.kept_remote_bytes``)."""
     not_by_shape = shapes_usable(config.structure)
     if not_by_shape is not None:
         progress(f"structuring every line ({not_by_shape})")
@@ -153,11 +156,12 @@ def _parse_readable(spark: SparkSession, config: Config, scan: LayoutScan, store
     while True:
         readable = [f for f in scan.files if f.path not in refused]
         try:
-            with session_settings(spark, remote_scan_settings(spark, readable)):
+            with (session_settings(spark, remote_scan_settings(spark, readable)),
+                  kept_remote_bytes(spark, readable, _cache_level(config)) as kept):
                 parsed = None
                 if not_by_shape is None:
-                    parsed = _parse_by_shape(spark, config, scan, readable, store, progress, clock, summary)
-                return parsed or _parse_per_line(spark, config, scan, readable, store, progress, clock, summary)
+                    parsed = _parse_by_shape(spark, config, scan, readable, store, progress, clock, summary, kept)
+                return parsed or _parse_per_line(spark, config, scan, readable, store, progress, clock, summary, kept)
         except Exception as exc:  # noqa: BLE001 -- only a file the storage refused is retried, all else raises
             path = fs.refused_path(exc, [f.path for f in readable if not fs.is_local(f.path)])
             if path is None:
@@ -168,17 +172,18 @@ def _parse_readable(spark: SparkSession, config: Config, scan: LayoutScan, store
 
 def _parse_by_shape(spark: SparkSession, config: Config, scan: LayoutScan, readable: list[RankFile],
                     store: TemplateStore, progress: Callable[[str], None], clock: "_Clock",
-                    summary: ParseSummary) -> tuple[list[Issue], pd.DataFrame] | None:
-    """Two reads of the files, no cache: (1) distinct shapes with their first occurrence, and
+                    summary: ParseSummary, kept: KeptBytes | None = None) -> tuple[list[Issue], pd.DataFrame] | None:
+    """Two reads of the files, no cache of lines: (1) distinct shapes with their first occurrence, and
     the files' quarantine rows; the driver structures, masks and templates the shapes; (2) lines
     joined to their shape's fields and event id, written. Returns the files' issues and the
     message forms (``_forms``). None when the run has more than ``structure.max_shapes``
     shapes (the caller then structures every line). ``readable``: the files read (``scan.files``
-    but those the storage refused: they are counted as unreadable)."""
+    but those the storage refused: they are counted as unreadable); ``kept``: their bytes, when
+    remote (``ingest.kept_remote_bytes``)."""
     issue = F.col("issue")
     max_rows = 4 * config.structure.max_shapes + 8 * len(scan.files)
     stats = (
-        read_rank_files(spark, readable, config.ingest, counts_only=True, job_boundaries=False)
+        read_rank_files(spark, readable, config.ingest, counts_only=True, job_boundaries=False, kept=kept)
         .groupBy("job_id", "shape", "issue", F.when(issue.isNotNull(), F.col("file")).alias("issue_file"))
         .agg(F.sum("n_lines").alias("n_lines"), F.min(F.struct("file", "line_no", "raw")).alias("first"),
              F.first("detail").alias("detail"), F.sum("n_bytes").alias("n_bytes"), F.first("raw").alias("sample"))
@@ -220,7 +225,7 @@ def _parse_by_shape(spark: SparkSession, config: Config, scan: LayoutScan, reada
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="l4spark-store") as pool:
         saved = pool.submit(save_template_store, config.storage, store, spark=spark)
         lines = (read_rank_files(spark, readable, config.ingest, raw=True, shape_ids=_job_shape_ids(per_job, table),
-                                 job_boundaries=_events_partitioned(config))
+                                 job_boundaries=_events_partitioned(config), kept=kept)
                  .where(issue.isNull()))
         shape_rows = shapes_frame(spark, table.drop(columns=["masked"]))
         lines, reference = _with_year_reference(spark, lines, scan)
@@ -252,11 +257,12 @@ def _job_shape_ids(per_job: pd.DataFrame, table: pd.DataFrame) -> dict[str, dict
 
 def _parse_per_line(spark: SparkSession, config: Config, scan: LayoutScan, readable: list[RankFile],
                     store: TemplateStore, progress: Callable[[str], None], clock: "_Clock",
-                    summary: ParseSummary) -> tuple[list[Issue], pd.DataFrame]:
+                    summary: ParseSummary, kept: KeptBytes | None = None) -> tuple[list[Issue], pd.DataFrame]:
     """Structure and mask every line in the JVM; one read, kept in a cache for the three steps.
-    ``readable`` as in ``_parse_by_shape``."""
+    ``readable`` and ``kept`` as in ``_parse_by_shape``."""
     read, reference = _with_year_reference(
-        spark, read_rank_files(spark, readable, config.ingest, job_boundaries=_events_partitioned(config)), scan)
+        spark, read_rank_files(spark, readable, config.ingest, job_boundaries=_events_partitioned(config), kept=kept),
+        scan)
     parsed = (
         read
         .transform(lambda df: with_structure(df, config.structure, reference))
@@ -266,8 +272,7 @@ def _parse_per_line(spark: SparkSession, config: Config, scan: LayoutScan, reada
                 "issue", "detail", "n_lines", "n_bytes",
                 F.when(F.col("issue").isNotNull(), F.col("raw")).alias("sample"))
     )
-    level = StorageLevel.DISK_ONLY if config.ingest.cache == "disk" else StorageLevel.MEMORY_AND_DISK
-    parsed = parsed.persist(level)
+    parsed = parsed.persist(_cache_level(config))
     try:
         file_issues = with_unread_files(_file_issues(parsed), scan.files)
         lines = parsed.where(F.col("issue").isNull())
@@ -304,6 +309,11 @@ def _parse_per_line(spark: SparkSession, config: Config, scan: LayoutScan, reada
     finally:
         parsed.unpersist()
     return file_issues, forms
+
+
+def _cache_level(config: Config) -> StorageLevel:
+    """Where Spark keeps what a parse run reads more than once (``ingest.cache``)."""
+    return StorageLevel.DISK_ONLY if config.ingest.cache == "disk" else StorageLevel.MEMORY_AND_DISK
 
 
 def _forms(counts: pd.DataFrame) -> pd.DataFrame:

@@ -83,6 +83,30 @@ def test_nightly_on_hdfs_killed_midway_then_rerun_equals_local(spark, minidfs, h
     assert_same(snapshot(spark, warehouse, storage_format=storage_format), local_tables)
 
 
+def test_the_parse_fetches_each_rank_file_from_hdfs_once(spark, minidfs, nightly_logs, nightly_clean):
+    """The parse reads the files twice (line shapes, then lines) but fetches a remote file's
+    bytes once: a rank file deleted from HDFS right after the shapes pass still gives every one
+    of its lines in ``events``, as the same logs parsed from the local disk do. Fetched twice,
+    its lines were counted as shapes and then missing from ``events``."""
+    from l4spark.parse.pipeline import parse_jobs
+
+    hadoop_shell(minidfs.uri, "-put", str(nightly_logs), "/logs-once")
+    victim = sorted(p.relative_to(nightly_logs).as_posix() for p in nightly_logs.glob("*/*/rank-*.log*"))[-1]
+    deleted = []
+
+    def delete_after_shapes(message: str) -> None:
+        if message.startswith("read ") and "line shapes" in message and not deleted:
+            hadoop_shell(minidfs.uri, "-rm", f"/logs-once/{victim}")
+            deleted.append(victim)
+
+    warehouse = minidfs.uri + "/warehouse-once"
+    parse_jobs(spark, nightly_config(warehouse), minidfs.uri + "/logs-once", progress=delete_after_shapes)
+    assert deleted == [victim]
+    assert victim not in hadoop_shell(minidfs.uri, "-ls", "-R", "/logs-once")
+    _, _, local_tables = nightly_clean
+    assert_same(snapshot(spark, warehouse, ("jobs", "events", "templates")), local_tables, ("jobs", "events", "templates"))
+
+
 def test_tables_on_hdfs_are_found_by_name_through_a_named_metastore(spark, minidfs, hdfs_logs, nightly_clean, tmp_path):
     """A Delta nightly with its warehouse on HDFS and `catalog.metastore` naming a local folder
     (a remote warehouse has no embedded metastore of its own): the run registers every table and
