@@ -28,6 +28,7 @@ says what stays; docs/deploy.md, Storage).
 from __future__ import annotations
 
 import logging
+import os
 import re
 import string
 import unicodedata
@@ -82,6 +83,46 @@ def is_missing_error(exc: Exception) -> bool:
     """True when ``exc`` (of classic Spark or Connect) says a path does not exist."""
     text = str(exc)
     return "PATH_NOT_FOUND" in text or "does not exist" in text or "FileNotFoundException" in text
+
+
+# What Spark counts a remote file's open as, in bytes, when it packs files into scan tasks
+REMOTE_OPEN_COST_BYTES = 8192
+
+
+def remote_scan_settings(spark: "SparkSession") -> dict[str, str]:
+    """Session settings for scans of many small remote files (rank files, ``job.json``): at
+    least two tasks per core, files packed by their bytes, and listings of many folders in as
+    many tasks, not one per folder.
+
+    - ``spark.sql.files.openCostInBytes``: Spark counts each file 4 MB more than its size by
+      default, which for files of tens of KB makes tasks of equal file counts, not bytes, and
+      many of them. Opening an HDFS file costs a NameNode call, about what reading
+      ``REMOTE_OPEN_COST_BYTES`` does (on S3 a GET costs more). ``spark.sql.files.minPartitionNum``:
+      two tasks per core at least.
+    - ``spark.sql.sources.parallelPartitionDiscovery.parallelism``: above 32 paths
+      (``...threshold``) Spark lists folders in a Spark job of one task per folder (up to 10,000),
+      so a listing of 48 job folders was a job of 48 tasks of a few milliseconds each; two per
+      core list them as fast (each task lists its folders one after the other).
+
+    Set around the queries (``io.frames.session_settings``), from one thread: Spark reads them
+    when a query is planned and run."""
+    tasks = str(2 * parallelism(spark))
+    return {"spark.sql.files.openCostInBytes": str(REMOTE_OPEN_COST_BYTES),
+            "spark.sql.files.minPartitionNum": tasks,
+            "spark.sql.sources.parallelPartitionDiscovery.parallelism": tasks}
+
+
+def parallelism(spark: "SparkSession") -> int:
+    """The session's task slots: ``spark.default.parallelism``, else a local master's thread
+    count, else this machine's cores."""
+    value = spark.conf.get("spark.default.parallelism", None)
+    if value:
+        return int(value)
+    master = spark.conf.get("spark.master", "local[*]")
+    if master.startswith("local["):
+        inner = master[len("local["):].rstrip("]").split(",")[0]
+        return int(inner) if inner.isdigit() else (os.cpu_count() or 1)
+    return os.cpu_count() or 1
 
 
 def list_files(spark: "SparkSession", root: str, sizes: bool = False) -> list[RemoteFile] | None:

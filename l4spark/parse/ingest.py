@@ -23,7 +23,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from l4spark.config import IngestConfig
-from l4spark.io.fs import binary_files, is_local
+from l4spark.io.fs import binary_files, is_local, parallelism
+from l4spark.io.fs import remote_scan_settings as fs_remote_scan_settings
 from l4spark.io.frames import local_frame
 from l4spark.parse.layout import Issue, RankFile
 from l4spark.parse.reader import ReadLimits, read_lines
@@ -124,7 +125,7 @@ def read_rank_files(spark: SparkSession, files: Sequence[RankFile], conf: Ingest
     batch_lines = conf.batch_lines
     if files and not is_local(files[0].path):
         return _read_remote_files(spark, files, limits, batch_lines, raw, shape, counts_only, shape_ids, kept)
-    tasks = plan_read_tasks(files, conf, min_tasks=2 * _parallelism(spark), job_boundaries=job_boundaries)
+    tasks = plan_read_tasks(files, conf, min_tasks=2 * parallelism(spark), job_boundaries=job_boundaries)
 
     def read_tasks(task_rows: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in task_rows:
@@ -291,25 +292,19 @@ def kept_remote_bytes(spark: SparkSession, files: Sequence[RankFile], level: Sto
             frame.unpersist()
 
 
-# What Spark counts a remote file's open as, in bytes, when it packs rank files into read tasks
-REMOTE_OPEN_COST_BYTES = 8192
-
-
 def remote_scan_settings(spark: SparkSession, files: Sequence[RankFile]) -> dict[str, str]:
-    """Session settings under which Spark packs remote rank files (``_read_remote_files``) into
-    tasks by their bytes, about as ``plan_read_tasks`` packs local ones (at least two per core);
-    none for local files. Spark's defaults count each file 4 MB more than its size
-    (``spark.sql.files.openCostInBytes``): for rank files of tens of KB that made tasks of equal
-    file counts, not bytes, and many of them (19 for the 592 files, 22.5 MB, of the bench fleet,
-    the first holding the largest files: 2 MB of events against 5 KB in the last), each a file of
-    the Delta events write that HDFS makes wait at its close (docs/deploy.md). Opening an HDFS
-    file costs a NameNode call, about what reading ``REMOTE_OPEN_COST_BYTES`` does. On S3 an
-    open (a GET) costs more, but so does every task's file of the write. Set around the queries
-    (``io.frames.session_settings``): Spark reads them when a query runs."""
+    """Session settings under which Spark lists remote rank files' job folders and packs the
+    files into tasks by their bytes (``_read_remote_files``), about as ``plan_read_tasks`` packs
+    local ones (at least two per core): ``fs.remote_scan_settings``; none for local files.
+    Spark's defaults count each file 4 MB more than its size (``spark.sql.files.openCostInBytes``):
+    for rank files of tens of KB that made tasks of equal file counts, not bytes, and many of them
+    (19 for the 592 files, 22.5 MB, of the bench fleet, the first holding the largest files: 2 MB
+    of events against 5 KB in the last), each a file of the Delta events write that HDFS makes
+    wait at its close (docs/deploy.md). Set around the queries (``io.frames.session_settings``):
+    Spark reads them when a query runs."""
     if not files or is_local(files[0].path):
         return {}
-    return {"spark.sql.files.openCostInBytes": str(REMOTE_OPEN_COST_BYTES),
-            "spark.sql.files.minPartitionNum": str(2 * _parallelism(spark))}
+    return fs_remote_scan_settings(spark)
 
 
 def _with_job_shape_ids(spark: SparkSession, stored: DataFrame, shape_ids: Mapping[str, Mapping[str, int]]) -> DataFrame:
@@ -357,22 +352,6 @@ def with_unread_files(issues: Sequence[Issue], files: Sequence[RankFile]) -> lis
                     "(Spark's executor log names the error)", n_lines=0)
               for f in files if f.size and (f.job_id, f.rel_path) not in read]
     return kept + unread
-
-
-def _parallelism(spark: SparkSession) -> int:
-    value = spark.conf.get("spark.default.parallelism", None)
-    if value:
-        return int(value)
-    master = spark.conf.get("spark.master", "local[*]")
-    if master.startswith("local["):
-        inner = master[len("local["):].rstrip("]").split(",")[0]
-        return int(inner) if inner.isdigit() else _cpu_count()
-    return _cpu_count()
-
-
-def _cpu_count() -> int:
-    import os
-    return os.cpu_count() or 1
 
 
 def arrow_batches(files: Sequence[RankFile], limits: ReadLimits, batch_lines: int, raw: bool = True,

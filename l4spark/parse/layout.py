@@ -19,6 +19,7 @@ from typing import Any, Iterable
 
 from l4spark.errors import InputLayoutError
 from l4spark.io import fs
+from l4spark.io.frames import session_settings
 
 KNOWN_STATUSES = ("succeeded", "failed")
 
@@ -144,10 +145,18 @@ def _scan_remote(spark: Any, root: str, matcher: re.Pattern[str], job_file: str,
                  jobs: Iterable[str] | None) -> LayoutScan:
     """``scan_logs_root`` of a remote root: one listing through Spark, the same rules as the local
     walk (Hadoop's listing already leaves out ``_`` and ``.`` names, so none is counted as skipped;
-    an object store has no empty folders, so a node folder without any file is not seen)."""
-    listing = fs.list_files(spark, root, sizes=True)
-    if listing is None:
-        raise InputLayoutError(f"logs root {root!r} does not exist")
+    an object store has no empty folders, so a node folder without any file is not seen). The
+    listing and the registries' read run under ``fs.remote_scan_settings`` (few tasks)."""
+    with session_settings(spark, fs.remote_scan_settings(spark)):
+        listing = fs.list_files(spark, root, sizes=True)
+        if listing is not None:
+            return _scan_listing(spark, root, listing, matcher, job_file, jobs)
+    raise InputLayoutError(f"logs root {root!r} does not exist")
+
+
+def _scan_listing(spark: Any, root: str, listing: list[fs.RemoteFile], matcher: re.Pattern[str], job_file: str,
+                  jobs: Iterable[str] | None) -> LayoutScan:
+    """``_scan_remote`` of ``listing``, the files listed under ``root``."""
     wanted = set(jobs) if jobs is not None else None
     scan = LayoutScan()
     by_job: dict[str, list[tuple[str, fs.RemoteFile]]] = {}
