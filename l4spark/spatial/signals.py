@@ -236,7 +236,7 @@ def clock_offsets(first_seen: pd.DataFrame, activity: pd.DataFrame, early_share:
 
 
 def failure_onsets(first_seen: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Series,
-                   config: SpatialConfig) -> pd.Series:
+                   config: SpatialConfig, reactions: pd.DataFrame | None = None) -> pd.Series:
     """When each unit's failure began, on aligned clocks (epoch seconds; NaN: unknown).
 
     ``first_seen``: unit x event first timestamps over the candidate events; ``activity``
@@ -252,6 +252,13 @@ def failure_onsets(first_seen: pd.DataFrame, activity: pd.DataFrame, offsets: pd
     there is nothing to compare and every onset is NaN; with ``small_job_timing``, a job of
     fewer units than that needs an onset on every unit (and at least 2): a pair is timed when
     both units have one.
+
+    ``reactions`` (optional; unit x event, true where the unit's event says a peer failed, the
+    ``remote`` flag of its facts; missing cells false): those events start no onset. A unit whose
+    terminal events are all reactions gets no onset, yet counts as timed for the number needed:
+    it went down reacting to another unit, so the other units' own onsets decide (of a pair, the
+    other unit's, if it has one). ``score.unit_signals`` passes them for two-unit jobs only
+    (``pair_onset_without_remote``).
     """
     onset = pd.Series(np.nan, index=activity.index)
     if first_seen.empty:
@@ -262,10 +269,15 @@ def failure_onsets(first_seen: pd.DataFrame, activity: pd.DataFrame, offsets: pd
     terminal = first_seen.where(first_seen.ge(cutoff, axis=0))
     covered = activity["ts_cover"].fillna(1.0) >= config.timestamp_cover if "ts_cover" in activity.columns \
         else pd.Series(True, index=activity.index)
+    reacting = pd.DataFrame(False, index=terminal.index, columns=terminal.columns)
+    if reactions is not None:
+        reacting = reactions.reindex(index=terminal.index, columns=terminal.columns).eq(True)
+    only_reactions = pd.Series(False, index=activity.index)
     for unit, times in terminal.iterrows():
-        times = np.sort(times.dropna().to_numpy())
-        if len(times) and covered[unit]:
-            onset[unit] = _burst_start(times, config.burst_gap_s, config.burst_events)
+        own = np.sort(times[~reacting.loc[unit]].dropna().to_numpy())
+        if len(own) and covered[unit]:
+            onset[unit] = _burst_start(own, config.burst_gap_s, config.burst_events)
+        only_reactions[unit] = bool(covered[unit] and not len(own) and times.notna().any())
     onset = onset - offsets.reindex(activity.index).fillna(0.0)
     needed = config.min_timed_units
     if config.small_job_timing:
@@ -274,7 +286,7 @@ def failure_onsets(first_seen: pd.DataFrame, activity: pd.DataFrame, offsets: pd
         # watchdog, store client or HCCL notify wait reports a dead peer only after it has gone
         # (fresh seeds 17001/17003: the faulty unit first in 30 of the 32 pairs with both onsets).
         needed = min(needed, max(2, len(activity)))
-    if onset.notna().sum() < needed:
+    if onset.notna().sum() == 0 or onset.notna().sum() + only_reactions.sum() < needed:
         return pd.Series(np.nan, index=activity.index)
     return onset
 
