@@ -254,11 +254,16 @@ def failure_onsets(first_seen: pd.DataFrame, activity: pd.DataFrame, offsets: pd
     both units have one.
 
     ``reactions`` (optional; unit x event, true where the unit's event says a peer failed, the
-    ``remote`` flag of its facts; missing cells false): those events start no onset. A unit whose
-    terminal events are all reactions gets no onset, yet counts as timed for the number needed:
-    it went down reacting to another unit, so the other units' own onsets decide (of a pair, the
-    other unit's, if it has one). ``score.unit_signals`` passes them for two-unit jobs only
-    (``pair_onset_without_remote``).
+    ``remote`` flag of its facts; missing cells false): a unit with such a terminal event first
+    seen at or before the start of its onset burst (ties count) failed in reaction to another unit. It
+    gets no onset, yet counts as timed for the number needed, so the other units' own onsets
+    decide (of a pair, the other unit's, if it has one). The burst as a whole is the reaction, not
+    only the matching lines: PyTorch prints the watchdog's "Watchdog caught collective operation
+    timeout" with "Exception (either an error or timeout) detected by watchdog", "To avoid data
+    inconsistency, we are taking the entire process down" and the abort in the same millisecond,
+    and the ncclRemoteError text with "Last error:" and the abort; leaving out only the matching
+    events left those to start the same onset (docs/spatial.md, "A pair's onsets").
+    ``score.unit_signals`` passes them for two-unit jobs only (``pair_onset_without_remote``).
     """
     onset = pd.Series(np.nan, index=activity.index)
     if first_seen.empty:
@@ -274,10 +279,14 @@ def failure_onsets(first_seen: pd.DataFrame, activity: pd.DataFrame, offsets: pd
         reacting = reactions.reindex(index=terminal.index, columns=terminal.columns).eq(True)
     only_reactions = pd.Series(False, index=activity.index)
     for unit, times in terminal.iterrows():
-        own = np.sort(times[~reacting.loc[unit]].dropna().to_numpy())
-        if len(own) and covered[unit]:
-            onset[unit] = _burst_start(own, config.burst_gap_s, config.burst_events)
-        only_reactions[unit] = bool(covered[unit] and not len(own) and times.notna().any())
+        ordered = np.sort(times.dropna().to_numpy())
+        if len(ordered) and covered[unit]:
+            start = _burst_start(ordered, config.burst_gap_s, config.burst_events)
+            # the failure begins with a line saying a peer failed (at the burst's first time, as
+            # PyTorch prints its follow-ups in the same millisecond, or before it): a reaction
+            only_reactions[unit] = bool((times[reacting.loc[unit]] <= start).any())
+            if not only_reactions[unit]:
+                onset[unit] = start
     onset = onset - offsets.reindex(activity.index).fillna(0.0)
     needed = config.min_timed_units
     if config.small_job_timing:
