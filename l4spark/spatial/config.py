@@ -50,8 +50,8 @@ class SpatialConfig:
     pair_quiet_for_nobody: bool = True  # of two units, an own event with quiet (INFO and below) lines only counts for neither
     pair_silence: bool = True  # of two units, the one that stopped silent_min_gap_s first is silent; neither is truncated
     silent_despite_errors: bool = True  # errors that are no candidates or end silent_min_gap_s before the unit: can be silent
-    # Session 17: of two units, a unit's remote events (below) do not start its failure onset: by
-    # their text they react to the other unit's failure (docs/spatial.md, "A pair's onsets").
+    # Session 17: of two units, a failure that begins with a remote event (below) is a reaction to
+    # the other unit's: it starts no failure onset (docs/spatial.md, "A pair's onsets").
     pair_onset_without_remote: bool = True
     # Messages that say the failure is at a peer, not here (Java regexes, matched on one sample
     # line per unit and event): with one peer they can only mean the other unit (``pair_isolation``).
