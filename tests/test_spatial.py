@@ -285,7 +285,7 @@ def test_of_two_nodes_the_one_whose_failure_began_first_is_timed_first():
 
 def test_of_two_nodes_a_failure_that_begins_with_a_peer_failed_line_is_not_timed_first():
     # n01's GPU is stuck in a kernel; n00's NCCL watchdog times out first and PyTorch prints the
-    # timeout with its follow-ups in the same millisecond (only the first line is remote). n01's
+    # timeout with its follow-ups within milliseconds (only the first line is remote). n01's
     # own CUDA error comes 30 s later. Before, n00's reaction started the earlier onset and the
     # timing put the survivor first
     counts, activity = _pair([_fact("n00", "watchdog_timeout", 8, 960.0, remote=True),

@@ -258,11 +258,11 @@ def failure_onsets(first_seen: pd.DataFrame, activity: pd.DataFrame, offsets: pd
     seen at or before the start of its onset burst (ties count) failed in reaction to another unit. It
     gets no onset, yet counts as timed for the number needed, so the other units' own onsets
     decide (of a pair, the other unit's, if it has one). The burst as a whole is the reaction, not
-    only the matching lines: PyTorch prints the watchdog's "Watchdog caught collective operation
-    timeout" with "Exception (either an error or timeout) detected by watchdog", "To avoid data
-    inconsistency, we are taking the entire process down" and the abort in the same millisecond,
-    and the ncclRemoteError text with "Last error:" and the abort; leaving out only the matching
-    events left those to start the same onset (docs/spatial.md, "A pair's onsets").
+    only the matching lines: PyTorch follows the watchdog's "Watchdog caught collective operation
+    timeout" milliseconds later with "Exception (either an error or timeout) detected by
+    watchdog", "To avoid data inconsistency, we are taking the entire process down" and the
+    abort, and the ncclRemoteError text with "Last error:" and the abort; leaving out only the
+    matching events left those to start the same onset (docs/spatial.md, "A pair's onsets").
     ``score.unit_signals`` passes them for two-unit jobs only (``pair_onset_without_remote``).
     """
     onset = pd.Series(np.nan, index=activity.index)
@@ -283,7 +283,7 @@ def failure_onsets(first_seen: pd.DataFrame, activity: pd.DataFrame, offsets: pd
         if len(ordered) and covered[unit]:
             start = _burst_start(ordered, config.burst_gap_s, config.burst_events)
             # the failure begins with a line saying a peer failed (at the burst's first time, as
-            # PyTorch prints its follow-ups in the same millisecond, or before it): a reaction
+            # PyTorch prints its follow-ups milliseconds after it, or before it): a reaction
             only_reactions[unit] = bool((times[reacting.loc[unit]] <= start).any())
             if not only_reactions[unit]:
                 onset[unit] = start
