@@ -93,7 +93,7 @@ def unit_signals(counts: pd.DataFrame, activity: pd.DataFrame, config: SpatialCo
         onsets = failure_onsets(first_seen, activity, offsets, config)
         timed = onsets
         if len(activity.index) == 2 and config.pair_onset_without_remote:
-            # of two units, a line saying a peer failed is the survivor's reaction: it starts no onset
+            # of two units, a failure that begins with a line saying a peer failed is a reaction: no onset
             timed = failure_onsets(first_seen, activity, offsets, config, _reactions(facts, config, activity.index))
     else:
         offsets, onsets = pd.Series(0.0, index=activity.index), pd.Series(np.nan, index=activity.index)

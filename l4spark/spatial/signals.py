@@ -255,9 +255,9 @@ def failure_onsets(first_seen: pd.DataFrame, activity: pd.DataFrame, offsets: pd
 
     ``reactions`` (optional; unit x event, true where the unit's event says a peer failed, the
     ``remote`` flag of its facts; missing cells false): a unit with such a terminal event first
-    seen at or before the start of its onset burst (ties count) failed in reaction to another unit. It
-    gets no onset, yet counts as timed for the number needed, so the other units' own onsets
-    decide (of a pair, the other unit's, if it has one). The burst as a whole is the reaction, not
+    seen at or before the start of its onset burst (ties count) failed in reaction to another
+    unit. It gets no onset, yet counts as timed for the number needed, so the other units' own
+    onsets decide (of a pair, the other unit's, if it has one). The burst as a whole is the reaction, not
     only the matching lines: PyTorch follows the watchdog's "Watchdog caught collective operation
     timeout" milliseconds later with "Exception (either an error or timeout) detected by
     watchdog", "To avoid data inconsistency, we are taking the entire process down" and the
