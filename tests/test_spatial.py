@@ -175,7 +175,7 @@ def test_of_two_nodes_the_survivors_lines_saying_a_peer_failed_point_at_the_othe
         "isolated: score 0.625, logs 1 candidate event(s) the other unit does not: cuda_error",
         "isolated: score 0.625, the other unit alone logs 2 event(s) saying a peer failed: nccl_remote_error, "
         "watchdog_timeout",
-        "failed first, 60.0 s before the next unit"]
+        "failed first"]  # the survivor's failure begins with a peer-failed line: it has no onset
     # without the remote flag (an older table) the survivor's own events count for it
     blind = rank_units("job-x", counts.drop(columns=["remote"]), activity, SpatialConfig())
     assert blind["node"].tolist() == ["n00", "n01"]
@@ -283,6 +283,60 @@ def test_of_two_nodes_the_one_whose_failure_began_first_is_timed_first():
     assert untimed["node"].tolist() == ["n00", "n01"] and untimed["onset_lag_s"].isna().all()
 
 
+def test_of_two_nodes_a_failure_that_begins_with_a_peer_failed_line_is_not_timed_first():
+    # n01's GPU is stuck in a kernel; n00's NCCL watchdog times out first and PyTorch prints the
+    # timeout with its follow-ups within milliseconds (only the first line is remote). n01's
+    # own CUDA error comes 30 s later. Before, n00's reaction started the earlier onset and the
+    # timing put the survivor first
+    counts, activity = _pair([_fact("n00", "watchdog_timeout", 8, 960.0, remote=True),
+                              _fact("n00", "watchdog_exception", 8, 960.0), _fact("n00", "take_down", 8, 960.0),
+                              _fact("n00", "abort", 8, 960.001),
+                              _fact("n01", "xid", 1, 990.0), _fact("n01", "cuda_error", 8, 990.1),
+                              _fact("n01", "cuda_trace", 8, 990.1)])
+    ranked = rank_units("job-p", counts, activity, SpatialConfig())
+    # 4 points to 3 (n00's timeout is one for n01), and only n01 is timed
+    assert ranked["node"].tolist() == ["n01", "n00"]
+    assert ranked["combined_score"].round(4).tolist() == [round(0.5 + 0.25 / 7 + 0.1, 4), round(0.5 - 0.25 / 7, 4)]
+    assert ranked.iloc[0]["onset_lag_s"] == 0.0 and np.isnan(ranked.iloc[1]["onset_lag_s"])
+    assert ranked.iloc[0]["signals"][-1] == "failed first"
+    before = rank_units("job-p", counts, activity, SpatialConfig(pair_onset_without_remote=False))
+    assert before["node"].tolist() == ["n00", "n01"] and before["onset_lag_s"].tolist() == [0.0, 30.0]
+
+
+def test_of_two_nodes_an_own_error_before_its_peer_failed_line_still_starts_the_onset():
+    # a NIC link down on n01: its IB port error, then its own ncclRemoteError; n00's completion
+    # error and ncclRemoteError 30 s later. Each failure begins with a line of its own, so the
+    # rule changes nothing: timing puts n01 first (isolation ties, the name would put n00 first)
+    counts, activity = _pair([_fact("n01", "ib_port_error", 38, 950.0),
+                              _fact("n01", "nccl_remote_error", 8, 950.5, remote=True),
+                              _fact("n00", "ib_completion_error", 8, 980.0),
+                              _fact("n00", "nccl_remote_error", 8, 980.3, remote=True)])
+    ranked = rank_units("job-p", counts, activity, SpatialConfig())
+    assert ranked["node"].tolist() == ["n01", "n00"] and ranked["onset_lag_s"].tolist() == [0.0, 30.0]
+    pd.testing.assert_frame_equal(ranked, rank_units("job-p", counts, activity,
+                                                     SpatialConfig(pair_onset_without_remote=False)))
+
+
+def test_a_unit_whose_failure_begins_as_a_reaction_has_no_onset_but_counts_as_timed():
+    config = SpatialConfig()
+    activity = pd.DataFrame({"first_s": [0.0, 0.0], "last_s": [1000.0, 1000.0]}, index=["a", "b"])
+    first_seen = pd.DataFrame({"routine": [5.0, 5.0], "watchdog": [960.0, np.nan], "abort": [960.0, 995.0],
+                               "xid": [np.nan, 990.0], "remote_error": [np.nan, 990.5]}, index=activity.index)
+    reactions = pd.DataFrame({"watchdog": [True, False], "remote_error": [False, True]}, index=activity.index)
+    offsets = pd.Series(0.0, index=activity.index)
+    onsets = failure_onsets(first_seen, activity, offsets, config, reactions)
+    # a's burst begins with its watchdog (its abort in the same instant); b's with its own Xid
+    assert np.isnan(onsets["a"]) and onsets["b"] == 990.0
+    assert failure_onsets(first_seen, activity, offsets, config).tolist() == [960.0, 990.0]
+    # a reaction alone, the other unit without terminal events: nothing to compare
+    quiet_b = first_seen.assign(xid=np.nan, remote_error=np.nan, abort=[960.0, np.nan])
+    assert failure_onsets(quiet_b, activity, offsets, config, reactions).isna().all()
+    # a peer-failed line before the burst (a lone store error) makes it a reaction too
+    early = first_seen.assign(watchdog=[np.nan, 985.0], abort=[960.0, np.nan])
+    late = failure_onsets(early, activity, offsets, config, reactions.assign(watchdog=[False, True]))
+    assert late["a"] == 960.0 and np.isnan(late["b"])
+
+
 def test_without_remote_patterns_the_survivors_peer_failed_lines_count_for_the_survivor():
     # the flag was stored with the patterns of its day; no patterns must mean no remote event
     counts, activity = _pair([_fact("n01", "cuda_error", 1, 900.0),
@@ -340,13 +394,14 @@ def test_spatial_eval_re_ranks_cached_inputs_under_each_left_out_rule():
     defaults = SpatialConfig()
     variants = ablations(defaults)
     changed = {name: {f for f in ("remote_patterns", "pair_quiet_for_nobody", "pair_silence", "silent_despite_errors",
-                                  "small_job_timing")
+                                  "small_job_timing", "pair_onset_without_remote")
                       if getattr(variants[name], f) != getattr(defaults, f)} for name in PAIR_VARIANTS}
     assert changed == {"- remote patterns (pairs)": {"remote_patterns"},
                        "- quiet for nobody (pairs)": {"pair_quiet_for_nobody"},
                        "- pair silence": {"pair_silence"}, "- silent despite errors": {"silent_despite_errors"},
                        "- all three pair rules": {"remote_patterns", "pair_quiet_for_nobody", "pair_silence"},
-                       "- small-job timing": {"small_job_timing"}}
+                       "- small-job timing": {"small_job_timing"},
+                       "- pair onsets without remote": {"pair_onset_without_remote"}}
     # a cached fleet of one two-node job: its remote flags were set in Spark
     counts, activity = _pair([_fact("n01", "cuda_error", 1, 900.0),
                               _fact("n00", "nccl_remote_error", 8, 960.0, remote=True),
@@ -355,7 +410,7 @@ def test_spatial_eval_re_ranks_cached_inputs_under_each_left_out_rule():
     firsts = {name: ranker.rankings(variants[name])["job-p"][0] for name in (next(iter(variants)), *PAIR_VARIANTS)}
     assert firsts == {"l4spark (role)": "n01", "- remote patterns (pairs)": "n00", "- quiet for nobody (pairs)": "n01",
                       "- pair silence": "n01", "- silent despite errors": "n01", "- all three pair rules": "n00",
-                      "- small-job timing": "n01"}
+                      "- small-job timing": "n01", "- pair onsets without remote": "n01"}
 
 
 def _cached_fleet(root: Path, name: str, job_id: str, faulty: str) -> Path:
@@ -391,9 +446,22 @@ def test_spatial_eval_keeps_apart_jobs_of_two_fleets_with_the_same_id(tmp_path):
 
 
 def test_the_pair_rule_switches_are_true_or_false():
-    for key in ("pair_quiet_for_nobody", "pair_silence", "silent_despite_errors", "small_job_timing"):
+    for key in ("pair_quiet_for_nobody", "pair_silence", "silent_despite_errors", "small_job_timing",
+                "pair_onset_without_remote"):
         with pytest.raises(ConfigError, match=f"spatial.{key}: expected true or false"):
             SpatialConfig(**{key: "false"})
+
+
+def test_the_pair_onset_rule_is_a_conf_switch(tmp_path):
+    from l4spark.config import load_config
+
+    path = tmp_path / "pair.toml"
+    path.write_text("[spatial]\npair_onset_without_remote = false\n")
+    assert load_config(path).spatial.pair_onset_without_remote is False
+    assert load_config().spatial.pair_onset_without_remote is True
+    path.write_text('[spatial]\npair_onset_without_remote = "no"\n')
+    with pytest.raises(ConfigError, match="spatial.pair_onset_without_remote"):
+        load_config(path)
 
 
 def test_clock_offsets_come_from_early_events_not_from_the_failure():

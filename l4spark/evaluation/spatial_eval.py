@@ -11,8 +11,8 @@ into ``--warehouse`` (default ``<fleet>.warehouse``) unless it already holds eve
 labelled job with a non-empty ``faulty_nodes`` is ranked; top-k accuracy (k = 1, 3, 5, 8) is
 the share of its faulty nodes within the first k units, averaged over jobs. ``--compare``
 also ranks with each signal left out, with isolation alone (the method before peer blame and
-timing), with each of session 15's rules and session 16's small-job timing left out
-(``PAIR_VARIANTS``) and with the other
+timing), with each of session 15's rules, session 16's small-job timing and session 17's pair onsets
+without remote events left out (``PAIR_VARIANTS``) and with the other
 normalisations: the ablation tables of docs/spatial.md. Every run prints the two-unit jobs
 apart (faulty node first, top-1); ``--compare`` adds the top-1 per framework and per fault class of
 the defaults and of each of those variants, on two-unit jobs and on all jobs (which family a rule costs). The
@@ -56,7 +56,8 @@ GRID = {"blame_weight": (0.1, 0.2, 0.4, 0.8, 1.2), "timing_weight": (0.05, 0.1, 
 
 PAIR_RULES_OFF = dict(remote_patterns=(), pair_quiet_for_nobody=False, pair_silence=False)
 PAIR_VARIANTS = ("- remote patterns (pairs)", "- quiet for nobody (pairs)", "- pair silence",
-                 "- silent despite errors", "- all three pair rules", "- small-job timing")
+                 "- silent despite errors", "- all three pair rules", "- small-job timing",
+                 "- pair onsets without remote")
 
 
 def ablations(base) -> dict[str, object]:
@@ -81,6 +82,8 @@ def ablations(base) -> dict[str, object]:
         "- all three pair rules": replace(base, **PAIR_RULES_OFF),
         # session 16: a job of fewer units than min_timed_units is timed when every unit has an onset
         "- small-job timing": replace(base, small_job_timing=False),
+        # session 17: of two units, a failure that begins with a line saying a peer failed starts no onset
+        "- pair onsets without remote": replace(base, pair_onset_without_remote=False),
         "isolation + evidence": replace(base, **none),
         "isolation only": replace(base, evidence_required=False, **none),
     }
@@ -362,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
             family_of = {j: family[j][axis] for j in faulty}
             for title, jobs in (("two-unit jobs", pairs), ("all jobs", faulty)):
                 if jobs:
-                    print(f"\ntop-1 per {axis}, {title}: the rules of sessions 15 and 16 left out one at a time")
+                    print(f"\ntop-1 per {axis}, {title}: the rules of sessions 15 to 17 left out one at a time")
                     print(_family_table(compared, jobs, family_of))
 
     print("\nper fault kind (l4spark top-1/3/5/8 | Error_time top-1 | Error_count top-1):")

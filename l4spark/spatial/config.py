@@ -50,6 +50,9 @@ class SpatialConfig:
     pair_quiet_for_nobody: bool = True  # of two units, an own event with quiet (INFO and below) lines only counts for neither
     pair_silence: bool = True  # of two units, the one that stopped silent_min_gap_s first is silent; neither is truncated
     silent_despite_errors: bool = True  # errors that are no candidates or end silent_min_gap_s before the unit: can be silent
+    # Session 17: of two units, a failure that begins with a remote event (below) is a reaction to
+    # the other unit's: it starts no failure onset (docs/spatial.md, "A pair's onsets").
+    pair_onset_without_remote: bool = True
     # Messages that say the failure is at a peer, not here (Java regexes, matched on one sample
     # line per unit and event): with one peer they can only mean the other unit (``pair_isolation``).
     remote_patterns: tuple = (
@@ -75,7 +78,7 @@ class SpatialConfig:
             except UnsafeRegexError as exc:
                 raise ConfigError(f"spatial.remote_patterns: {exc}") from exc
         for key in ("evidence_required", "blame_discount", "pair_quiet_for_nobody", "pair_silence",
-                    "silent_despite_errors", "small_job_timing"):
+                    "silent_despite_errors", "small_job_timing", "pair_onset_without_remote"):
             if not isinstance(getattr(self, key), bool):
                 raise ConfigError(f"spatial.{key}: expected true or false, found {getattr(self, key)!r}")
         if self.granularity not in GRANULARITIES:

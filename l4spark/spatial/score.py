@@ -89,9 +89,16 @@ def unit_signals(counts: pd.DataFrame, activity: pd.DataFrame, config: SpatialCo
     if "first_s" in facts.columns:
         first_seen = _pivot(facts, "first_s", activity.index)
         offsets = clock_offsets(first_seen, activity)
-        onsets = failure_onsets(first_seen.reindex(columns=_candidate_events(facts)), activity, offsets, config)
+        first_seen = first_seen.reindex(columns=_candidate_events(facts))
+        onsets = failure_onsets(first_seen, activity, offsets, config)
+        timed = onsets
+        if len(activity.index) == 2 and config.pair_onset_without_remote:
+            # of two units, a failure that begins with a line saying a peer failed is a reaction: no onset
+            timed = failure_onsets(first_seen, activity, offsets, config, _reactions(facts, config, activity.index))
     else:
         offsets, onsets = pd.Series(0.0, index=activity.index), pd.Series(np.nan, index=activity.index)
+        timed = onsets
+    # blame's window still opens at the first onset with reactions (what it was measured with)
     named = peer_mentions(mentions, activity, offsets, onsets.min(), config.mention_window_s)
     # far fewer lines alone is weaker than stopping early: the node of rank 0 or of the last
     # pipeline stage logs more than the rest by role
@@ -99,12 +106,12 @@ def unit_signals(counts: pd.DataFrame, activity: pd.DataFrame, config: SpatialCo
         silent["silent_gap_s"].fillna(0.0) >= config.silent_min_gap_s)
     signals = pd.DataFrame({
         "score": score, "has_evidence": has_evidence.reindex(activity.index).fillna(False),
-        "named_by": named["named_by"], "named_weight": named["named_weight"], "onset_lag_s": onsets - onsets.min(),
+        "named_by": named["named_by"], "named_weight": named["named_weight"], "onset_lag_s": timed - timed.min(),
         "stopped": silent["silent"] & ~only_truncated, "only_truncated": only_truncated,
         "slow_z": activity["slow_z"].astype(float) if "slow_z" in activity.columns else np.nan,
         "detector_votes": detector_votes(mentions, activity),
     }, index=activity.index)
-    details = {"activity": activity, "silent": silent, "evidence": evidence, "named": named, "onsets": onsets,
+    details = {"activity": activity, "silent": silent, "evidence": evidence, "named": named, "onsets": timed,
                "own": own}
     return signals, details
 
@@ -188,6 +195,15 @@ def _pivot(rows: pd.DataFrame, values: str, units: pd.Index) -> pd.DataFrame:
     aggfunc = "min" if values == "first_s" else "sum"
     table = rows.pivot_table(index="unit", columns="event_id", values=values, aggfunc=aggfunc, dropna=False)
     return table.reindex(units).sort_index(axis=1)
+
+
+def _reactions(facts: pd.DataFrame, config: SpatialConfig, units: pd.Index) -> pd.DataFrame:
+    """unit x event, true where the unit's event says a peer failed (its ``remote`` flag; none
+    without ``remote_patterns``, whatever a stored flag says, as for ``pair_isolation``)."""
+    if "remote" not in facts.columns or not config.remote_patterns:
+        return pd.DataFrame(index=units, dtype=bool)
+    remote = facts.assign(remote=facts["remote"].eq(True))
+    return _pivot(remote, "remote", units).fillna(0).astype(bool)
 
 
 def _candidate_events(facts: pd.DataFrame) -> list[str]:

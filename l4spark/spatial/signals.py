@@ -236,7 +236,7 @@ def clock_offsets(first_seen: pd.DataFrame, activity: pd.DataFrame, early_share:
 
 
 def failure_onsets(first_seen: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Series,
-                   config: SpatialConfig) -> pd.Series:
+                   config: SpatialConfig, reactions: pd.DataFrame | None = None) -> pd.Series:
     """When each unit's failure began, on aligned clocks (epoch seconds; NaN: unknown).
 
     ``first_seen``: unit x event first timestamps over the candidate events; ``activity``
@@ -252,6 +252,18 @@ def failure_onsets(first_seen: pd.DataFrame, activity: pd.DataFrame, offsets: pd
     there is nothing to compare and every onset is NaN; with ``small_job_timing``, a job of
     fewer units than that needs an onset on every unit (and at least 2): a pair is timed when
     both units have one.
+
+    ``reactions`` (optional; unit x event, true where the unit's event says a peer failed, the
+    ``remote`` flag of its facts; missing cells false): a unit with such a terminal event first
+    seen at or before the start of its onset burst (ties count) failed in reaction to another
+    unit. It gets no onset, yet counts as timed for the number needed, so the other units' own
+    onsets decide (of a pair, the other unit's, if it has one). The burst as a whole is the reaction, not
+    only the matching lines: PyTorch follows the watchdog's "Watchdog caught collective operation
+    timeout" milliseconds later with "Exception (either an error or timeout) detected by
+    watchdog", "To avoid data inconsistency, we are taking the entire process down" and the
+    abort, and the ncclRemoteError text with "Last error:" and the abort; leaving out only the
+    matching events left those to start the same onset (docs/spatial.md, "A pair's onsets").
+    ``score.unit_signals`` passes them for two-unit jobs only (``pair_onset_without_remote``).
     """
     onset = pd.Series(np.nan, index=activity.index)
     if first_seen.empty:
@@ -262,10 +274,19 @@ def failure_onsets(first_seen: pd.DataFrame, activity: pd.DataFrame, offsets: pd
     terminal = first_seen.where(first_seen.ge(cutoff, axis=0))
     covered = activity["ts_cover"].fillna(1.0) >= config.timestamp_cover if "ts_cover" in activity.columns \
         else pd.Series(True, index=activity.index)
+    reacting = pd.DataFrame(False, index=terminal.index, columns=terminal.columns)
+    if reactions is not None:
+        reacting = reactions.reindex(index=terminal.index, columns=terminal.columns).eq(True)
+    only_reactions = pd.Series(False, index=activity.index)
     for unit, times in terminal.iterrows():
-        times = np.sort(times.dropna().to_numpy())
-        if len(times) and covered[unit]:
-            onset[unit] = _burst_start(times, config.burst_gap_s, config.burst_events)
+        ordered = np.sort(times.dropna().to_numpy())
+        if len(ordered) and covered[unit]:
+            start = _burst_start(ordered, config.burst_gap_s, config.burst_events)
+            # the failure begins with a line saying a peer failed (at the burst's first time, as
+            # PyTorch prints its follow-ups milliseconds after it, or before it): a reaction
+            only_reactions[unit] = bool((times[reacting.loc[unit]] <= start).any())
+            if not only_reactions[unit]:
+                onset[unit] = start
     onset = onset - offsets.reindex(activity.index).fillna(0.0)
     needed = config.min_timed_units
     if config.small_job_timing:
@@ -274,7 +295,7 @@ def failure_onsets(first_seen: pd.DataFrame, activity: pd.DataFrame, offsets: pd
         # watchdog, store client or HCCL notify wait reports a dead peer only after it has gone
         # (fresh seeds 17001/17003: the faulty unit first in 30 of the 32 pairs with both onsets).
         needed = min(needed, max(2, len(activity)))
-    if onset.notna().sum() < needed:
+    if onset.notna().sum() == 0 or onset.notna().sum() + only_reactions.sum() < needed:
         return pd.Series(np.nan, index=activity.index)
     return onset
 
