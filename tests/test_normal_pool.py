@@ -118,6 +118,21 @@ def test_reparsed_job_is_recounted_once_and_failed_job_is_dropped(spark, history
     assert sorted(r.job_id for r in ledger.select("job_id").distinct().collect()) == ["s1", "s3"]
 
 
+def test_a_job_parsed_again_with_other_settings_moves_group_and_kept_jobs_keep_theirs(spark, history):
+    update_normal_pool(spark, history, POOL_CONFIG)
+    put_job(spark, history, "s3", "succeeded", A, on("n1", RINGS, ("E4", "deepspeed ready")), run_id="run-2")
+    update = update_normal_pool(spark, history, POOL_CONFIG)
+    assert (update.added_jobs, update.removed_jobs) == (["s3"], [])
+    rows = pool_rows(spark, history)
+    assert rows[(KEY_A, "E1")] == (3, 3) and rows[(KEY_A, "E4")] == (1, 3) and rows[(FW_A, "E2")] == (2, 3)
+    assert not any(key in (KEY_B, FW_B) for key, _ in rows)
+    # other grouping rules: the pool is rebuilt from the ledger alone, no job is counted again
+    exact_only = dataclasses.replace(POOL_CONFIG, levels=LEVELS[:1])
+    rebuilt = update_normal_pool(spark, history, exact_only)
+    assert (rebuilt.added_jobs, rebuilt.removed_jobs, rebuilt.rebuilt) == ([], [], True)
+    assert pool_rows(spark, history) == {k: v for k, v in rows.items() if k[0] == KEY_A}
+
+
 def test_filter_keeps_what_is_not_normal_and_says_why(spark, history, default_config):
     update_normal_pool(spark, history, POOL_CONFIG)
     failed = (on("n1", RINGS) + on("n2", ("E1", "transport/net.cc:1134 -> 6"))

@@ -1,13 +1,14 @@
 """Compare the tables of two warehouses row for row (issue #21: results unchanged).
 
-    python -m l4spark.bench.compare WAREHOUSE_A WAREHOUSE_B [--tables diagnosis|parse|all]
+    python -m l4spark.bench.compare WAREHOUSE_A WAREHOUSE_B [--tables diagnosis|parse|pool|all]
 
 Both warehouses hold a run over the same fleet (for example one made by main's code and one by a
 branch's). The diagnosis tables (``diagnosis_jobs``, ``diagnosis_events``, ``diagnosis_nodes``,
 ``diagnosis_iterations``, ``diagnosis_pace``; the default) and/or the parse's tables
 (``events``, ``jobs``, ``quarantine``, ``job_event_counts``, ``job_event_forms``,
-``templates``) are read whole, the columns that name the run (``run_id``, ``processed_at``,
-``version``, ``parsed_at``, ``parser_version``) are dropped, and the rows are sorted on every
+``templates``) and/or the normal pool's (``normal_pool``, ``normal_pool_variants``,
+``normal_pool_ledger``) are read whole, the columns that name the run (``run_id``,
+``processed_at``, ``version``, ``parsed_at``, ``parser_version``, ``parse_run_id``) are dropped, and the rows are sorted on every
 column; the two sides must then be equal cell for cell (floats to ``FLOAT_TOLERANCE``
 relative). A table missing on both sides is equal (0 rows). Exit 0 when every table is equal, 1
 otherwise, with the first differing rows printed.
@@ -23,8 +24,10 @@ import pandas as pd
 
 TABLES = ("diagnosis_jobs", "diagnosis_events", "diagnosis_nodes", "diagnosis_iterations", "diagnosis_pace")
 PARSE_TABLES = ("events", "jobs", "quarantine", "job_event_counts", "job_event_forms", "templates")
-TABLE_SETS = {"diagnosis": TABLES, "parse": PARSE_TABLES, "all": PARSE_TABLES + TABLES}
-RUN_COLUMNS = {"run_id", "processed_at", "version", "parsed_at", "parser_version"}
+POOL_TABLES = ("normal_pool", "normal_pool_variants", "normal_pool_ledger")
+TABLE_SETS = {"diagnosis": TABLES, "parse": PARSE_TABLES, "pool": POOL_TABLES,
+              "all": PARSE_TABLES + POOL_TABLES + TABLES}
+RUN_COLUMNS = {"run_id", "processed_at", "version", "parsed_at", "parser_version", "parse_run_id"}
 FLOAT_TOLERANCE = 1e-9
 
 
@@ -94,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("left")
     parser.add_argument("right")
     parser.add_argument("--tables", choices=sorted(TABLE_SETS), default="diagnosis",
-                        help="which tables: the diagnosis tables (default), the parse's, or both")
+                        help="which tables: the diagnosis tables (default), the parse's, the normal pool's, or all")
     args = parser.parse_args(argv)
 
     from l4spark.config import load_config

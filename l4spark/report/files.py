@@ -18,6 +18,7 @@ from l4spark.io.fs import is_local, local_path
 from l4spark.report.html_page import render_html
 from l4spark.report.markdown_text import render_markdown
 from l4spark.report.model import JobReport, ReportInputError
+from l4spark.report.view import build_view
 
 MAX_NAME_CHARS = 180   # leaves room for the suffix and the temp-file decoration under 255 bytes
 _SAFE = re.compile(r"[A-Za-z0-9._-]")
@@ -62,7 +63,8 @@ def write_reports(report: JobReport, out_dir: str | os.PathLike, spark=None) -> 
     text writer, each report a folder ``<stem>.html/`` holding one part file (``hadoop fs -cat
     <out_dir>/<stem>.html/part-*``), overwritten whole: a reader may find it missing during the
     rewrite, never half-written."""
-    html_text, md_text = render_html(report), render_markdown(report)   # checks the job id
+    view = build_view(report)   # checks the job id; shaped once for both files
+    html_text, md_text = render_html(view), render_markdown(view)
     if not is_local(out_dir):
         return _write_remote(spark, str(out_dir), safe_file_stem(str(report.job["job_id"])), html_text, md_text)
     out = local_path(out_dir)

@@ -268,14 +268,16 @@ def _footer(view: ReportView) -> str:
     return f"<footer>{facts}</footer>"
 
 
-def render_html(report: JobReport) -> str:
+def render_html(report: JobReport | ReportView) -> str:
     """One self-contained HTML page for ``report``: header, root cause and remedy, matched
     patterns, ranked events, node scores, iteration curve, timeline and event x node heat map.
+    ``report`` may be its ``ReportView`` already built (``write_reports`` builds it once for
+    both files).
 
     Missing parts render as a short sentence. Raises ``ReportInputError`` for a report without
     job_id or with a frame lacking a required column.
     """
-    view = build_view(report)
+    view = report if isinstance(report, ReportView) else build_view(report)
     title = f"l4spark diagnosis: {clean_text(view.job.get('job_id'))}"
     sections = [
         _header(view),

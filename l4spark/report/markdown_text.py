@@ -205,13 +205,14 @@ def _heat(view: ReportView) -> list[str]:
     return out
 
 
-def render_markdown(report: JobReport) -> str:
+def render_markdown(report: JobReport | ReportView) -> str:
     """The report as Markdown: header table, root cause and remedy, patterns, ranked events,
     node table, anomalous iterations, pace per unit (with per-rank readings), first error per node, top nodes per flagged event.
+    ``report`` may be its ``ReportView`` already built.
 
     Raises ``ReportInputError`` like ``render_html``.
     """
-    view = build_view(report)
+    view = report if isinstance(report, ReportView) else build_view(report)
     lines = (_header(view) + _root_cause(view) + _events(view) + _nodes(view) + _iterations(view)
              + _pace(view) + _first_errors(view) + _heat(view))
     lines += ["", "---", "", " · ".join(f"{k}: {md(v)}" for k, v in provenance_facts(view))]
