@@ -230,41 +230,6 @@ def test_pictures_hold_their_marks():
     assert "#1 E0412" in heat and "mathdefault" not in heat and "lines (log scale)" in heat
 
 
-FIGURES = (figures.node_scores_svg, figures.pace_svg, figures.iteration_curve_svg, figures.timeline_svg,
-           figures.heatmap_svg)
-
-
-def with_pace(report: JobReport) -> JobReport:
-    """``report`` with per-rank step readings: node-03 slows down from step 3."""
-    rows = [(node, 0, "timers", step, "forward", 100.0, 100.0, (1.6 if node == "node-03" and step >= 3 else 1.0))
-            for node in ("node-01", "node-02", "node-03") for step in range(1, 7)]
-    pace = pd.DataFrame(rows, columns=["node", "process_rank", "source", "step", "timer", "ms", "peer_ms", "ratio"])
-    return dataclasses.replace(report, pace=pace)
-
-
-@pytest.mark.parametrize("name", sorted(REPORTS) + ["pace"])
-def test_pictures_equal_savefig_tight(name, monkeypatch):
-    """Skipping the draw savefig(bbox_inches="tight") makes to lay a figure out changes no byte."""
-    view = build_view(with_pace(realistic_report()) if name == "pace" else REPORTS[name]())
-    drawn = [figure(view) for figure in FIGURES]
-    reference_svg = figures._svg
-    monkeypatch.setattr(figures, "_svg", lambda figure, salt: reference_svg(figure, salt, skip_layout_draw=False))
-    assert [figure(view) for figure in FIGURES] == drawn
-    assert name == "error" or sum(svg is not None for svg in drawn) >= 2   # pictures were compared
-
-
-def test_each_picture_is_drawn_once(monkeypatch):
-    from matplotlib.figure import Figure
-
-    draws = []
-    real_draw = Figure.draw
-    monkeypatch.setattr(Figure, "draw", lambda figure, renderer: draws.append(figure) or real_draw(figure, renderer))
-    view = build_view(with_pace(realistic_report()))
-    pictures = [figure(view) for figure in FIGURES]
-    assert all(pictures)
-    assert len(draws) == len(FIGURES) == len({id(f) for f in draws})
-
-
 # --- Markdown ---------------------------------------------------------------------------------
 
 def _tables(text: str) -> list[list[str]]:

@@ -147,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
                              "compare the diagnosis tables")
     args = parser.parse_args(argv)
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    if args.baseline_code and "nightly" not in skip:   # refused before any measuring
+        _check_same_jars({"baseline": Path(args.baseline_code), "this": Path(__file__).resolve().parents[2]})
 
     from l4spark.io.session import build_session
     from l4spark.parse.layout import scan_logs_root
@@ -206,6 +208,20 @@ def main(argv: list[str] | None = None) -> int:
     path.write_text(json.dumps(result, indent=2, default=str))
     print(f"written {path}")
     return 0 if comparison is None or all_equal(comparison) else 1
+
+
+def _check_same_jars(codes: dict[str, Path]) -> None:
+    """Refuse a comparison of two checkouts of which one has Delta's jars (``<checkout>/jars``)
+    and the other not: that one's nightly writes Parquet (``auto``), so the two runs would time
+    different table formats. ``git archive`` leaves the git-ignored ``jars`` folder out."""
+    from l4spark.io.delta_jars import find_jars
+
+    with_jars = {name: find_jars(root / "jars") is not None for name, root in codes.items()}
+    if len(set(with_jars.values())) > 1:
+        lacking = [str(codes[name]) for name, present in with_jars.items() if not present]
+        raise SystemExit(f"--baseline-code: Delta's jars are missing in {', '.join(lacking)}/jars (its nightly would "
+                         f"write Parquet, the other's Delta): link them, e.g. `ln -s {codes['this']}/jars "
+                         f"{lacking[0]}/jars` (and jars-storage)")
 
 
 def report(result: dict) -> None:
