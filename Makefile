@@ -68,12 +68,13 @@ evaluate-generalisation: setup
 	$(PY) -m l4spark.evaluation.spatial_eval $(foreach s,$(GEN_SEEDS),--fleet out/gen-fleet-$(s)) --compare --lofo
 
 test: setup airflow-setup
-	$(PY) -m pytest -q --durations=20
+	$(PY) -m pytest -q --durations=20 -m "not storage_only"
 
 # The real-server storage tests alone (tests/storage: a MiniDFSCluster and an S3 server on
 # 127.0.0.1, the nightly end to end on hdfs:// and s3a://, bad and refused files on both; about 6
-# minutes on this 2-core machine, part of `make test`): run them after touching io/fs.py,
-# io/lock.py or a remote read/write path.
+# minutes on this 2-core machine, part of `make test` but for the `storage_only` tests, whose code
+# `make test` covers elsewhere): run them after touching io/fs.py, io/lock.py, io/catalog.py or a
+# remote read/write path.
 test-storage: setup
 	$(PY) -m pytest -q --durations=20 tests/storage
 

@@ -275,8 +275,9 @@ def kept_remote_bytes(spark: SparkSession, files: Sequence[RankFile], level: Sto
 
     The parse reads a run's files twice (line shapes, then lines). On HDFS every read of a file
     costs a NameNode call and a DataNode connection, on an object store a GET request (billed,
-    and tens of milliseconds each): the second read cost about what the first did (3.3 s more
-    than locally for the 592 files of the storage bench). The bytes kept are the files as
+    and tens of milliseconds each): the second read cost about what the first did. Keeping the
+    bytes took the storage bench's (592 files) events write from 4.0-5.7 s to 2.8-3.3 s and its
+    shapes read from 1.8-2.3 s to 2.2-2.5 s: 1-3 s net (docs/capacity.md, session 17). The bytes kept are the files as
     stored (a ``.gz`` stays compressed), so the kept size is the run's stored size; the
     fallback that structures every line (``pipeline._parse_per_line``) keeps more than that."""
     if not files or is_local(files[0].path):

@@ -107,6 +107,7 @@ def test_the_parse_fetches_each_rank_file_from_hdfs_once(spark, minidfs, nightly
     assert_same(snapshot(spark, warehouse, ("jobs", "events", "templates")), local_tables, ("jobs", "events", "templates"))
 
 
+@pytest.mark.storage_only  # 160 s; tests/test_catalog.py covers the registration in make test
 def test_tables_on_hdfs_are_found_by_name_through_a_named_metastore(spark, minidfs, hdfs_logs, nightly_clean, tmp_path):
     """A Delta nightly with its warehouse on HDFS and `catalog.metastore` naming a local folder
     (a remote warehouse has no embedded metastore of its own): the run registers every table and
