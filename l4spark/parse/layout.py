@@ -146,9 +146,10 @@ def _scan_remote(spark: Any, root: str, matcher: re.Pattern[str], job_file: str,
     """``scan_logs_root`` of a remote root: one listing through Spark, the same rules as the local
     walk (Hadoop's listing already leaves out ``_`` and ``.`` names, so none is counted as skipped;
     an object store has no empty folders, so a node folder without any file is not seen). The
-    listing and the registries' read run under ``fs.remote_scan_settings`` (few tasks)."""
+    registries (``job.json``) are read in the listing's own Spark job (``fs.list_files``'s
+    ``read_named``), under ``fs.remote_scan_settings`` (few tasks)."""
     with session_settings(spark, fs.remote_scan_settings(spark)):
-        listing = fs.list_files(spark, root, sizes=True)
+        listing = fs.list_files(spark, root, sizes=True, read_named=job_file)
         if listing is not None:
             return _scan_listing(spark, root, listing, matcher, job_file, jobs)
     raise InputLayoutError(f"logs root {root!r} does not exist")
@@ -174,9 +175,13 @@ def _scan_listing(spark: Any, root: str, listing: list[fs.RemoteFile], matcher: 
         raise InputLayoutError(f"jobs not found under {root!r}: {sorted(wanted - set(by_job))}")
     registries = {job_name: remote for job_name, entries in by_job.items()
                   for rel, remote in entries if rel == f"{job_name}/{job_file}"}
-    # Spark's scan skips empty files: a 0-byte job.json is b"", as it reads locally
-    texts = {remote.path: b"" for remote in registries.values() if not remote.size}
-    texts.update(fs.read_files(spark, sorted(r.path for r in registries.values() if r.size)))
+    # Spark's scan skips empty files: a 0-byte job.json is b"", as it reads locally; the listing
+    # read the others (``read_named``) but one the storage refused, or one gone since
+    texts = {remote.path: b"" if not remote.size else remote.content for remote in registries.values()
+             if not remote.size or remote.content is not None}
+    unread = sorted(r.path for r in registries.values() if r.path not in texts)
+    if unread:
+        texts.update(fs.read_files(spark, unread))
     for job_name in sorted(by_job):
         _match_job_files(job_name, [(rel, remote.path, remote.size) for rel, remote in sorted(by_job[job_name])],
                          matcher, job_file, scan)
