@@ -251,3 +251,37 @@ def test_a_delta_write_looks_at_the_stored_table_once(delta_spark, tmp_path, mon
     monkeypatch.undo()
     table = read_table(delta_spark, config.storage, "job_event_counts").toPandas()
     assert sorted(zip(table["job_id"], table["n_lines"])) == [("job-a", 5), ("job-b", 4)]
+
+
+def test_a_parse_looks_up_each_table_once_and_refuses_another_format_before_writing_any(delta_spark, tmp_path,
+                                                                                       monkeypatch):
+    """The parse looks up the stored format of each table it writes once, ahead, while it reads
+    (``storage.StoredFormats``; on a remote warehouse each look is a listing): ``job_event_counts``
+    was looked up twice, by the templates' write and its own. A table stored in the other format
+    (here ``jobs``, written as Delta) stops the parse before it writes any table: the writes of
+    ``events`` and the other tables no longer go first and leave a warehouse of two formats."""
+    from collections import Counter
+
+    from l4spark.errors import ConfigError
+    from l4spark.io import storage
+    from l4spark.parse.pipeline import WRITTEN, parse_jobs
+    from tests.test_parse import write_job
+
+    logs = tmp_path / "logs"
+    write_job(logs, "job-a", ["gpu-001", "gpu-002"])
+    (logs / "job-a" / "gpu-001" / "rank-7.log").write_bytes(b"")  # an empty file: a quarantine row
+    config = nightly_config(tmp_path / "warehouse", "delta")
+    looks = []
+    original = storage.stored_format
+    monkeypatch.setattr(storage, "stored_format", lambda *args: looks.append(args[1]) or original(*args))
+    parse_jobs(delta_spark, config, logs, progress=lambda m: None)
+    assert Counter(looks) == Counter(WRITTEN)
+    monkeypatch.undo()
+    assert all(table_exists(config.storage, table) for table in WRITTEN)
+
+    mixed = nightly_config(tmp_path / "mixed", "parquet")
+    jobs = delta_spark.createDataFrame(read_table(delta_spark, config.storage, "jobs").toPandas())
+    write_job_rows(jobs, nightly_config(tmp_path / "mixed", "delta").storage, "jobs", ["job-a"])
+    with pytest.raises(ConfigError, match="jobs is delta but storage.format is parquet"):
+        parse_jobs(delta_spark, mixed, logs, progress=lambda m: None)
+    assert [table for table in WRITTEN if table_exists(mixed.storage, table)] == ["jobs"]

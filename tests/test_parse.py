@@ -302,10 +302,10 @@ def test_independent_table_writes_overlap_and_jobs_is_written_last(spark, test_c
         original(rows, storage, table, *args, **kwargs)
         finished.append(table)
 
-    def write_table(rows, storage, table):
+    def write_table(rows, storage, table, *args, **kwargs):
         started[table].set()
         waited[table] = started[partner[table]].wait(timeout=60)
-        original_table(rows, storage, table)
+        original_table(rows, storage, table, *args, **kwargs)
         finished.append(table)
 
     monkeypatch.setattr(pipeline, "write_job_rows", write_job_rows)

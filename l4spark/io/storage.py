@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -93,8 +94,28 @@ def check_format(storage: StorageConfig, table: str, spark: SparkSession | None 
     return stored
 
 
+class StoredFormats:
+    """``check_format`` of each table of ``names``, looked up once, in a driver thread, while the
+    run that writes them reads its input. On a remote warehouse each look is one or two listings
+    (about 0.1 s each on the storage bench's HDFS), and the parse paid them on its critical path:
+    six tables, ``job_event_counts`` twice. ``formats[table]`` waits for the look-up and gives
+    the table's ``stored_format`` (None: no table yet), or raises check_format's ConfigError (a
+    table stored in the other format) to the first caller that asks, before it writes anything.
+    While the run holds the warehouse's lock (``io.lock``) only its own writes change these
+    tables, and it writes each once."""
+
+    def __init__(self, spark: SparkSession, storage: StorageConfig, names: Iterable[str]) -> None:
+        names = tuple(names)
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="l4spark-formats")
+        self._looked_up = pool.submit(lambda: {name: check_format(storage, name, spark) for name in names})
+        pool.shutdown(wait=False)
+
+    def __getitem__(self, table: str) -> str | None:
+        return self._looked_up.result()[table]
+
+
 def write_job_rows(rows: DataFrame, storage: StorageConfig, table: str, job_ids: Iterable[str],
-                   jobs_with_rows: Iterable[str] | None = None) -> None:
+                   jobs_with_rows: Iterable[str] | None = None, formats: StoredFormats | None = None) -> None:
     """Replace the rows of ``job_ids`` (values of the table's partition key, ``tables.py``) in
     ``table`` with ``rows``.
 
@@ -106,7 +127,8 @@ def write_job_rows(rows: DataFrame, storage: StorageConfig, table: str, job_ids:
     that one file writer is open at a time (a writer per job and task would hold a Parquet row-group
     buffer each). As Delta no table is partitioned (``Table.partition_columns``): a small table gets
     one file per write, ``events`` one per writing task, and the ``replaceWhere`` on the key column
-    rewrites only the files that held the replaced jobs.
+    rewrites only the files that held the replaced jobs. ``formats``: the run's tables' formats,
+    looked up ahead (``StoredFormats``); by default the table's is looked up here.
     """
     declared = tables.table(table)
     key, small = declared.key, declared.small
@@ -122,7 +144,7 @@ def write_job_rows(rows: DataFrame, storage: StorageConfig, table: str, job_ids:
         # splits where a job is skewed) leaves about one file per job: 48 instead of about 150.
         rows = rows.hint("rebalance", key)
     path = table_path(storage, table)
-    stored = check_format(storage, table, rows.sparkSession)
+    stored = formats[table] if formats is not None else check_format(storage, table, rows.sparkSession)
     if storage.format == "delta":
         writer = plain_strings(rows).write.format("delta").mode("overwrite")
         if stored is not None:
@@ -244,12 +266,13 @@ def escape_partition_value(value: str) -> str:
     return "".join(out) if value else "__HIVE_DEFAULT_PARTITION__"
 
 
-def write_table(rows: DataFrame, storage: StorageConfig, table: str) -> None:
+def write_table(rows: DataFrame, storage: StorageConfig, table: str, formats: StoredFormats | None = None) -> None:
     """Rewrite a small unpartitioned table whole (Delta: one overwrite commit; the schema is
-    replaced too, as a Parquet overwrite replaces it)."""
+    replaced too, as a Parquet overwrite replaces it). ``formats`` as in ``write_job_rows``."""
     if tables.table(table).key is not None:
         raise ValueError(f"'{table}' is partitioned by {tables.table(table).key}: replace rows with write_job_rows")
-    check_format(storage, table, rows.sparkSession)
+    # only the refusal of a table stored in the other format matters here
+    _ = formats[table] if formats is not None else check_format(storage, table, rows.sparkSession)
     if storage.format == "delta":
         rows = plain_strings(rows)
     writer = rows.write.format(storage.format).mode("overwrite")

@@ -13,8 +13,10 @@ Default path, by line shape (``shapes.py``; docs/parsing.md):
 Fallback when the rules tell digits apart or a run has too many shapes: structure every line
 in the JVM, cached for the same three steps. Then the small tables, from the events written.
 
-Writes that do not read each other run at the same time, each from a driver thread (Spark runs
-the jobs of several threads of one session concurrently): ``job_event_forms`` with ``events``;
+The stored formats of the tables written are looked up while the files are read (``StoredFormats``:
+on remote storage each look is a listing). Writes that do not read each other run at the same
+time, each from a driver thread (Spark runs the jobs of several threads of one session
+concurrently): ``job_event_forms`` with ``events``;
 then ``job_event_counts``, ``templates`` (from the same count rows plus the other jobs' stored
 ones, not from the table written: ``_templates_writer``) and ``quarantine``; ``jobs`` last,
 since a job's row there says it is parsed (``nightly.selection``). On HDFS most of a small
@@ -57,7 +59,7 @@ from l4spark.parse.template_store import load_template_store, save_template_stor
 from l4spark.parse.templates import TemplateStore
 from l4spark.io import fs
 from l4spark.io.frames import local_frame, session_settings
-from l4spark.io.storage import read_table, table_exists, write_job_rows, write_table
+from l4spark.io.storage import StoredFormats, read_table, table_exists, write_job_rows, write_table
 from l4spark.io.tables import EVENTS, JOB_EVENT_COUNTS, JOB_EVENT_FORMS, JOBS, QUARANTINE
 from l4spark.io.tables import columns as table_columns
 from l4spark.parse.textrules import Masker, message_form
@@ -66,6 +68,8 @@ log = logging.getLogger(__name__)
 
 # Reasons whose lines are set aside (not in events); other reasons repair or only report.
 SET_ASIDE = {"binary_line", "line_too_long"}
+# The tables a parse writes (each once), whose stored formats it looks up ahead (``StoredFormats``)
+WRITTEN = (EVENTS.name, JOB_EVENT_FORMS.name, JOB_EVENT_COUNTS.name, "templates", QUARANTINE.name, JOBS.name)
 
 
 @dataclass
@@ -104,9 +108,10 @@ def parse_jobs(spark: SparkSession, config: Config, logs_root: str | Path, jobs:
         progress("nothing to parse")
         return summary
 
+    formats = StoredFormats(spark, config.storage, WRITTEN)
     store = load_template_store(config.storage, config.drain, config.structure.fold_digits, spark=spark)
     before = len(store)
-    file_issues, forms = _parse_readable(spark, config, scan, store, progress, clock, summary)
+    file_issues, forms = _parse_readable(spark, config, scan, store, progress, clock, summary, formats)
     summary.new_templates = len(store) - before
 
     counts = _event_counts(spark, config, scan, job_ids)
@@ -117,10 +122,11 @@ def parse_jobs(spark: SparkSession, config: Config, logs_root: str | Path, jobs:
     # the frames are made here, the writes run in threads (local_frame changes a session setting
     # while it checkpoints large rows: not from two threads at once)
     count_rows = local_frame(spark, counts[["job_id", "event_id", "n_lines", "first_ts"]], JOB_EVENT_COUNTS.schema)
-    in_parallel(lambda: write_job_rows(count_rows, config.storage, "job_event_counts", job_ids, set(counts["job_id"])),
-                _templates_writer(spark, config, store, count_rows, job_ids),
-                _quarantine_writer(spark, config, issues, job_ids, run_id))
-    _write_jobs(spark, config, scan, summary)
+    in_parallel(lambda: write_job_rows(count_rows, config.storage, "job_event_counts", job_ids, set(counts["job_id"]),
+                                       formats=formats),
+                _templates_writer(spark, config, store, count_rows, job_ids, formats),
+                _quarantine_writer(spark, config, issues, job_ids, run_id, formats))
+    _write_jobs(spark, config, scan, summary, formats)
     summary.seconds["write tables"] = clock.lap()
     return summary
 
@@ -142,8 +148,8 @@ def in_parallel(*writes: Callable[[], None]) -> None:
 
 
 def _parse_readable(spark: SparkSession, config: Config, scan: LayoutScan, store: TemplateStore,
-                    progress: Callable[[str], None], clock: "_Clock",
-                    summary: ParseSummary) -> tuple[list[Issue], pd.DataFrame]:
+                    progress: Callable[[str], None], clock: "_Clock", summary: ParseSummary,
+                    formats: StoredFormats) -> tuple[list[Issue], pd.DataFrame]:
     """``_parse_by_shape`` (or ``_parse_per_line`` when shapes do not fit) of the files the
     storage hands over. HDFS's BlockMissingException and AccessControlException fail Spark's scan
     even where it skips other unreadable files (FileScanRDD): the parse starts again without the
@@ -160,8 +166,10 @@ def _parse_readable(spark: SparkSession, config: Config, scan: LayoutScan, store
                   kept_remote_bytes(spark, readable, _cache_level(config)) as kept):
                 parsed = None
                 if not_by_shape is None:
-                    parsed = _parse_by_shape(spark, config, scan, readable, store, progress, clock, summary, kept)
-                return parsed or _parse_per_line(spark, config, scan, readable, store, progress, clock, summary, kept)
+                    parsed = _parse_by_shape(spark, config, scan, readable, store, progress, clock, summary, formats,
+                                             kept)
+                return parsed or _parse_per_line(spark, config, scan, readable, store, progress, clock, summary,
+                                                 formats, kept)
         except Exception as exc:  # noqa: BLE001 -- only a file the storage refused is retried, all else raises
             path = fs.refused_path(exc, [f.path for f in readable if not fs.is_local(f.path)])
             if path is None:
@@ -172,14 +180,16 @@ def _parse_readable(spark: SparkSession, config: Config, scan: LayoutScan, store
 
 def _parse_by_shape(spark: SparkSession, config: Config, scan: LayoutScan, readable: list[RankFile],
                     store: TemplateStore, progress: Callable[[str], None], clock: "_Clock",
-                    summary: ParseSummary, kept: KeptBytes | None = None) -> tuple[list[Issue], pd.DataFrame] | None:
+                    summary: ParseSummary, formats: StoredFormats,
+                    kept: KeptBytes | None = None) -> tuple[list[Issue], pd.DataFrame] | None:
     """Two reads of the files, no cache of lines: (1) distinct shapes with their first occurrence, and
     the files' quarantine rows; the driver structures, masks and templates the shapes; (2) lines
     joined to their shape's fields and event id, written. Returns the files' issues and the
     message forms (``_forms``). None when the run has more than ``structure.max_shapes``
     shapes (the caller then structures every line). ``readable``: the files read (``scan.files``
-    but those the storage refused: they are counted as unreadable); ``kept``: their bytes, when
-    remote (``ingest.kept_remote_bytes``)."""
+    but those the storage refused: they are counted as unreadable); ``formats``: the written
+    tables' formats (``StoredFormats``); ``kept``: their bytes, when remote
+    (``ingest.kept_remote_bytes``)."""
     issue = F.col("issue")
     max_rows = 4 * config.structure.max_shapes + 8 * len(scan.files)
     stats = (
@@ -233,8 +243,9 @@ def _parse_by_shape(spark: SparkSession, config: Config, scan: LayoutScan, reada
         forms = _forms(per_job[["job_id", "shape", "n_lines"]].merge(table[["shape", "masked", "event_id"]],
                                                                       on="shape"))
     saved.result()
-    in_parallel(lambda: write_job_rows(events, config.storage, "events", summary.jobs, set(per_job["job_id"])),
-                _forms_writer(spark, config, forms, summary.jobs, summary.run_id))
+    in_parallel(lambda: write_job_rows(events, config.storage, "events", summary.jobs, set(per_job["job_id"]),
+                                       formats=formats),
+                _forms_writer(spark, config, forms, summary.jobs, summary.run_id, formats))
     summary.seconds["write events"] = clock.lap()
     return file_issues, forms
 
@@ -257,9 +268,10 @@ def _job_shape_ids(per_job: pd.DataFrame, table: pd.DataFrame) -> dict[str, dict
 
 def _parse_per_line(spark: SparkSession, config: Config, scan: LayoutScan, readable: list[RankFile],
                     store: TemplateStore, progress: Callable[[str], None], clock: "_Clock",
-                    summary: ParseSummary, kept: KeptBytes | None = None) -> tuple[list[Issue], pd.DataFrame]:
+                    summary: ParseSummary, formats: StoredFormats,
+                    kept: KeptBytes | None = None) -> tuple[list[Issue], pd.DataFrame]:
     """Structure and mask every line in the JVM; one read, kept in a cache for the three steps.
-    ``readable`` and ``kept`` as in ``_parse_by_shape``."""
+    ``readable``, ``formats`` and ``kept`` as in ``_parse_by_shape``."""
     read, reference = _with_year_reference(
         spark, read_rank_files(spark, readable, config.ingest, job_boundaries=_events_partitioned(config), kept=kept),
         scan)
@@ -303,8 +315,9 @@ def _parse_per_line(spark: SparkSession, config: Config, scan: LayoutScan, reada
             schema="masked string, event_id string")
         events = lines.join(F.broadcast(mapping), on="masked", how="left").select(*_event_columns())
         forms = _forms(stats.assign(event_id=stats["masked"].map(assignment)))
-        in_parallel(lambda: write_job_rows(events, config.storage, "events", summary.jobs, set(stats["job_id"])),
-                    _forms_writer(spark, config, forms, summary.jobs, summary.run_id))
+        in_parallel(lambda: write_job_rows(events, config.storage, "events", summary.jobs, set(stats["job_id"]),
+                                           formats=formats),
+                    _forms_writer(spark, config, forms, summary.jobs, summary.run_id, formats))
         summary.seconds["write events"] = clock.lap()
     finally:
         parsed.unpersist()
@@ -331,7 +344,7 @@ def _forms(counts: pd.DataFrame) -> pd.DataFrame:
 
 
 def _forms_writer(spark: SparkSession, config: Config, forms: pd.DataFrame, job_ids: list[str],
-                  run_id: str) -> Callable[[], None]:
+                  run_id: str, formats: StoredFormats) -> Callable[[], None]:
     """The write of the ``job_event_forms`` table (its frame made now): ``_forms`` rows, each with
     the mask signature they were masked under (``Config.mask_signature``) and the parse run.
     Counted in the first read, so a file that grew between the reads makes a job's forms disagree
@@ -343,7 +356,8 @@ def _forms_writer(spark: SparkSession, config: Config, forms: pd.DataFrame, job_
     rows = (local_frame(spark, counted, "job_id string, event_id string, masked string, n_lines long")
             .select("job_id", "event_id", "masked", "n_lines",
                     F.lit(json.dumps(config.mask_signature())).alias("masks"), F.lit(run_id).alias("run_id")))
-    return lambda: write_job_rows(rows, config.storage, JOB_EVENT_FORMS.name, job_ids, set(counted["job_id"]))
+    return lambda: write_job_rows(rows, config.storage, JOB_EVENT_FORMS.name, job_ids, set(counted["job_id"]),
+                                  formats=formats)
 
 
 def _with_year_reference(spark: SparkSession, lines: DataFrame, scan: LayoutScan) -> tuple[DataFrame, Column | None]:
@@ -523,7 +537,7 @@ def _per_job(scan: LayoutScan, counts: pd.DataFrame, issues: list[Issue]) -> lis
 
 
 def _templates_writer(spark: SparkSession, config: Config, store, count_rows: DataFrame,
-                      job_ids: list[str]) -> Callable[[], None]:
+                      job_ids: list[str], formats: StoredFormats) -> Callable[[], None]:
     """The write of the templates table: every event of the store with its lines, jobs and first
     time over all jobs, from ``count_rows`` (this run's ``job_event_counts`` rows) and the stored
     ``job_event_counts`` rows of every other job. The ``job_event_counts`` write replaces exactly
@@ -539,15 +553,16 @@ def _templates_writer(spark: SparkSession, config: Config, store, count_rows: Da
         pd.DataFrame([(t.event_id, t.template) for t in store.templates()], columns=["event_id", "template"]),
         schema="event_id string, template string")
     counts = count_rows
-    if table_exists(config.storage, JOB_EVENT_COUNTS.name, spark):
-        others = (read_table(spark, config.storage, JOB_EVENT_COUNTS.name)
+    stored = formats[JOB_EVENT_COUNTS.name]
+    if stored is not None:
+        others = (read_table(spark, config.storage, JOB_EVENT_COUNTS.name, stored=stored)
                   .where(~F.col("job_id").isin(job_ids))
                   .select(F.col("job_id").cast("string").alias("job_id"), "event_id", "n_lines", "first_ts"))
         counts = others.unionByName(count_rows)
-    return lambda: _write_templates(config, templates, counts)
+    return lambda: _write_templates(config, templates, counts, formats)
 
 
-def _write_templates(config: Config, templates: DataFrame, counts: DataFrame) -> None:
+def _write_templates(config: Config, templates: DataFrame, counts: DataFrame, formats: StoredFormats) -> None:
     """``templates`` (event_id, template) with each event's totals over ``counts`` (job_event_counts rows)."""
     totals = (
         counts.groupBy("event_id")
@@ -562,10 +577,11 @@ def _write_templates(config: Config, templates: DataFrame, counts: DataFrame) ->
         # one file in event order; a global orderBy and a checkpoint cost three Spark jobs more
         .coalesce(1).sortWithinPartitions("event_id")
     )
-    write_table(table, config.storage, "templates")
+    write_table(table, config.storage, "templates", formats)
 
 
-def _write_jobs(spark: SparkSession, config: Config, scan: LayoutScan, summary: ParseSummary) -> None:
+def _write_jobs(spark: SparkSession, config: Config, scan: LayoutScan, summary: ParseSummary,
+                formats: StoredFormats) -> None:
     parsed_at = datetime.now(timezone.utc).replace(tzinfo=None)
     rows = []
     for job in summary.per_job:
@@ -579,13 +595,13 @@ def _write_jobs(spark: SparkSession, config: Config, scan: LayoutScan, summary: 
             "run_id": summary.run_id, "parsed_at": parsed_at, "parser_version": __version__,
         })
     frame = local_frame(spark, pd.DataFrame(rows), JOBS.schema)
-    write_job_rows(frame, config.storage, "jobs", summary.jobs)
+    write_job_rows(frame, config.storage, "jobs", summary.jobs, formats=formats)
 
 
 
 
 def _quarantine_writer(spark: SparkSession, config: Config, issues: list[Issue], job_ids: list[str],
-                       run_id: str) -> Callable[[], None]:
+                       run_id: str, formats: StoredFormats) -> Callable[[], None]:
     """The write of the quarantine rows of ``issues`` (its frame made now); no write when there
     are none and no table yet."""
     rows = pd.DataFrame.from_records(
@@ -594,7 +610,7 @@ def _quarantine_writer(spark: SparkSession, config: Config, issues: list[Issue],
     # through pandas (Arrow): a local relation; a list of tuples is an RDD whose rows a Python
     # worker has to unpickle, about a second of a write of a few rows
     rows = rows.astype({name: "Int64" for name in ("n_lines", "n_bytes", "line_no")})
-    if not len(rows) and not table_exists(config.storage, "quarantine"):
+    if not len(rows) and formats[QUARANTINE.name] is None:
         return lambda: None
     frame = local_frame(spark, rows, QUARANTINE.schema)
-    return lambda: write_job_rows(frame, config.storage, "quarantine", job_ids, set(rows["job_id"]))
+    return lambda: write_job_rows(frame, config.storage, "quarantine", job_ids, set(rows["job_id"]), formats=formats)
