@@ -337,6 +337,64 @@ def test_a_unit_whose_failure_begins_as_a_reaction_has_no_onset_but_counts_as_ti
     assert late["a"] == 960.0 and np.isnan(late["b"])
 
 
+# ---- session 18: blame follows the order of failure (three-node jobs) -----------------------
+
+
+def _triple(rows: list[tuple]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Three nodes (ranks 0-1, 2-3, 4-5; n00 holds rank 0 and the store) that log 200 iteration
+    lines and NCCL's bootstrap line with their own address (10.0.0.1-3), plus ``rows``."""
+    facts = []
+    for i in range(3):
+        node = f"n{i:02d}"
+        facts += [_fact(node, "iteration", 200, 20.0), _fact(node, "bootstrap", 4, 11.0),
+                  _mention(node, "bootstrap", f"ip:10.0.0.{i + 1}", None, loud=0)]
+    return pd.DataFrame(facts + rows, columns=UNIT_FACTS_COLUMNS[1:]), _activity(3)
+
+
+def test_of_three_nodes_the_first_to_fail_naming_its_peer_does_not_blame_it():
+    # n01's IB link goes down: its ranks print the port error and NCCL's "Got completion from
+    # peer 10.0.0.3 with error 12", naming n02 at the far end of the failed send. 10 s later n00
+    # and n02 print ncclRemoteError and its trace. Every role has one member, so the forest only
+    # sees n01 lack the survivors' two events; before, n01's name of n02 (one name more than the
+    # median unit, of two others) put n02 first by 0.12 (d19001's ib_completion_error job)
+    counts, activity = _triple([_fact("n01", "ib_port_error", 38, 950.0),
+                                _fact("n01", "ib_completion_error", 4, 950.2),
+                                _mention("n01", "ib_completion_error", "ip:10.0.0.3", 950.2),
+                                _fact("n00", "nccl_remote_error", 8, 960.0, remote=True),
+                                _fact("n00", "nccl_trace", 16, 960.1),
+                                _fact("n02", "nccl_remote_error", 8, 960.3, remote=True),
+                                _fact("n02", "nccl_trace", 16, 960.4)])
+    ranked = rank_units("job-t", counts, activity, SpatialConfig())
+    assert ranked["node"].tolist() == ["n01", "n00", "n02"]
+    assert ranked["named_by"].tolist() == [0, 0, 0] and ranked["onset_lag_s"].tolist() == [0.0, 10.0, 10.3]
+    # isolated for lacking the survivors' two events, without evidence: 0.5, and first by 10 s
+    assert ranked.iloc[0]["combined_score"] == pytest.approx(0.5 + 0.1, abs=1e-6)
+    before = rank_units("job-t", counts, activity, SpatialConfig(blame_follows_onsets=False))
+    assert before["node"].tolist() == ["n02", "n01", "n00"] and before["named_by"].tolist() == [1, 0, 0]
+    # without timestamps on the naming unit's failure there is no order: the name blames
+    untimed = counts.assign(first_s=counts["first_s"].where(counts["node"] != "n01"))
+    assert rank_units("job-t", untimed, activity, SpatialConfig()).iloc[0]["node"] == "n02"
+
+
+def test_of_three_nodes_peers_that_time_out_first_still_blame_the_stuck_node():
+    # n01's GPU hangs in a kernel: n00's and n02's NCCL watchdogs time out first and name n01's
+    # ranks; n01's own Xid and CUDA error come 30 s later. The survivors failed first, but
+    # their lines say a peer failed (remote_patterns): their names stay blame, and the rule
+    # moves nothing
+    counts, activity = _triple([_fact("n00", "watchdog_timeout", 8, 960.0, remote=True),
+                                _fact("n00", "take_down", 8, 960.0), _mention("n00", "watchdog_timeout", "rank:2", 960.0),
+                                _fact("n02", "watchdog_timeout", 8, 960.2, remote=True),
+                                _fact("n02", "take_down", 8, 960.2), _mention("n02", "watchdog_timeout", "rank:3", 960.2),
+                                _fact("n01", "xid", 1, 990.0), _fact("n01", "cuda_error", 8, 990.1)])
+    ranked = rank_units("job-t", counts, activity, SpatialConfig())
+    assert ranked["node"].tolist() == ["n01", "n00", "n02"] and ranked.iloc[0]["named_by"] == 2
+    pd.testing.assert_frame_equal(ranked, rank_units("job-t", counts, activity,
+                                                     SpatialConfig(blame_follows_onsets=False)))
+    # the same names in lines that say nothing of a peer are the earlier units' own reports
+    plain = rank_units("job-t", counts, activity, SpatialConfig(remote_patterns=()))
+    assert plain.set_index("node").loc["n01", "named_by"] == 0
+
+
 def test_without_remote_patterns_the_survivors_peer_failed_lines_count_for_the_survivor():
     # the flag was stored with the patterns of its day; no patterns must mean no remote event
     counts, activity = _pair([_fact("n01", "cuda_error", 1, 900.0),
@@ -394,14 +452,15 @@ def test_spatial_eval_re_ranks_cached_inputs_under_each_left_out_rule():
     defaults = SpatialConfig()
     variants = ablations(defaults)
     changed = {name: {f for f in ("remote_patterns", "pair_quiet_for_nobody", "pair_silence", "silent_despite_errors",
-                                  "small_job_timing", "pair_onset_without_remote")
+                                  "small_job_timing", "pair_onset_without_remote", "blame_follows_onsets")
                       if getattr(variants[name], f) != getattr(defaults, f)} for name in PAIR_VARIANTS}
     assert changed == {"- remote patterns (pairs)": {"remote_patterns"},
                        "- quiet for nobody (pairs)": {"pair_quiet_for_nobody"},
                        "- pair silence": {"pair_silence"}, "- silent despite errors": {"silent_despite_errors"},
                        "- all three pair rules": {"remote_patterns", "pair_quiet_for_nobody", "pair_silence"},
                        "- small-job timing": {"small_job_timing"},
-                       "- pair onsets without remote": {"pair_onset_without_remote"}}
+                       "- pair onsets without remote": {"pair_onset_without_remote"},
+                       "- blame follows onsets": {"blame_follows_onsets"}}
     # a cached fleet of one two-node job: its remote flags were set in Spark
     counts, activity = _pair([_fact("n01", "cuda_error", 1, 900.0),
                               _fact("n00", "nccl_remote_error", 8, 960.0, remote=True),
@@ -410,7 +469,8 @@ def test_spatial_eval_re_ranks_cached_inputs_under_each_left_out_rule():
     firsts = {name: ranker.rankings(variants[name])["job-p"][0] for name in (next(iter(variants)), *PAIR_VARIANTS)}
     assert firsts == {"l4spark (role)": "n01", "- remote patterns (pairs)": "n00", "- quiet for nobody (pairs)": "n01",
                       "- pair silence": "n01", "- silent despite errors": "n01", "- all three pair rules": "n00",
-                      "- small-job timing": "n01", "- pair onsets without remote": "n01"}
+                      "- small-job timing": "n01", "- pair onsets without remote": "n01",
+                      "- blame follows onsets": "n01"}
 
 
 def _cached_fleet(root: Path, name: str, job_id: str, faulty: str) -> Path:
@@ -447,7 +507,7 @@ def test_spatial_eval_keeps_apart_jobs_of_two_fleets_with_the_same_id(tmp_path):
 
 def test_the_pair_rule_switches_are_true_or_false():
     for key in ("pair_quiet_for_nobody", "pair_silence", "silent_despite_errors", "small_job_timing",
-                "pair_onset_without_remote"):
+                "pair_onset_without_remote", "blame_follows_onsets"):
         with pytest.raises(ConfigError, match=f"spatial.{key}: expected true or false"):
             SpatialConfig(**{key: "false"})
 
@@ -461,6 +521,12 @@ def test_the_pair_onset_rule_is_a_conf_switch(tmp_path):
     assert load_config().spatial.pair_onset_without_remote is True
     path.write_text('[spatial]\npair_onset_without_remote = "no"\n')
     with pytest.raises(ConfigError, match="spatial.pair_onset_without_remote"):
+        load_config(path)
+    path.write_text("[spatial]\nblame_follows_onsets = false\n")
+    assert load_config(path).spatial.blame_follows_onsets is False
+    assert load_config().spatial.blame_follows_onsets is True
+    path.write_text("[spatial]\nblame_follows_onsets = 1\n")
+    with pytest.raises(ConfigError, match="spatial.blame_follows_onsets"):
         load_config(path)
 
 

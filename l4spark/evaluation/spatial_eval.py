@@ -11,11 +11,12 @@ into ``--warehouse`` (default ``<fleet>.warehouse``) unless it already holds eve
 labelled job with a non-empty ``faulty_nodes`` is ranked; top-k accuracy (k = 1, 3, 5, 8) is
 the share of its faulty nodes within the first k units, averaged over jobs. ``--compare``
 also ranks with each signal left out, with isolation alone (the method before peer blame and
-timing), with each of session 15's rules, session 16's small-job timing and session 17's pair onsets
-without remote events left out (``PAIR_VARIANTS``) and with the other
-normalisations: the ablation tables of docs/spatial.md. Every run prints the two-unit jobs
-apart (faulty node first, top-1); ``--compare`` adds the top-1 per framework and per fault class of
-the defaults and of each of those variants, on two-unit jobs and on all jobs (which family a rule costs). The
+timing), with each of session 15's rules, session 16's small-job timing, session 17's pair onsets
+without remote events and session 18's blame that follows the order of failure left out
+(``PAIR_VARIANTS``) and with the other
+normalisations: the ablation tables of docs/spatial.md. Every run prints the two-unit, three-unit and
+larger jobs apart (faulty node first, top-1); ``--compare`` adds the top-1 per framework and per fault class of
+the defaults and of each of those variants, on two-unit jobs, three-unit jobs and on all jobs (which family a rule costs). The
 ranking inputs are built once and ranked under every variant. Only this evaluation reads
 ``_labels``; the ranking sees the events and nothing else (no history: every event is a
 candidate, as for a new kind of job).
@@ -57,7 +58,7 @@ GRID = {"blame_weight": (0.1, 0.2, 0.4, 0.8, 1.2), "timing_weight": (0.05, 0.1, 
 PAIR_RULES_OFF = dict(remote_patterns=(), pair_quiet_for_nobody=False, pair_silence=False)
 PAIR_VARIANTS = ("- remote patterns (pairs)", "- quiet for nobody (pairs)", "- pair silence",
                  "- silent despite errors", "- all three pair rules", "- small-job timing",
-                 "- pair onsets without remote")
+                 "- pair onsets without remote", "- blame follows onsets")
 
 
 def ablations(base) -> dict[str, object]:
@@ -84,6 +85,8 @@ def ablations(base) -> dict[str, object]:
         "- small-job timing": replace(base, small_job_timing=False),
         # session 17: of two units, a failure that begins with a line saying a peer failed starts no onset
         "- pair onsets without remote": replace(base, pair_onset_without_remote=False),
+        # session 18: a name of a unit that began to fail after the namer is not blame (any job size)
+        "- blame follows onsets": replace(base, blame_follows_onsets=False),
         "isolation + evidence": replace(base, **none),
         "isolation only": replace(base, evidence_required=False, **none),
     }
@@ -357,15 +360,18 @@ def main(argv: list[str] | None = None) -> int:
 
     units = ranker.signals(base)
     pairs = {j: n for j, n in faulty.items() if j in units and len(units[j]) == 2}
-    print(f"\ntwo-unit jobs ({len(pairs)} of {len(faulty)}): jobs with a faulty node first, top-1")
-    print(_first_table(ranked, pairs) if pairs else "  none")
+    triples = {j: n for j, n in faulty.items() if j in units and len(units[j]) == 3}
+    larger = {j: n for j, n in faulty.items() if j in units and len(units[j]) >= 4}
+    for title, jobs in (("two-unit", pairs), ("three-unit", triples), ("four-or-more-unit", larger)):
+        print(f"\n{title} jobs ({len(jobs)} of {len(faulty)}): jobs with a faulty node first, top-1")
+        print(_first_table(ranked, jobs) if jobs else "  none")
     if args.compare:
         compared = {name: ranked[name] for name in (names[0], *PAIR_VARIANTS)}
         for axis in ("framework", "fault class"):
             family_of = {j: family[j][axis] for j in faulty}
-            for title, jobs in (("two-unit jobs", pairs), ("all jobs", faulty)):
+            for title, jobs in (("two-unit jobs", pairs), ("three-unit jobs", triples), ("all jobs", faulty)):
                 if jobs:
-                    print(f"\ntop-1 per {axis}, {title}: the rules of sessions 15 to 17 left out one at a time")
+                    print(f"\ntop-1 per {axis}, {title}: the rules of sessions 15 to 18 left out one at a time")
                     print(_family_table(compared, jobs, family_of))
 
     print("\nper fault kind (l4spark top-1/3/5/8 | Error_time top-1 | Error_count top-1):")

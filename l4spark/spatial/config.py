@@ -53,6 +53,10 @@ class SpatialConfig:
     # Session 17: of two units, a failure that begins with a remote event (below) is a reaction to
     # the other unit's: it starts no failure onset (docs/spatial.md, "A pair's onsets").
     pair_onset_without_remote: bool = True
+    # Session 18: a name written before the named unit's failure began (aligned onsets) is the
+    # namer's own failure report (NCCL's IB completion error names the far end), not blame, unless
+    # its text says a peer failed (remote_patterns): docs/spatial.md, "Blame follows the order of failure".
+    blame_follows_onsets: bool = True
     # Messages that say the failure is at a peer, not here (Java regexes, matched on one sample
     # line per unit and event): with one peer they can only mean the other unit (``pair_isolation``).
     remote_patterns: tuple = (
@@ -78,7 +82,8 @@ class SpatialConfig:
             except UnsafeRegexError as exc:
                 raise ConfigError(f"spatial.remote_patterns: {exc}") from exc
         for key in ("evidence_required", "blame_discount", "pair_quiet_for_nobody", "pair_silence",
-                    "silent_despite_errors", "small_job_timing", "pair_onset_without_remote"):
+                    "silent_despite_errors", "small_job_timing", "pair_onset_without_remote",
+                    "blame_follows_onsets"):
             if not isinstance(getattr(self, key), bool):
                 raise ConfigError(f"spatial.{key}: expected true or false, found {getattr(self, key)!r}")
         if self.granularity not in GRANULARITIES:

@@ -98,8 +98,14 @@ def unit_signals(counts: pd.DataFrame, activity: pd.DataFrame, config: SpatialCo
     else:
         offsets, onsets = pd.Series(0.0, index=activity.index), pd.Series(np.nan, index=activity.index)
         timed = onsets
-    # blame's window still opens at the first onset with reactions (what it was measured with)
-    named = peer_mentions(mentions, activity, offsets, onsets.min(), config.mention_window_s)
+    # blame's window still opens at the first onset with reactions (what it was measured with);
+    # with blame_follows_onsets a name of a unit that began to fail after the namer is not blame,
+    # unless the naming line says a peer failed (a remote event of the namer)
+    ordered_by = onsets if config.blame_follows_onsets else None
+    reactions = facts.loc[facts["remote"].eq(True), ["unit", "event_id"]].itertuples(index=False, name=None) \
+        if "remote" in facts.columns and config.remote_patterns else ()
+    named = peer_mentions(mentions, activity, offsets, onsets.min(), config.mention_window_s, ordered_by,
+                          list(reactions))
     # far fewer lines alone is weaker than stopping early: the node of rank 0 or of the last
     # pipeline stage logs more than the rest by role
     only_truncated = silent["truncated"] & silent["silent"] & (silent["missing_files"] == 0) & ~(

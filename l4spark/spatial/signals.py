@@ -334,7 +334,8 @@ def address_book(mentions: pd.DataFrame, nodes: Iterable[str]) -> dict[str, str]
 
 
 def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Series,
-                  since: float | None, window_s: float) -> pd.DataFrame:
+                  since: float | None, window_s: float, onsets: pd.Series | None = None,
+                  reactions: Iterable[tuple[str, str]] = ()) -> pd.DataFrame:
     """Which units the others' loud lines name, and how many others name each.
 
     ``mentions``: unit, node, event_id, token, n_loud, first_s, candidate rows;
@@ -355,6 +356,17 @@ def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Se
     or two units next to it, and so is a faulty node). A naming unit counts with its strongest
     name. Output indexed like ``activity``: named_by (distinct naming units), named_weight (the
     sum of their discounted names), names (up to 3 tokens used, sorted).
+
+    ``onsets`` (optional; per unit, aligned failure onsets, NaN unknown): a name written before
+    the named unit's failure began is not blame, unless the naming event is one of the namer's
+    ``reactions`` ((unit, event_id) pairs whose text says a peer failed: ``remote_patterns``).
+    When it was written: the first aligned time of the naming lines, or, untimestamped (NCCL's
+    own lines often are), the namer's own onset. The unit that fails first reports its own
+    failure, and the report names the peer at the other end: NCCL's ``NET/IB : Got completion
+    from peer <ip> with error 12`` on the side whose link went down, HCCL's timeout naming the
+    remote rank it waited for. Its peers' names of it come after its failure began. The named
+    unit without an onset, or no time for the name: it counts, as before (docs/spatial.md,
+    "Blame follows the order of failure").
     """
     out = pd.DataFrame({"named_by": 0, "named_weight": 0.0, "names": [[] for _ in activity.index]},
                        index=activity.index)
@@ -372,11 +384,23 @@ def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Se
         aligned = loud["first_s"] - loud["unit"].map(offsets).fillna(0.0)
         loud = loud[~(aligned < since - window_s)]
     pairs = []
-    for unit, node, event, token in loud[["unit", "node", "event_id", "token"]].drop_duplicates().itertuples(index=False):
+    failed = onsets.reindex(activity.index) if onsets is not None else pd.Series(np.nan, index=activity.index)
+    reacting = set(reactions)
+
+    def blames(by: str, target: str, event: str, when: float) -> bool:
+        # written before the named unit began to fail (the line's time, else the namer's onset):
+        # the namer's own failure report, unless its text says a peer failed
+        written = failed[by] if pd.isna(when) else when
+        return not (written < failed[target]) or (by, event) in reacting
+
+    first = loud["first_s"] if "first_s" in loud.columns else pd.Series(np.nan, index=loud.index)
+    named_at = (loud.assign(when=first - loud["unit"].map(offsets).fillna(0.0))
+                .groupby(["unit", "node", "event_id", "token"], sort=False)["when"].min().reset_index())
+    for unit, node, event, token, when in named_at.itertuples(index=False):
         kind, _, value = token.partition(":")
         if kind == "rank":
             target = rank_units.get(int(value)) if int(value) >= per_node else None
-            if target is not None and target != unit:
+            if target is not None and target != unit and blames(unit, target, event, when):
                 pairs.append((unit, target, event, token))
             continue
         if kind not in ("host", "ip"):
@@ -384,7 +408,8 @@ def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Se
         named_node = value if kind == "host" else book.get(value)
         if named_node is None or named_node == node:
             continue
-        pairs.extend((unit, target, event, token) for target in node_units.get(named_node, []))
+        pairs.extend((unit, target, event, token) for target in node_units.get(named_node, [])
+                     if blames(unit, target, event, when))
     if not pairs:
         return out
     frame = pd.DataFrame(pairs, columns=["by", "unit", "event", "token"])
