@@ -406,3 +406,48 @@ def test_untimed_lines_at_the_end_of_a_file_are_its_tail(spark):
     assert [tail[("n1/rank-0.log", n)] for n in range(1, 7)] == [False, False, False, False, True, True]
     assert tail[("n1/rank-1.log", 1)] is False and tail[("n1/rank-1.log", 2)] is True
     assert not tail[("n2/rank-2.log", 1)] and not tail[("n2/rank-2.log", 2)]
+
+
+# PyTorch's output when a NCCL watchdog aborts a rank (as in pytorch issues and Megatron-LM #935):
+# the terminate handler's line, the error, the c10 backtrace header, native frames
+NATIVE_CRASH = [
+    "terminate called after throwing an instance of 'c10::DistBackendError'",
+    "  what():  [PG ID 0 PG GUID 0(default_pg) Rank 3] Process group watchdog thread terminated with exception: "
+    "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=4, OpType=BROADCAST, NumelIn=112, "
+    "NumelOut=112, Timeout(ms)=1800000) ran for 1800011 milliseconds before timing out.",
+    "Exception raised from checkTimeout at /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:632 "
+    "(most recent call first):",
+    "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7f5a9616c1b6 in libc10.so)",
+]
+
+
+def _line_flags(spark, messages: list[str], conf: DiagnosisConfig) -> list[tuple[bool, bool]]:
+    from l4spark.diagnosis.assemble import with_line_flags
+
+    rows = [("j", "n1/rank-3.log", n, message) for n, message in enumerate(messages, start=1)]
+    lines = spark.createDataFrame(rows, "job_id string, file string, line_no long, message string")
+    flags = with_line_flags(lines, conf).orderBy("line_no").select("frame", "boilerplate").collect()
+    return [(r.frame, r.boilerplate) for r in flags]
+
+
+def test_native_exception_framing_is_a_stack_frame_and_its_what_line_is_not(spark):
+    assert _line_flags(spark, NATIVE_CRASH, DiagnosisConfig()) == [(True, True), (False, False), (True, True),
+                                                                   (True, True)]
+    # switched off: only the frame #N line, as in session 17
+    off = load_config(overrides={"diagnosis.native_exception_framing": False}).diagnosis
+    assert _line_flags(spark, NATIVE_CRASH, off) == [(False, False), (False, False), (False, False), (True, True)]
+
+
+def test_native_exception_framing_keeps_the_lines_that_carry_the_error(spark):
+    carrying = [
+        # an older c10::Error puts the message after the location, on the same line
+        "Exception raised from createEvent at ../aten/src/ATen/cuda/CUDAEvent.h:174: CUDA error: unknown error",
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, "
+        "remote process exited or there was a network error, NCCL version 2.18.1",
+        "RuntimeError: Exception raised from a user callback: terminate called by the data loader",
+        "failed (exitcode: -6) local_rank: 3 (pid: 4120) of binary: /usr/bin/python3",
+        "[E ProcessGroupNCCL.cpp:475] [Rank 3] Watchdog caught collective operation timeout",
+    ]
+    assert _line_flags(spark, carrying, DiagnosisConfig()) == [(False, False)] * len(carrying)
+    with pytest.raises(ConfigError, match="native_exception_framing"):
+        load_config(overrides={"diagnosis.native_exception_framing": "yes"})

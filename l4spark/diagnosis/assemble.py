@@ -104,14 +104,15 @@ def _progress_mark(lines: DataFrame, tconf) -> F.Column:
 
 
 def with_line_flags(lines: DataFrame, conf: DiagnosisConfig) -> DataFrame:
-    """Events lines plus ``frame`` (a stack-frame line: ``frame_patterns``, or the source line
-    printed under a Python frame, ``source_after``) and ``boilerplate`` (a frame, a line without
+    """Events lines plus ``frame`` (a stack-frame line: ``frame_patterns``, and the C++ exception
+    framing when ``native_exception_framing``; or the source line printed under a Python frame,
+    ``source_after``) and ``boilerplate`` (a frame, a line without
     a letter such as ``====`` or a blank, or a teardown/advice line of ``consequence_patterns``):
     what the cross-job filter removes whatever the history (``normal_pool.BOILERPLATE``). Needs
     job_id, file, line_no, message; a null message is neither."""
     in_file = Window.partitionBy("job_id", "file").orderBy("line_no")
     frame = F.lit(False)
-    for regex in conf.frame_patterns:
+    for regex in conf.line_frame_patterns:
         frame = frame | F.coalesce(F.col("message").rlike(regex), F.lit(False))
     after_frame = F.coalesce(F.lag("message").over(in_file).rlike(conf.source_after), F.lit(False))
     consequence = F.lit(False)

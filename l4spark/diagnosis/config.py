@@ -13,6 +13,16 @@ from l4spark.errors import ConfigError
 from l4spark.regexsafety import UnsafeRegexError, check_regex
 
 SOURCES = ("cross_job", "spatial", "temporal", "pattern")
+# The framing of a C++ exception, the native counterpart of Python's "Traceback (most recent call
+# last):": libstdc++'s terminate handler names the uncaught exception's type ("terminate called
+# after throwing an instance of 'c10::DistBackendError'") and PyTorch's c10::Error heads its native
+# backtrace with "Exception raised from <function> at <file>:<line> (most recent call first):".
+# The "  what():  ..." line between them carries the error and is not matched; nor is an older
+# c10 line that has the message after the location ("Exception raised from f at x.cpp:1: msg").
+NATIVE_FRAMING_PATTERNS = (
+    r"^\s*terminate called (after throwing an instance of |without an active exception|recursively)",
+    r"^\s*Exception raised from \S+ at \S+ \(most recent call first\):\s*$",
+)
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,10 @@ class DiagnosisConfig:
     frame_patterns: tuple = (r'^\s*File ".*", line [0-9]+', r"^\s*frame #[0-9]+:",
                              r"^\s*Trace[Bb]ack \(most recent call last\):")
     source_after: str = r'^\s*File ".*", line [0-9]+, in '
+    # C++ exception framing (NATIVE_FRAMING_PATTERNS) counts as stack frames too; false: only
+    # frame_patterns (sessions 17 and before). On 2-3-node jobs it was half the false events
+    # (docs/diagnosis.md, "Native exception framing")
+    native_exception_framing: bool = True
     # consequence and advice lines: the launcher tearing the other processes down after one failed,
     # and the fixed hints printed under an error; they say the job is going down or how to debug,
     # not what went wrong (the agent's line naming the failed process and its exit code is not here)
@@ -82,11 +96,20 @@ class DiagnosisConfig:
             raise ConfigError(f"diagnosis.generic_share: expected a share in (0, 1], found {self.generic_share!r}")
         for regex in (*self.frame_patterns, self.source_after):
             _check_java_regex(regex, "diagnosis.frame_patterns")
+        for regex in NATIVE_FRAMING_PATTERNS:
+            _check_java_regex(regex, "diagnosis.native_exception_framing")
         for regex in self.consequence_patterns:
             _check_java_regex(regex, "diagnosis.consequence_patterns")
         unknown = sorted(set(self.weights) - set(SOURCES) - {"late", "error"})
         if unknown:
             raise ConfigError(f"diagnosis.weights: unknown evidence {unknown}; known: {list(SOURCES) + ['late', 'error']}")
+
+
+    @property
+    def line_frame_patterns(self) -> tuple:
+        """The stack-frame regexes a line is matched against: ``frame_patterns``, plus the C++
+        exception framing when ``native_exception_framing``."""
+        return (*self.frame_patterns, *NATIVE_FRAMING_PATTERNS) if self.native_exception_framing else self.frame_patterns
 
 
 def _check_java_regex(regex: str, key: str) -> None:
