@@ -104,7 +104,6 @@ class DiagnosisConfig:
         if unknown:
             raise ConfigError(f"diagnosis.weights: unknown evidence {unknown}; known: {list(SOURCES) + ['late', 'error']}")
 
-
     @property
     def line_frame_patterns(self) -> tuple:
         """The stack-frame regexes a line is matched against: ``frame_patterns``, plus the C++
