@@ -512,21 +512,16 @@ def test_the_pair_rule_switches_are_true_or_false():
             SpatialConfig(**{key: "false"})
 
 
-def test_the_pair_onset_rule_is_a_conf_switch(tmp_path):
+@pytest.mark.parametrize("key", ["pair_onset_without_remote", "blame_follows_onsets"])
+def test_the_session_17_and_18_rules_are_conf_switches_on_by_default(tmp_path, key):
     from l4spark.config import load_config
 
-    path = tmp_path / "pair.toml"
-    path.write_text("[spatial]\npair_onset_without_remote = false\n")
-    assert load_config(path).spatial.pair_onset_without_remote is False
-    assert load_config().spatial.pair_onset_without_remote is True
-    path.write_text('[spatial]\npair_onset_without_remote = "no"\n')
-    with pytest.raises(ConfigError, match="spatial.pair_onset_without_remote"):
-        load_config(path)
-    path.write_text("[spatial]\nblame_follows_onsets = false\n")
-    assert load_config(path).spatial.blame_follows_onsets is False
-    assert load_config().spatial.blame_follows_onsets is True
-    path.write_text("[spatial]\nblame_follows_onsets = 1\n")
-    with pytest.raises(ConfigError, match="spatial.blame_follows_onsets"):
+    path = tmp_path / "rule.toml"
+    path.write_text(f"[spatial]\n{key} = false\n")
+    assert getattr(load_config(path).spatial, key) is False
+    assert getattr(load_config().spatial, key) is True
+    path.write_text(f'[spatial]\n{key} = "no"\n')
+    with pytest.raises(ConfigError, match=f"spatial.{key}"):
         load_config(path)
 
 

@@ -380,9 +380,10 @@ def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Se
             rank_units.setdefault(int(rank), unit)
     per_node = max((len(r) for r in _node_ranks(activity).values()), default=1)
     loud = mentions[(mentions["n_loud"] > 0) & mentions["candidate"]]
+    first = loud["first_s"] if "first_s" in loud.columns else pd.Series(np.nan, index=loud.index)
+    loud = loud.assign(when=first - loud["unit"].map(offsets).fillna(0.0))  # the naming lines' aligned time
     if since is not None and not math.isnan(since):
-        aligned = loud["first_s"] - loud["unit"].map(offsets).fillna(0.0)
-        loud = loud[~(aligned < since - window_s)]
+        loud = loud[~(loud["when"] < since - window_s)]
     pairs = []
     failed = onsets.reindex(activity.index) if onsets is not None else pd.Series(np.nan, index=activity.index)
     reacting = set(reactions)
@@ -393,9 +394,7 @@ def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Se
         written = failed[by] if pd.isna(when) else when
         return not (written < failed[target]) or (by, event) in reacting
 
-    first = loud["first_s"] if "first_s" in loud.columns else pd.Series(np.nan, index=loud.index)
-    named_at = (loud.assign(when=first - loud["unit"].map(offsets).fillna(0.0))
-                .groupby(["unit", "node", "event_id", "token"], sort=False)["when"].min().reset_index())
+    named_at = loud.groupby(["unit", "node", "event_id", "token"], sort=False)["when"].min().reset_index()
     for unit, node, event, token, when in named_at.itertuples(index=False):
         kind, _, value = token.partition(":")
         if kind == "rank":
