@@ -27,7 +27,9 @@ says what stays; docs/deploy.md, Storage).
 
 from __future__ import annotations
 
+import functools
 import logging
+import operator
 import os
 import re
 import string
@@ -52,7 +54,7 @@ _READ_FAILED = re.compile(r"\[FAILED_READ_FILE\.\w+\] Encountered error while re
 class RemoteFile:
     path: str          # fully qualified, as Hadoop names it (and as tasks read it back)
     size: int | None   # None: listed without sizes
-    content: bytes | None = None  # its bytes, for the files of the name ``list_files`` was asked to read
+    content: bytes | None = None  # its bytes, for the files of the name ``list_root`` was asked to read
 
 
 def is_local(uri: str | Path) -> bool:
@@ -126,35 +128,68 @@ def parallelism(spark: "SparkSession") -> int:
     return os.cpu_count() or 1
 
 
-def list_files(spark: "SparkSession", root: str, sizes: bool = False,
-               read_named: str | None = None) -> list[RemoteFile] | None:
+@dataclass(frozen=True)
+class RootListing:
+    """One listing of a remote root (``list_root``), kept for later reads of its files: on classic
+    Spark, the ``binaryFile`` relation over the root whose file index holds that listing. A later read of
+    some of those files plans from that index (``binary_files(..., listing=)``) instead of listing
+    their folders again: on HDFS such a listing is a Spark job (0.3-0.7 s for the storage bench's
+    48 job folders, docs/capacity.md, session 19). Over Spark Connect a relation is resolved again
+    at every query, which lists the whole root again: ``relation`` is None there and reads list
+    their folders. The driver's JVM holds the index (every file's status) while the listing is
+    referenced."""
+    relation: "DataFrame | None"
+    uris: tuple[str, ...]  # every file of the index, as Spark's file index names it (URIs: a space is %20)
+
+
+def list_files(spark: "SparkSession", root: str, sizes: bool = False) -> list[RemoteFile] | None:
     """Every file under ``root`` (recursively, hidden names left out), or None when ``root`` does
     not exist. ``sizes``: with each file's size in bytes (a Spark job over the file statuses);
     without, the names come from the file index alone (``inputFiles``: a listing, no job), which
-    is all that existence checks, versions and lock claims need.
-
-    ``read_named``: also the bytes (``content``) of the non-empty files of that name (each job
-    folder's ``job.json``), read in the same Spark job as the sizes, from the same listing: a
-    second read of such files by name lists their folders again (a listing job over the job
-    folders, then the read: on the storage bench 0.8 s of a 1.3 s layout scan on HDFS). A file
-    gone since the listing or one the scan skips as unreadable (an S3 object archived to
-    Glacier) gets no content; when HDFS refuses one in a way that fails the scan
-    (``refused_path``), the sizes are collected alone and no file gets a content. The caller
-    reads what it lacks with ``read_files``, which leaves the refused file out."""
+    is all that existence checks, versions and lock claims need."""
     try:
-        reader = spark.read.format("binaryFile").option("recursiveFileLookup", "true")
-        if read_named is not None:  # as ``binary_files`` reads: a refused or gone file gives no row
-            reader = reader.option("ignoreCorruptFiles", "true").option("ignoreMissingFiles", "true")
-        files = reader.load(root)
+        files = spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(root)
         every = files.inputFiles()
-        rows = _statuses(files, read_named) if sizes or read_named is not None else []
+        rows = files.select("path", "length").collect() if sizes else []
     except Exception as exc:  # AnalysisException of classic Spark and of Connect alike
         if is_missing_error(exc):
             return None
         raise
+    return _remote_files(every, rows, sizes)
+
+
+def list_root(spark: "SparkSession", root: str, read_named: str) -> tuple[list[RemoteFile], RootListing] | None:
+    """``list_files(spark, root, sizes=True)`` with each file's bytes (``content``) for the non-empty
+    files named ``read_named`` (each job folder's ``job.json``), and the listing kept for later
+    reads of the root's files (``RootListing``); None when ``root`` does not exist.
+
+    The named files are read in the same Spark job as the sizes, from the same listing: a second
+    read of such files by name lists their folders again (a listing job over the job folders, then
+    the read: on the storage bench 0.8 s of a 1.3 s layout scan on HDFS). A file gone since the
+    listing or one the scan skips as unreadable (an S3 object archived to Glacier) gets no
+    content; when HDFS refuses one in a way that fails the scan (``refused_path``), the sizes are
+    collected alone and no file gets a content. The caller reads what it lacks with
+    ``read_files``, which leaves the refused file out."""
+    try:  # as ``binary_files`` reads: a refused or gone file gives no row
+        files = (spark.read.format("binaryFile").option("recursiveFileLookup", "true")
+                 .option("ignoreCorruptFiles", "true").option("ignoreMissingFiles", "true").load(root))
+        every = files.inputFiles()
+        rows = _statuses(files, read_named)
+    except Exception as exc:  # AnalysisException of classic Spark and of Connect alike
+        if is_missing_error(exc):
+            return None
+        raise
+    classic = getattr(spark, "_jsparkSession", None) is not None
+    return _remote_files(every, rows, True), RootListing(files if classic else None, tuple(every))
+
+
+def _remote_files(every: list[str], rows: list, sizes: bool) -> list[RemoteFile]:
+    """The listed files: ``every`` (the file index's URIs) with the scan's ``rows`` (``path``,
+    ``length``, maybe ``content``)."""
     # a scan leaves empty files out; the file index (inputFiles) has them: they are 0 bytes long
     measured = {urlparse(row.path).path: int(row.length) for row in rows}
-    contents = {urlparse(row.path).path: bytes(row.content) for row in rows if row.content is not None}
+    contents = {urlparse(row.path).path: bytes(row.content) for row in rows
+                if getattr(row, "content", None) is not None}
     every = [unquote(path) for path in every]  # inputFiles gives URIs (a space is %20), the scan plain paths
     listed = {urlparse(path).path: path for path in every}
     listed.update({urlparse(row.path).path: row.path for row in rows})
@@ -162,7 +197,7 @@ def list_files(spark: "SparkSession", root: str, sizes: bool = False,
                    for key, path in listed.items()), key=lambda f: f.path)
 
 
-def _statuses(files: "DataFrame", read_named: str | None) -> list:
+def _statuses(files: "DataFrame", read_named: str) -> list:
     """Rows (``path``, ``length``, ``content``) of the listed ``files``: content for the files
     named ``read_named`` only (a second scan of the same listing, unioned: one Spark job, and the
     other files are never opened), None for the rest; without any content when the storage
@@ -170,8 +205,6 @@ def _statuses(files: "DataFrame", read_named: str | None) -> list:
     from pyspark.sql import functions as F
 
     sized = files.select("path", "length", F.lit(None).cast("binary").alias("content"))
-    if read_named is None:
-        return sized.collect()
     named = files.where(F.col("_metadata.file_name") == read_named).select("path", "length", "content")
     try:
         return sized.unionByName(named).collect()
@@ -182,14 +215,16 @@ def _statuses(files: "DataFrame", read_named: str | None) -> list:
 
 
 def binary_files(spark: "SparkSession", paths: list[str], folders: list[str] | None = None,
-                 tags: list[str] | None = None) -> "DataFrame | None":
+                 tags: list[str] | None = None, listing: RootListing | None = None) -> "DataFrame | None":
     """Spark's ``binaryFile`` source over the listed files ``paths`` (``path``, ``length``,
     ``content``...) plus ``tag``, each path's string of ``tags`` (default: the path as given),
     or None when none of them is left.
 
     Spark lists ``folders`` (default: the folders holding ``paths``; a reader of rank files gives
-    their job folders). Two filters keep the files of ``paths``, and neither grows with their
-    number in what Spark ships to each task:
+    their job folders), or, given the ``listing`` of a root that holds them (``list_root``, classic
+    Spark), takes that listing's files under ``folders`` without listing again (a filter on each
+    file's folder that Spark applies to the listing, as the name filter below). Two filters keep
+    the files of ``paths``, and neither grows with their number in what Spark ships to each task:
 
     - ``_metadata.file_name`` among the paths' file names, a filter Spark applies to the listing
       before it plans tasks or opens a file (a stray 3 GB core dump beside the rank files is never
@@ -221,13 +256,18 @@ def binary_files(spark: "SparkSession", paths: list[str], folders: list[str] | N
     # Spark's file_name is the decoded last segment (Path.getName); the encoded one is kept too
     names = sorted({name.rsplit("/", 1)[-1] for path in paths for name in (path, uri_string(path))})
     folders = sorted(set(folders if folders is not None else (path.rsplit("/", 1)[0] for path in paths)))
-    files = _scan_by_name(spark, folders, names) if wanted else None
+    if not wanted:
+        return None
+    if listing is not None and listing.relation is not None:
+        files, listed = _listed_by_name(listing, folders, names)
+    else:
+        files = _scan_by_name(spark, folders, names)
+        listed = files.inputFiles() if files is not None else []
     if files is None:
         return None
     # a file of such a name that was not asked for (one the storage refused in an earlier read, an
     # empty one) must not be opened either: the listing (no second one) names them
-    unasked = sorted(uri for uri in files.inputFiles()
-                     if uri not in wanted and unquote(uri.rsplit("/", 1)[-1]) in names)
+    unasked = sorted(uri for uri in listed if uri not in wanted and unquote(uri.rsplit("/", 1)[-1]) in names)
     if unasked:
         files = files.where(~F.col("_metadata.file_path").isin(unasked))
     schema = T.StructType([T.StructField("_wanted_uri", T.StringType()), T.StructField("tag", T.StringType())])
@@ -235,6 +275,26 @@ def binary_files(spark: "SparkSession", paths: list[str], folders: list[str] | N
     listed = local_frame(spark, list(wanted.items()), schema)
     return (files.withColumn("_wanted_uri", F.col("_metadata.file_path"))
             .join(F.broadcast(listed), on="_wanted_uri", how="inner").drop("_wanted_uri"))
+
+
+def _listed_by_name(listing: RootListing, folders: list[str], names: list[str]) -> tuple["DataFrame", list[str]]:
+    """The ``binaryFile`` scan of the files named one of ``names`` under ``folders`` (each under
+    the listed root), from the ``listing``'s file index: its relation filtered by each file's
+    folder (the file path cut after as many ``/`` as the folder has, plus one) and name, filters
+    Spark applies to the index before it plans tasks; and the index's files under ``folders``."""
+    from pyspark.sql import functions as F
+
+    by_depth: dict[int, set[str]] = {}
+    for folder in folders:
+        uri = uri_string(folder.rstrip("/"))
+        by_depth.setdefault(uri.count("/") + 1, set()).add(uri)
+    path = F.col("_metadata.file_path")
+    under = functools.reduce(operator.or_, (F.substring_index(path, "/", depth).isin(sorted(group))
+                                            for depth, group in sorted(by_depth.items())))
+    files = listing.relation.where(under & F.col("_metadata.file_name").isin(names))
+    listed = [uri for uri in listing.uris
+              if any("/".join(uri.split("/")[:depth]) in group for depth, group in by_depth.items())]
+    return files, listed
 
 
 def _scan_by_name(spark: "SparkSession", folders: list[str], names: list[str]) -> "DataFrame | None":

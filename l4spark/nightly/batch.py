@@ -94,6 +94,21 @@ def catch_up(spark: SparkSession, config: Config, logs_root: str | Path,
     return missing
 
 
+def _scan_then_parse(spark: SparkSession, config: Config, logs_root: str | Path, run: NightlyRun,
+                     lap: Callable[[str], None], progress: Callable[[str], None]) -> None:
+    """List ``logs_root`` once and parse its new or changed jobs (``run.scanned``, ``run.parsed``).
+    The listing of a remote root (its file index, in the driver's JVM) is let go when this returns,
+    before the rest of the nightly."""
+    scan = scan_logs_root(logs_root, config.layout.pattern, config.layout.job_file, spark=spark)
+    run.scanned = len(scan.jobs)
+    run.parsed = stale_jobs(spark, config, scan)
+    lap("scan")
+    progress(f"{run.scanned} jobs under {logs_root}; {len(run.parsed)} new or changed")
+    if run.parsed:
+        parse_jobs(spark, config, logs_root, run.parsed, progress=progress, scan=scan.only(run.parsed))
+    lap("parse")
+
+
 def run_nightly(spark: SparkSession, config: Config, logs_root: str | Path, run_date: date | None = None,
                 rediagnose_older: bool = False, reports_dir: str | Path | None = None,
                 progress: Callable[[str], None] = log.info) -> NightlyRun:
@@ -107,14 +122,7 @@ def run_nightly(spark: SparkSession, config: Config, logs_root: str | Path, run_
         run.seconds[name] = round(now - clock, 2)
         clock = now
 
-    scan = scan_logs_root(logs_root, config.layout.pattern, config.layout.job_file, spark=spark)
-    run.scanned = len(scan.jobs)
-    run.parsed = stale_jobs(spark, config, scan)
-    lap("scan")
-    progress(f"{run.scanned} jobs under {logs_root}; {len(run.parsed)} new or changed")
-    if run.parsed:
-        parse_jobs(spark, config, logs_root, run.parsed, progress=progress, scan=scan.only(run.parsed))
-    lap("parse")
+    _scan_then_parse(spark, config, logs_root, run, lap, progress)
     kill_point("after_parse")
     update_normal_pool(spark, config, config.normal_pool, progress=progress)
     lap("normal_pool")

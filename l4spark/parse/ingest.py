@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from l4spark.config import IngestConfig
-from l4spark.io.fs import binary_files, is_local, parallelism
+from l4spark.io.fs import RootListing, binary_files, is_local, parallelism
 from l4spark.io.fs import remote_scan_settings as fs_remote_scan_settings
 from l4spark.io.frames import local_frame
 from l4spark.parse.layout import Issue, RankFile
@@ -250,12 +250,14 @@ def _read_remote_files(spark: SparkSession, files: Sequence[RankFile], limits: R
     return lines.unionByName(empty_frame) if empty_rows else lines
 
 
-def _stored_bytes(spark: SparkSession, files: Sequence[RankFile]) -> DataFrame | None:
+def _stored_bytes(spark: SparkSession, files: Sequence[RankFile],
+                  listing: RootListing | None = None) -> DataFrame | None:
     """``tag`` (the file's ``RankFile`` as JSON) and ``content`` of the non-empty ``files``, by
-    Spark's ``binaryFile`` source (``fs.binary_files``); None when none of them is left."""
+    Spark's ``binaryFile`` source (``fs.binary_files``, from the layout scan's ``listing`` of their
+    root when given); None when none of them is left."""
     stored_files = [f for f in files if f.size]
     stored = binary_files(spark, [f.path for f in stored_files], folders=sorted({_job_folder(f) for f in files}),
-                          tags=[json.dumps(dataclasses.astuple(f)) for f in stored_files])
+                          tags=[json.dumps(dataclasses.astuple(f)) for f in stored_files], listing=listing)
     return None if stored is None else stored.select("tag", "content")
 
 
@@ -267,7 +269,8 @@ class KeptBytes:
 
 
 @contextmanager
-def kept_remote_bytes(spark: SparkSession, files: Sequence[RankFile], level: StorageLevel) -> Iterator[KeptBytes | None]:
+def kept_remote_bytes(spark: SparkSession, files: Sequence[RankFile], level: StorageLevel,
+                      listing: RootListing | None = None) -> Iterator[KeptBytes | None]:
     """Remote ``files``' bytes, read from the storage once for all reads of them inside the
     block and kept by Spark at ``level`` (its block manager: the executors' memory or local
     disks) until the block ends; None for local files, which are read again instead (the page
@@ -279,11 +282,13 @@ def kept_remote_bytes(spark: SparkSession, files: Sequence[RankFile], level: Sto
     bytes took the storage bench's (592 files) events write from 4.0-5.7 s to 2.8-3.3 s and its
     shapes read from 1.8-2.3 s to 2.2-2.5 s: 1-3 s net (docs/capacity.md, session 17). The bytes kept are the files as
     stored (a ``.gz`` stays compressed), so the kept size is the run's stored size; the
-    fallback that structures every line (``pipeline._parse_per_line``) keeps more than that."""
+    fallback that structures every line (``pipeline._parse_per_line``) keeps more than that.
+    ``listing``: the layout scan's listing of the files' root (``LayoutScan.listing``), which the
+    read plans from instead of listing the job folders again."""
     if not files or is_local(files[0].path):
         yield None
         return
-    frame = _stored_bytes(spark, files)
+    frame = _stored_bytes(spark, files, listing)
     if frame is not None:
         frame = frame.persist(level)
     try:

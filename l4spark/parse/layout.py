@@ -70,6 +70,8 @@ class LayoutScan:
     jobs: dict[str, JobMeta] = field(default_factory=dict)
     issues: list[Issue] = field(default_factory=list)
     skipped_hidden: int = 0
+    # a remote root's listing, which the parse's read of these files plans from (``fs.RootListing``)
+    listing: fs.RootListing | None = None
 
     def only(self, jobs: Iterable[str]) -> "LayoutScan":
         """The part of this listing that belongs to ``jobs`` (issues of no job are left out, as a
@@ -81,7 +83,7 @@ class LayoutScan:
         return LayoutScan(files=[f for f in self.files if f.job_id in wanted],
                           jobs={k: v for k, v in self.jobs.items() if k in wanted},
                           issues=[i for i in self.issues if i.job_id in wanted],
-                          skipped_hidden=self.skipped_hidden)
+                          skipped_hidden=self.skipped_hidden, listing=self.listing)
 
     @property
     def total_bytes(self) -> int:
@@ -146,12 +148,14 @@ def _scan_remote(spark: Any, root: str, matcher: re.Pattern[str], job_file: str,
     """``scan_logs_root`` of a remote root: one listing through Spark, the same rules as the local
     walk (Hadoop's listing already leaves out ``_`` and ``.`` names, so none is counted as skipped;
     an object store has no empty folders, so a node folder without any file is not seen). The
-    registries (``job.json``) are read in the listing's own Spark job (``fs.list_files``'s
-    ``read_named``), under ``fs.remote_scan_settings`` (few tasks)."""
+    registries (``job.json``) are read in the listing's own Spark job (``fs.list_root``), under
+    ``fs.remote_scan_settings`` (few tasks); the scan keeps the listing for the parse's read."""
     with session_settings(spark, fs.remote_scan_settings(spark)):
-        listing = fs.list_files(spark, root, sizes=True, read_named=job_file)
-        if listing is not None:
-            return _scan_listing(spark, root, listing, matcher, job_file, jobs)
+        listed = fs.list_root(spark, root, read_named=job_file)
+        if listed is not None:
+            scan = _scan_listing(spark, root, listed[0], matcher, job_file, jobs)
+            scan.listing = listed[1]
+            return scan
     raise InputLayoutError(f"logs root {root!r} does not exist")
 
 

@@ -163,7 +163,7 @@ def _parse_readable(spark: SparkSession, config: Config, scan: LayoutScan, store
         readable = [f for f in scan.files if f.path not in refused]
         try:
             with (session_settings(spark, remote_scan_settings(spark, readable)),
-                  kept_remote_bytes(spark, readable, _cache_level(config)) as kept):
+                  kept_remote_bytes(spark, readable, _cache_level(config), scan.listing) as kept):
                 parsed = None
                 if not_by_shape is None:
                     parsed = _parse_by_shape(spark, config, scan, readable, store, progress, clock, summary, formats,

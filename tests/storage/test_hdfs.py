@@ -67,6 +67,43 @@ def test_the_layout_scan_reads_each_job_json_in_its_listing_job(spark, hdfs_logs
     assert [(f.rel_path, f.size) for f in remote.files] == [(f.rel_path, f.size) for f in local.files]
 
 
+def test_a_read_of_listed_files_plans_from_the_roots_listing_and_opens_no_other_job(spark, minidfs, tmp_path):
+    """The parse reads remote rank files from the layout scan's listing of their root
+    (``fs.list_root``, ``binary_files(..., listing=)``): planning the read lists nothing again
+    (without the listing, Spark lists the 33 job folders again, on HDFS a Spark job above 32
+    folders), it gives exactly the files asked for, and the files of the same name in the
+    root's other jobs are never opened: one whose only block is lost fails any read of it
+    (BlockMissingException, which Spark's scan does not skip)."""
+    from l4spark.bench.parse import spark_jobs_started
+    from l4spark.io import fs
+
+    logs = tmp_path / "listing"
+    for job in [f"job-{n:02d}" for n in range(33)] + ["job-lost"]:
+        (logs / job / "node-0").mkdir(parents=True)
+        (logs / job / "node-0" / "rank-0.log").write_text(f"{job} rank 0 line\n")
+    hadoop_shell(minidfs.uri, "-put", str(logs), "/listing")
+    blocks = [p for p in (minidfs.base / "data").rglob("blk_*")
+              if not p.name.endswith(".meta") and p.read_bytes() == b"job-lost rank 0 line\n"]
+    assert len(blocks) == 1, blocks
+    blocks[0].unlink()
+    root = minidfs.uri + "/listing"
+    files, listing = fs.list_root(spark, root, read_named="job.json")
+    wanted = [f.path for f in files if "/job-lost/" not in f.path]
+    folders = sorted({path.rsplit("/", 2)[0] for path in wanted})
+    assert len(wanted) == len(folders) == 33
+
+    started = spark_jobs_started(spark)
+    listed = fs.binary_files(spark, wanted, folders=folders, listing=listing)
+    planned = spark_jobs_started(spark) - started
+    rows = listed.select("tag", "content").collect()
+    assert planned == 0
+    assert sorted((row.tag, bytes(row.content)) for row in rows) == sorted(
+        (path, f"{path.rsplit('/', 3)[1]} rank 0 line\n".encode()) for path in wanted)
+    started = spark_jobs_started(spark)
+    fs.binary_files(spark, wanted, folders=folders)
+    assert spark_jobs_started(spark) - started >= 1  # the job folders listed again
+
+
 @pytest.mark.parametrize("storage_format", ["parquet", "delta"])
 def test_nightly_on_hdfs_killed_midway_then_rerun_equals_local(spark, minidfs, hdfs_logs, nightly_clean, storage_format):
     """`l4spark nightly` with logs and warehouse on HDFS, killed right after writing events (its
