@@ -131,13 +131,13 @@ def parallelism(spark: "SparkSession") -> int:
 @dataclass(frozen=True)
 class RootListing:
     """One listing of a remote root (``list_root``), kept for later reads of its files: on classic
-    Spark, the ``binaryFile`` relation over the root whose file index holds that listing. A later read of
-    some of those files plans from that index (``binary_files(..., listing=)``) instead of listing
-    their folders again: on HDFS such a listing is a Spark job (0.3-0.7 s for the storage bench's
-    48 job folders, docs/capacity.md, session 19). Over Spark Connect a relation is resolved again
-    at every query, which lists the whole root again: ``relation`` is None there and reads list
-    their folders. The driver's JVM holds the index (every file's status) while the listing is
-    referenced."""
+    Spark, the ``binaryFile`` relation over the root whose file index holds that listing. A later
+    read of some of those files plans from that index (``binary_files(..., listing=)``) instead of
+    listing their folders again: on HDFS such a listing is a Spark job (0.3-0.7 s for the storage
+    bench's 48 job folders, docs/capacity.md, session 19). Over Spark Connect the client holds
+    only a plan, which the server resolves again to run a query (a listing of the whole root):
+    ``relation`` is None there and reads list their files' folders. The driver's JVM holds the
+    index (every file's status) while the listing is referenced."""
     relation: "DataFrame | None"
     uris: tuple[str, ...]  # every file of the index, as Spark's file index names it (URIs: a space is %20)
 
