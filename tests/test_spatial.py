@@ -753,11 +753,20 @@ REMOTE_MESSAGES = [  # real texts: NCCL, PyTorch c10d, Gloo (sources in SpatialC
     "server has shut down too early), with error: Connection reset by peer",
     "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=351188, OpType=ALLREDUCE, NumelIn=8388608, "
     "NumelOut=8388608, Timeout(ms)=600000) ran for 600023 milliseconds before timing out.",
-]
-LOCAL_MESSAGES = [  # local errors, and HCCL's notify wait, which the faulty unit's own ranks log too
+    # Ascend HCCL: a rank that waited for a remote rank (EI0002, its lost-peer report, EI0006, the plog's wait)
     "EI0002: [PID: 13075] The wait execution of the Notify register times out. Reason: The Notify register has not "
     "received the Notify record from remote rank: [unknown]. base information: [streamID:[1], taskID[8318285]]",
+    "serverId[10.90.55.95], deviceId[0], Heartbeat Lost Occurred, Possible Reason: 1. Process has exited, "
+    "2. Network Disconnected",
+    "EI0006: [PID: 1292363] 2025-04-08-18:07:20.444.436 Getting socket times out. Reason: Remote Rank did not send "
+    "the data in time. Please check the reason for the rank being stuck",
+    "[hccl_socket_manager.cc:778] [2734049][Wait][LinkEstablish]wait socket establish timeout, role[1] rank[12] "
+    "timeout[120]",
+]
+LOCAL_MESSAGES = [  # local errors, and link errors the side whose link failed logs too (naming the far end)
     "RuntimeError: CUDA error: an illegal memory access was encountered",
+    "EI0013: [PID: 4411] An error CQE occurred during operator execution. Local information: server 10.1.0.2, "
+    "device ID 3, device IP 10.1.0.103. Peer information: server 10.1.0.3, device ID 3, device IP 10.1.0.103.",
     "NVRM: Xid (PCI:0000:8f:00): 94, pid=1874839, name=python3, Contained: SM (0x2)",
     "NET/IB : Got completion from peer 10.1.0.3<4411> with error 4, opcode 0, len 0, vendor err 81 (Send)",
     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
