@@ -176,8 +176,9 @@ def test_of_two_nodes_the_survivors_lines_saying_a_peer_failed_point_at_the_othe
         "isolated: score 0.625, the other unit alone logs 2 event(s) saying a peer failed: nccl_remote_error, "
         "watchdog_timeout",
         "failed first"]  # the survivor's failure begins with a peer-failed line: it has no onset
-    # without the remote flag (an older table) the survivor's own events count for it
-    blind = rank_units("job-x", counts.drop(columns=["remote"]), activity, SpatialConfig())
+    # without the remote flag (an older table) the survivor's own events count for it (at the
+    # timing weight of the day, 0.1: session 19's 0.3 puts n01 first by its 60 s lead alone)
+    blind = rank_units("job-x", counts.drop(columns=["remote"]), activity, SpatialConfig(timing_weight=0.1))
     assert blind["node"].tolist() == ["n00", "n01"]
 
 
@@ -296,7 +297,8 @@ def test_of_two_nodes_a_failure_that_begins_with_a_peer_failed_line_is_not_timed
     ranked = rank_units("job-p", counts, activity, SpatialConfig())
     # 4 points to 3 (n00's timeout is one for n01), and only n01 is timed
     assert ranked["node"].tolist() == ["n01", "n00"]
-    assert ranked["combined_score"].round(4).tolist() == [round(0.5 + 0.25 / 7 + 0.1, 4), round(0.5 - 0.25 / 7, 4)]
+    timed = SpatialConfig().timing_weight
+    assert ranked["combined_score"].round(4).tolist() == [round(0.5 + 0.25 / 7 + timed, 4), round(0.5 - 0.25 / 7, 4)]
     assert ranked.iloc[0]["onset_lag_s"] == 0.0 and np.isnan(ranked.iloc[1]["onset_lag_s"])
     assert ranked.iloc[0]["signals"][-1] == "failed first"
     before = rank_units("job-p", counts, activity, SpatialConfig(pair_onset_without_remote=False))
@@ -368,8 +370,9 @@ def test_of_three_nodes_the_first_to_fail_naming_its_peer_does_not_blame_it():
     assert ranked["node"].tolist() == ["n01", "n00", "n02"]
     assert ranked["named_by"].tolist() == [0, 0, 0] and ranked["onset_lag_s"].tolist() == [0.0, 10.0, 10.3]
     # isolated for lacking the survivors' two events, without evidence: 0.5, and first by 10 s
-    assert ranked.iloc[0]["combined_score"] == pytest.approx(0.5 + 0.1, abs=1e-6)
-    before = rank_units("job-t", counts, activity, SpatialConfig(blame_follows_onsets=False))
+    assert ranked.iloc[0]["combined_score"] == pytest.approx(0.5 + SpatialConfig().timing_weight, abs=1e-6)
+    # without the rule, at session 18's timing weight (0.1), the name put n02 first
+    before = rank_units("job-t", counts, activity, SpatialConfig(blame_follows_onsets=False, timing_weight=0.1))
     assert before["node"].tolist() == ["n02", "n01", "n00"] and before["named_by"].tolist() == [1, 0, 0]
     # without timestamps on the naming unit's failure there is no order: the name blames
     untimed = counts.assign(first_s=counts["first_s"].where(counts["node"] != "n01"))
@@ -421,7 +424,8 @@ def test_without_pair_silence_the_node_that_stopped_first_is_not_silent_and_rank
     timed = defaults.timing_weight
     assert _order(counts, activity, defaults) == (["n01", "n00"], [
         round(0.5 - 0.25 / 3 + defaults.silence_weight + timed, 4), round(0.5 + 0.25 / 3, 4)])
-    assert _order(counts, activity, SpatialConfig(pair_silence=False)) == (["n00", "n01"], [0.5833, 0.4167 + timed])
+    # without the rule, at session 15's timing weight (0.1), n00's tracebacks outweigh n01's lead
+    assert _order(counts, activity, SpatialConfig(pair_silence=False, timing_weight=0.1)) == (["n00", "n01"], [0.5833, 0.5167])
     # as before session 15, the two are one group of peers: the midpoint, a spread of half the
     # gap (never silent by time) and a line median, by which rank 0's peer is truncated
     by_role = _activity(2, n_lines={0: 7200, 1: 333}).set_index("node")

@@ -53,7 +53,7 @@ def generate_fleet(out: Path, seed: int, jobs: int = 48) -> None:
                                      failed_share=1.0, fault_kinds=kinds))
 
 
-GRID = {"blame_weight": (0.1, 0.2, 0.4, 0.8, 1.2), "timing_weight": (0.05, 0.1, 0.2, 0.4),
+GRID = {"blame_weight": (0.1, 0.2, 0.4, 0.8, 1.2), "timing_weight": (0.05, 0.1, 0.2, 0.3, 0.4),
         "silence_weight": (0.25, 0.5, 1.0), "slowness_weight": (0.25, 0.5, 1.0)}
 
 
