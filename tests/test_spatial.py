@@ -415,6 +415,15 @@ def test_without_the_quiet_rule_rank_0s_info_lines_of_its_own_count_for_it():
     assert _order(counts, activity, SpatialConfig(pair_quiet_for_nobody=False)) == (["n00", "n01"], [0.5833, 0.4167])
 
 
+def test_a_lead_in_time_outweighs_a_peers_larger_share_of_events():
+    # timing_weight 0.3 (session 19; 0.1 before): n01 fails 10 minutes before n00 with one CUDA
+    # line, n00's own tracebacks are 2 events to 1. Isolation gives n00 0.5833 and n01 0.4167;
+    # the lead adds 0.3 (0.1 was not enough), with pair silence left out so time alone decides
+    counts, activity = _pair([_fact("n01", "cuda_error", 1, 990.0), _fact("n00", "proxy_trace", 40, 1590.0),
+                              _fact("n00", "abort", 4, 1591.0)], last_s={0: 1600.0, 1: 1000.0})
+    assert _order(counts, activity, SpatialConfig(pair_silence=False)) == (["n01", "n00"], [0.7167, 0.5833])
+
+
 def test_without_pair_silence_the_node_that_stopped_first_is_not_silent_and_rank_0s_peer_is_truncated():
     # n01 dies with one CUDA line 10 minutes before n00, whose own tracebacks outnumber it (n01's
     # earlier failure onset adds the timing weight, small_job_timing)
