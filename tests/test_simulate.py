@@ -500,7 +500,8 @@ def _node_of(job: dict, node: str) -> int:
 
 
 def test_original_kinds_without_behaviours_write_the_same_files_as_before(tmp_path):
-    """Old seeds stay comparable: the rank files of the simulator before issue #18 (golden hash)."""
+    """Old seeds stay comparable: the rank files of the simulator before issue #18 (golden hash; session 19
+    changed the one hccl_timeout job: CANN's EI0013 and EI0002 texts, faults.T_HCCL_*)."""
     from l4spark.simulate.faults import BASE_KINDS
     root = tmp_path / "gold"
     simulate_fleet(root, FleetOptions(seed=5, jobs=12, failed_share=0.6, nodes=(2, 3), iterations=60, ranks_per_node=2,
@@ -510,7 +511,7 @@ def test_original_kinds_without_behaviours_write_the_same_files_as_before(tmp_pa
         if p.is_file() and "_labels" not in p.parts:
             h.update(str(p.relative_to(root)).encode())
             h.update(p.read_bytes())
-    assert h.hexdigest() == "72037285e7032b394928451ed2a81cc400cb7202cb817a18292876b213ac6376"
+    assert h.hexdigest() == "79ee5ad1a736dee93ba746da1f7e9c978b1404a90e51328f8611a32327764131"
 
 
 def test_every_rank_names_the_store_host_when_the_fault_is_elsewhere(tmp_path):
@@ -667,3 +668,26 @@ def test_cached_dataset_groups_print_the_hf_datasets_cache_lines(tmp_path):
     none = _fleet(tmp_path, "plain", seed=32, jobs=16, failed_share=0.0, nodes=(2, 2), ranks_per_node=2, iterations=60,
                   frameworks=("deepspeed", "hf_trainer"), behaviours=())
     assert not any("Loading cached processed dataset" in line for line in none.all_lines())
+
+
+def test_hccl_timeout_peers_say_they_waited_and_the_faulty_node_reports_its_link(tmp_path):
+    """MindSpeed's hccl_timeout in the texts CANN prints (faults.T_HCCL_*): the other nodes' EI0002
+    notify waits name a remote rank and match ``remote_patterns``; the faulty node's EI0013 error
+    CQE names its peer's address and does not (the side whose link failed prints it)."""
+    from l4spark.spatial.config import SpatialConfig
+
+    remote = [re.compile(p) for p in SpatialConfig().remote_patterns]
+    fleet = _fleet(tmp_path, "hccl", seed=27, jobs=4, failed_share=1.0, nodes=(3, 3), ranks_per_node=2, iterations=60,
+                   frameworks=("mindspeed",), fault_kinds=("hccl_timeout",), behaviours=())
+    for job_id, lab in fleet.labels.items():
+        job, faulty = fleet.jobs[job_id], lab["faulty_nodes"]
+        files = fleet.files(job_id)
+        waits = [line for (host, _), lines in files.items() if host not in faulty for line in lines if "EI0002" in line]
+        cqes = [line for (host, _), lines in files.items() if host in faulty for line in lines if "EI0013" in line]
+        assert waits and all(any(p.search(line) for p in remote) for line in waits), job_id
+        assert cqes and not any(p.search(line) for p in remote for line in cqes), job_id
+        peers = {job["node_ips"][n] for n in job["nodes"] if n not in faulty}
+        assert all(re.search(r"Peer information: server ([0-9.]+),", line).group(1) in peers for line in cqes)
+        solution = [line for lines in files.values() for line in lines if "Solution: 1." in line]
+        assert solution and all("check other ranks to see whether other errors have been reported earlier" in line
+                                for line in solution)

@@ -176,8 +176,9 @@ def test_of_two_nodes_the_survivors_lines_saying_a_peer_failed_point_at_the_othe
         "isolated: score 0.625, the other unit alone logs 2 event(s) saying a peer failed: nccl_remote_error, "
         "watchdog_timeout",
         "failed first"]  # the survivor's failure begins with a peer-failed line: it has no onset
-    # without the remote flag (an older table) the survivor's own events count for it
-    blind = rank_units("job-x", counts.drop(columns=["remote"]), activity, SpatialConfig())
+    # without the remote flag (an older table) the survivor's own events count for it (at the
+    # timing weight of the day, 0.1: session 19's 0.3 puts n01 first by its 60 s lead alone)
+    blind = rank_units("job-x", counts.drop(columns=["remote"]), activity, SpatialConfig(timing_weight=0.1))
     assert blind["node"].tolist() == ["n00", "n01"]
 
 
@@ -296,7 +297,8 @@ def test_of_two_nodes_a_failure_that_begins_with_a_peer_failed_line_is_not_timed
     ranked = rank_units("job-p", counts, activity, SpatialConfig())
     # 4 points to 3 (n00's timeout is one for n01), and only n01 is timed
     assert ranked["node"].tolist() == ["n01", "n00"]
-    assert ranked["combined_score"].round(4).tolist() == [round(0.5 + 0.25 / 7 + 0.1, 4), round(0.5 - 0.25 / 7, 4)]
+    timed = SpatialConfig().timing_weight
+    assert ranked["combined_score"].round(4).tolist() == [round(0.5 + 0.25 / 7 + timed, 4), round(0.5 - 0.25 / 7, 4)]
     assert ranked.iloc[0]["onset_lag_s"] == 0.0 and np.isnan(ranked.iloc[1]["onset_lag_s"])
     assert ranked.iloc[0]["signals"][-1] == "failed first"
     before = rank_units("job-p", counts, activity, SpatialConfig(pair_onset_without_remote=False))
@@ -368,8 +370,9 @@ def test_of_three_nodes_the_first_to_fail_naming_its_peer_does_not_blame_it():
     assert ranked["node"].tolist() == ["n01", "n00", "n02"]
     assert ranked["named_by"].tolist() == [0, 0, 0] and ranked["onset_lag_s"].tolist() == [0.0, 10.0, 10.3]
     # isolated for lacking the survivors' two events, without evidence: 0.5, and first by 10 s
-    assert ranked.iloc[0]["combined_score"] == pytest.approx(0.5 + 0.1, abs=1e-6)
-    before = rank_units("job-t", counts, activity, SpatialConfig(blame_follows_onsets=False))
+    assert ranked.iloc[0]["combined_score"] == pytest.approx(0.5 + SpatialConfig().timing_weight, abs=1e-6)
+    # without the rule, at session 18's timing weight (0.1), the name put n02 first
+    before = rank_units("job-t", counts, activity, SpatialConfig(blame_follows_onsets=False, timing_weight=0.1))
     assert before["node"].tolist() == ["n02", "n01", "n00"] and before["named_by"].tolist() == [1, 0, 0]
     # without timestamps on the naming unit's failure there is no order: the name blames
     untimed = counts.assign(first_s=counts["first_s"].where(counts["node"] != "n01"))
@@ -412,6 +415,15 @@ def test_without_the_quiet_rule_rank_0s_info_lines_of_its_own_count_for_it():
     assert _order(counts, activity, SpatialConfig(pair_quiet_for_nobody=False)) == (["n00", "n01"], [0.5833, 0.4167])
 
 
+def test_a_lead_in_time_outweighs_a_peers_larger_share_of_events():
+    # timing_weight 0.3 (session 19; 0.1 before): n01 fails 10 minutes before n00 with one CUDA
+    # line, n00's own tracebacks are 2 events to 1. Isolation gives n00 0.5833 and n01 0.4167;
+    # the lead adds 0.3 (0.1 was not enough), with pair silence left out so time alone decides
+    counts, activity = _pair([_fact("n01", "cuda_error", 1, 990.0), _fact("n00", "proxy_trace", 40, 1590.0),
+                              _fact("n00", "abort", 4, 1591.0)], last_s={0: 1600.0, 1: 1000.0})
+    assert _order(counts, activity, SpatialConfig(pair_silence=False)) == (["n01", "n00"], [0.7167, 0.5833])
+
+
 def test_without_pair_silence_the_node_that_stopped_first_is_not_silent_and_rank_0s_peer_is_truncated():
     # n01 dies with one CUDA line 10 minutes before n00, whose own tracebacks outnumber it (n01's
     # earlier failure onset adds the timing weight, small_job_timing)
@@ -421,7 +433,8 @@ def test_without_pair_silence_the_node_that_stopped_first_is_not_silent_and_rank
     timed = defaults.timing_weight
     assert _order(counts, activity, defaults) == (["n01", "n00"], [
         round(0.5 - 0.25 / 3 + defaults.silence_weight + timed, 4), round(0.5 + 0.25 / 3, 4)])
-    assert _order(counts, activity, SpatialConfig(pair_silence=False)) == (["n00", "n01"], [0.5833, 0.4167 + timed])
+    # without the rule, at session 15's timing weight (0.1), n00's tracebacks outweigh n01's lead
+    assert _order(counts, activity, SpatialConfig(pair_silence=False, timing_weight=0.1)) == (["n00", "n01"], [0.5833, 0.5167])
     # as before session 15, the two are one group of peers: the midpoint, a spread of half the
     # gap (never silent by time) and a line median, by which rank 0's peer is truncated
     by_role = _activity(2, n_lines={0: 7200, 1: 333}).set_index("node")
@@ -753,11 +766,20 @@ REMOTE_MESSAGES = [  # real texts: NCCL, PyTorch c10d, Gloo (sources in SpatialC
     "server has shut down too early), with error: Connection reset by peer",
     "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=351188, OpType=ALLREDUCE, NumelIn=8388608, "
     "NumelOut=8388608, Timeout(ms)=600000) ran for 600023 milliseconds before timing out.",
-]
-LOCAL_MESSAGES = [  # local errors, and HCCL's notify wait, which the faulty unit's own ranks log too
+    # Ascend HCCL: a rank that waited for a remote rank (EI0002, its lost-peer report, EI0006, the plog's wait)
     "EI0002: [PID: 13075] The wait execution of the Notify register times out. Reason: The Notify register has not "
     "received the Notify record from remote rank: [unknown]. base information: [streamID:[1], taskID[8318285]]",
+    "serverId[10.90.55.95], deviceId[0], Heartbeat Lost Occurred, Possible Reason: 1. Process has exited, "
+    "2. Network Disconnected",
+    "EI0006: [PID: 1292363] 2025-04-08-18:07:20.444.436 Getting socket times out. Reason: Remote Rank did not send "
+    "the data in time. Please check the reason for the rank being stuck",
+    "[hccl_socket_manager.cc:778] [2734049][Wait][LinkEstablish]wait socket establish timeout, role[1] rank[12] "
+    "timeout[120]",
+]
+LOCAL_MESSAGES = [  # local errors, and link errors the side whose link failed logs too (naming the far end)
     "RuntimeError: CUDA error: an illegal memory access was encountered",
+    "EI0013: [PID: 4411] An error CQE occurred during operator execution. Local information: server 10.1.0.2, "
+    "device ID 3, device IP 10.1.0.103. Peer information: server 10.1.0.3, device ID 3, device IP 10.1.0.103.",
     "NVRM: Xid (PCI:0000:8f:00): 94, pid=1874839, name=python3, Contained: SM (0x2)",
     "NET/IB : Got completion from peer 10.1.0.3<4411> with error 4, opcode 0, len 0, vendor err 81 (Send)",
     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",

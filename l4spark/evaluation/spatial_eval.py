@@ -26,7 +26,9 @@ warehouse (``<warehouse>/_spatial_inputs``); every variant is then ranked in pan
 per-unit signals (``score.unit_signals``, computed once per setting that shapes them), so an ablation or a
 weight search over several fleets takes seconds. ``--lofo`` chooses the weights on a grid with
 each family left out (a framework, or a fault class) and reports the held-out family's top-1
-with the weights chosen without it, next to the defaults'.
+with the weights chosen without it, next to the defaults'. ``--conf F.toml`` ranks with a
+configuration file over the defaults (e.g. a ``[spatial]`` table with other ``remote_patterns``:
+the cache is then rebuilt, or kept apart in another warehouse).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ def generate_fleet(out: Path, seed: int, jobs: int = 48) -> None:
                                      failed_share=1.0, fault_kinds=kinds))
 
 
-GRID = {"blame_weight": (0.1, 0.2, 0.4, 0.8, 1.2), "timing_weight": (0.05, 0.1, 0.2, 0.4),
+GRID = {"blame_weight": (0.1, 0.2, 0.4, 0.8, 1.2), "timing_weight": (0.05, 0.1, 0.2, 0.3, 0.4),
         "silence_weight": (0.25, 0.5, 1.0), "slowness_weight": (0.25, 0.5, 1.0)}
 
 
@@ -329,6 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare", action="store_true", help="also rank with the ablation variants")
     parser.add_argument("--lofo", action="store_true", help="leave-one-family-out choice of the weights on a grid")
     parser.add_argument("--misses", action="store_true", help="print every miss with its signals")
+    parser.add_argument("--conf", type=Path, action="append", default=[],
+                        help="a TOML file over the defaults (e.g. a [spatial] table); repeatable")
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args(argv)
 
@@ -341,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from l4spark.config import load_config
 
-    base = load_config().spatial
+    base = load_config(*args.conf).spatial
     if args.normalisation:
         base = dataclasses.replace(base, normalisation=args.normalisation)
     labels, faulty, family, inputs = load_fleets(fleets, base, args.master, args.warehouse)

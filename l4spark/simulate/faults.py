@@ -74,7 +74,20 @@ T_NCCL_REMOTE_OLD = "[Rank {r}] NCCL watchdog thread terminated with exception: 
 T_AGENT_FAILED = "failed (exitcode: {code}) local_rank: {lr} (pid: {pid}) of binary: /usr/bin/python3"
 T_DS_EXIT = "['/usr/bin/python', '-u', 'train.py', '--local_rank={lr}', '--deepspeed_config', 'ds_config.json'] exits with return code = {code}"
 T_SRUN_TASK = "srun: error: {host}: task {r}: Exited with exit code {code}"
+# Ascend HCCL's error-code messages (CANN's hcomm error table, github.com/hicann/hcomm, "hcomm_g_msg"):
+# EI0002 as printed by CANN 7-8 (InternLM/lmdeploy#3354, vllm-project/vllm-ascend#1443, mindspore-ai/docs
+# tutorials/source_en/debug/error_analysis/cann_error_cases.md): a rank waited for a remote rank's notify
 T_HCCL_NOTIFY = "The wait execution of the Notify register times out. Reason: The Notify register has not received the Notify record from remote rank [{rr}].base information: [streamID:[{sid}], taskID[{tid}], taskType[Notify Wait], tag[{tag}]] task information: "
+# EI0002's suggestion lines, as the error table and InternLM/lmdeploy#3354 print them
+T_HCCL_NOTIFY_SOLUTION = ("        Solution: 1. If this error is reported on part of these ranks, check other ranks to see whether other errors have been reported earlier."
+                          "2. If this error is reported for all ranks, check whether the error reporting time is consistent (the maximum difference must not exceed 1800s). "
+                          "If not, locate the cause or adjust the locate the cause or set the HCCL_EXEC_TIMEOUT environment variable to a larger value."
+                          "3. Check whether the completion queue element (CQE) of the error exists in the plog(grep -rn 'error cqe'). If so, check the network connection status. "
+                          "4. Ensure that the number of training samples of each NPU is consistent.")
+# EI0013: the side whose RoCE link failed sees an error CQE naming its peer (the hcomm table's
+# Execution_Error_ROCE_CQE: "server" is the rank table's server id, the host address)
+T_HCCL_CQE = ("An error CQE occurred during operator execution. Local information: server {sip}, device ID {d}, device IP {dip}. "
+              "Peer information: server {pip}, device ID {pd}, device IP {pdip}.")
 T_CUDA_ERR = "RuntimeError: CUDA error: {what}"
 T_NCCL_CUDA_FAIL = "Cuda failure '{what}'"
 
@@ -573,8 +586,7 @@ class FaultPlan(ExtraKinds, BehaviourMixin):
         tag = "AllReduce_%s%%enp189s0f0_60000_0_%d" % (self.ctx.master_ip, self.ctx.comm_ids[0] % 10**10)
         msg, tm = fill(T_HCCL_NOTIFY, rr=rr, sid=rng.randint(2, 9), tid=rng.randint(1, 60000), tag=tag)
         self._add(t, r.npu_code, "EI0002", msg, tmpl=tm)
-        for i, line in enumerate(("        Solution: 1. Check the rank service processes with other errors or no errors in the cluster.2. If this error is reported for all NPUs, check whether the time difference between the earliest and latest errors is greater than the execution timeout interval (1836s by default). If so, adjust the timeout interval by using the HCCL_EXEC_TIMEOUT environment variable.",
-                                  "        TraceBack (most recent call last):")):
+        for i, line in enumerate((T_HCCL_NOTIFY_SOLUTION, "        TraceBack (most recent call last):")):
             self._add(t + 1e-5 * (i + 1), r.plain, line, True)
         ex, ex_t = fill("RuntimeError: ACL stream synchronize failed, error code:{code}", code=507048)
         self._py_exception(r, rng, t + 0.2, [ex], {0: ex_t})
@@ -625,9 +637,10 @@ class FaultPlan(ExtraKinds, BehaviourMixin):
         node = lay.node_of(r.rank)
         nb = (sorted(self.neighbours) or [node])[0]
         rr = nb * lay.ranks_per_node + r.local
-        m, tm = fill("[Check][LinkStatus]link of device[{d}] nic[{ip}] is down, remote rank[{rr}]", d=r.local, ip="%s.%d" % (r.ip.rsplit(".", 1)[0], 100 + r.local), rr=rr)
+        device_ip = lambda ip: "%s.%d" % (ip.rsplit(".", 1)[0], 100 + r.local)
+        m, tm = fill(T_HCCL_CQE, sip=r.ip, d=r.local, dip=device_ip(r.ip), pip=lay.ips[nb], pd=r.local, pdip=device_ip(lay.ips[nb]))
         tl = self.t_root + rng.uniform(0.1, 2)
-        self._add(tl, r.cann, "ERROR", "HCCL", "transport_roce.cc:745", m, r.pid + 44, tmpl=tm)
+        self._add(tl, r.npu_code, "EI0013", m, tmpl=tm)
         self._hccl_timeout_peer(r, rng, t, remote=rr)
 
     def _store_gone(self, r: RankLog, rng: random.Random, node: int) -> None:

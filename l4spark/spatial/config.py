@@ -36,7 +36,7 @@ class SpatialConfig:
     slowness_weight: float = 0.5  # combined score added for being the unit every other unit waits for (a straggler)
     slow_z_min: float = 6.0  # a per-rank timer this many robust spreads above the others starts to count as slow
     truncated_bonus: float = 0.1  # combined score added for far fewer lines than the peers (role can explain it)
-    timing_weight: float = 0.1  # combined score added for the earliest failure onset...
+    timing_weight: float = 0.3  # combined score added for the earliest failure onset...
     timing_scale_s: float = 2.0  # ...decaying by e for every this many seconds behind it
     terminal_share: float = 0.1  # failure onset: events new to a unit in this last share of its life...
     burst_gap_s: float = 10.0  # ...in the first burst of them (a quieter gap than this splits bursts)...
@@ -69,9 +69,20 @@ class SpatialConfig:
         r"TCPStore server has shut down",
         # PyTorch's NCCL watchdog: a collective waited for peers that never joined it
         r"Watchdog caught collective operation timeout|ran for [0-9]+ milliseconds before timing out",
-        # Not here: Ascend HCCL's EI0002 "has not received the Notify record from remote rank"
-        # (InternLM/lmdeploy#3354). The faulty unit's own ranks wait for notifies too when their
-        # link is down; left out of MindSpeed (HCCL) pairs it cost 1 of 29 (docs/spatial.md).
+        # Ascend HCCL, a rank that waited for a remote rank (CANN's hcomm error table, github.com/hicann/hcomm):
+        # EI0002 "The Notify register has not received the Notify record from remote rank [r]"
+        # (InternLM/lmdeploy#3354, vllm-project/vllm-ascend#1443; the table's advice: "check other
+        # ranks to see whether other errors have been reported earlier"); its cluster report of the
+        # lost peer, "serverId[ip], deviceId[d], Heartbeat Lost Occurred" (mindspore-ai/docs,
+        # cann_error_cases.md) / "ExceptionType:[Heartbeat Lost Occurred]" (CANN 8); EI0006
+        # "Getting socket times out. Reason: Remote Rank did not send the data in time"
+        # (vllm-project/vllm-ascend#486, hiyouga/LlamaFactory#5071) and the plog line before it,
+        # "[Wait][LinkEstablish]wait socket establish timeout, role[1] rank[12]" (vllm-ascend#1955).
+        # Not here: EI0013 "An error CQE occurred ... Peer information: server <ip>" (the side whose
+        # link failed prints it too, as NCCL's IB completion error) and torch_npu's HCCL watchdog,
+        # "WorkHCCL(...) ran for N milliseconds before timing out" (vllm-ascend#382): matched above.
+        r"has not received the Notify record from remote rank|Heartbeat Lost Occurred",
+        r"Getting socket times out|wait socket establish timeout",
     )
 
     def __post_init__(self) -> None:
