@@ -451,3 +451,51 @@ def test_native_exception_framing_keeps_the_lines_that_carry_the_error(spark):
     assert _line_flags(spark, carrying, DiagnosisConfig()) == [(False, False)] * len(carrying)
     with pytest.raises(ConfigError, match="native_exception_framing"):
         load_config(overrides={"diagnosis.native_exception_framing": "yes"})
+
+
+def _ranked_line_flags(spark, rows: list[tuple[int, str]], conf: DiagnosisConfig) -> list[bool]:
+    """``frame`` per line of one file whose lines carry a rank (srun --label puts ranks in one file)."""
+    from l4spark.diagnosis.assemble import with_line_flags
+
+    data = [("j", "n1/job.log", n, rank, message) for n, (rank, message) in enumerate(rows, start=1)]
+    lines = spark.createDataFrame(data, "job_id string, file string, line_no long, rank int, message string")
+    return [r.frame for r in with_line_flags(lines, conf).orderBy("line_no").select("frame").collect()]
+
+
+# What the warnings module prints (warnings._formatwarnmsg_impl: "path:N: Category: message", then
+# the warning call's source line indented by two spaces; accelerate #2724, transformers #30749), as
+# messages of the events table: the structure step's python-warning header keeps "Category: msg";
+# logging.captureWarnings' py.warnings logger keeps the path inside its message
+WARNED = [
+    (3, "UserWarning: torch.utils.checkpoint: the use_reentrant parameter should be passed explicitly."),
+    (3, "  warnings.warn("),
+    (3, "UserWarning: CUDA initialization: The NVIDIA driver on your system is too old (found version 11040)."),
+    (3, "  return torch._C._cuda_getDeviceCount() > 0"),
+    (3, "py.warnings: /usr/lib/python3.10/site-packages/torch/utils/data/dataloader.py:557: UserWarning: "
+        "This DataLoader will create 16 worker processes in total."),
+    (3, "  warnings.warn(_create_warning_msg("),
+]
+
+
+def test_a_python_warnings_source_line_is_a_stack_frame_and_the_warning_is_not(spark):
+    assert _ranked_line_flags(spark, WARNED, DiagnosisConfig()) == [False, True] * 3
+    off = load_config(overrides={"diagnosis.warning_source_lines": False}).diagnosis
+    assert _ranked_line_flags(spark, WARNED, off) == [False] * 6
+    with pytest.raises(ConfigError, match="warning_source_lines"):
+        load_config(overrides={"diagnosis.warning_source_lines": "yes"})
+
+
+def test_warning_source_lines_keep_what_is_not_a_warnings_source_line(spark):
+    kept = [
+        (3, "UserWarning: CUDA initialization: The NVIDIA driver on your system is too old"),
+        (4, "  what():  CUDA error: an illegal memory access was encountered"),  # another rank's line
+        (3, "FutureWarning: `torch.cuda.amp.autocast(args...)` is deprecated."),
+        (3, "Traceback (most recent call last):"),  # not indented: not the warning's source line
+        (3, "WARNING: Megatron found an unexpected checkpoint format"),  # a logger's level, no category
+        (3, "  [Rank 3] Watchdog caught collective operation timeout"),
+        (3, "Warning: WARNING: process group has NOT been destroyed before we destruct ProcessGroupNCCL."),
+        (3, "  NCCL WARN NET/IB : Got completion from peer 10.0.0.2 with error 12"),
+    ]
+    # only the traceback header is a frame (frame_patterns); every other line stays a candidate
+    assert _ranked_line_flags(spark, kept, DiagnosisConfig()) == [False, False, False, True, False, False, False,
+                                                                  False]

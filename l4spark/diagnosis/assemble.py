@@ -41,7 +41,7 @@ from l4spark.crossjob.normal_pool import (
 )
 from l4spark.diagnosis.pattern_store import pattern_library
 from l4spark.crossjob.reasons import NO_HISTORY
-from l4spark.diagnosis.config import DiagnosisConfig
+from l4spark.diagnosis.config import INDENTED_PATTERN, WARNING_LINE_PATTERN, DiagnosisConfig
 from l4spark.diagnosis.scoring import SEVERITY, job_patterns, pattern_hit_rows, rank_matches, score_events
 from l4spark.io.frames import computed_once, materialize, session_settings
 from l4spark.io.session import ADAPTIVE, CODEGEN_FACTORY_MODE, WHOLE_STAGE_CODEGEN
@@ -106,15 +106,25 @@ def _progress_mark(lines: DataFrame, tconf) -> F.Column:
 def with_line_flags(lines: DataFrame, conf: DiagnosisConfig) -> DataFrame:
     """Events lines plus ``frame`` (a stack-frame line: ``frame_patterns``, and the C++ exception
     framing when ``native_exception_framing``; or the source line printed under a Python frame,
-    ``source_after``) and ``boilerplate`` (a frame, a line without
-    a letter such as ``====`` or a blank, or a teardown/advice line of ``consequence_patterns``):
+    ``source_after``, or under a Python warning when ``warning_source_lines``) and
+    ``boilerplate`` (a frame, a line without a letter such as ``====`` or a blank, or a
+    teardown/advice line of ``consequence_patterns``):
     what the cross-job filter removes whatever the history (``normal_pool.BOILERPLATE``). Needs
-    job_id, file, line_no, message; a null message is neither."""
+    job_id, file, line_no, message (rank when the frame has it); a null message is neither."""
     in_file = Window.partitionBy("job_id", "file").orderBy("line_no")
     frame = F.lit(False)
     for regex in conf.line_frame_patterns:
         frame = frame | F.coalesce(F.col("message").rlike(regex), F.lit(False))
-    after_frame = F.coalesce(F.lag("message").over(in_file).rlike(conf.source_after), F.lit(False))
+    previous = F.lag("message").over(in_file)
+    after_frame = F.coalesce(previous.rlike(conf.source_after), F.lit(False))
+    if conf.warning_source_lines:
+        # the source line under a Python warning: indented, right after the warning line of the
+        # same file and rank (ranks interleaved in one file: another rank's line is not it)
+        same_rank = (F.lag("rank").over(in_file).eqNullSafe(F.col("rank")) if "rank" in lines.columns
+                     else F.lit(True))
+        after_frame = after_frame | F.coalesce(
+            previous.rlike(WARNING_LINE_PATTERN) & same_rank
+            & F.col("message").rlike(INDENTED_PATTERN), F.lit(False))
     consequence = F.lit(False)
     for regex in conf.consequence_patterns:
         consequence = consequence | F.coalesce(F.col("message").rlike(regex), F.lit(False))

@@ -23,6 +23,15 @@ NATIVE_FRAMING_PATTERNS = (
     r"^\s*terminate called (after throwing an instance of |without an active exception|recursively)",
     r"^\s*Exception raised from \S+ at \S+ \(most recent call first\):\s*$",
 )
+# A Python warning as the warnings module prints it (warnings._formatwarnmsg_impl, CPython 3.x):
+# "path/to/module.py:N: Category: message" and then, indented by two spaces, the source line of
+# the call that warned ("  warnings.warn("), as a traceback prints a frame's source line. The
+# structure step keeps only "Category: message" of a line its python-warning header matched; the
+# path form stays matched where another header took the line (logging.captureWarnings' py.warnings
+# logger, a "[rankN]: " prefix). The warning line carries the news and is never matched itself.
+WARNING_LINE_PATTERN = (r"^\s*(\S*\.py:[0-9]+: )?[A-Za-z_][A-Za-z0-9_]*Warning: "
+                        r"|\s\S*\.py:[0-9]+: [A-Za-z_][A-Za-z0-9_]*Warning: ")
+INDENTED_PATTERN = r"^\s+\S"
 
 
 @dataclass(frozen=True)
@@ -55,6 +64,10 @@ class DiagnosisConfig:
     # frame_patterns (sessions 17 and before). On 2-3-node jobs it was half the false events
     # (docs/diagnosis.md, "Native exception framing")
     native_exception_framing: bool = True
+    # the indented source line printed under a Python warning (WARNING_LINE_PATTERN) of the same
+    # file and rank counts as a stack frame, as source_after's line under a traceback frame;
+    # false: sessions 18 and before (docs/diagnosis.md, "Python warnings' source lines")
+    warning_source_lines: bool = True
     # consequence and advice lines: the launcher tearing the other processes down after one failed,
     # and the fixed hints printed under an error; they say the job is going down or how to debug,
     # not what went wrong (the agent's line naming the failed process and its exit code is not here)
@@ -98,6 +111,8 @@ class DiagnosisConfig:
             _check_java_regex(regex, "diagnosis.frame_patterns")
         for regex in NATIVE_FRAMING_PATTERNS:
             _check_java_regex(regex, "diagnosis.native_exception_framing")
+        for regex in (WARNING_LINE_PATTERN, INDENTED_PATTERN):
+            _check_java_regex(regex, "diagnosis.warning_source_lines")
         for regex in self.consequence_patterns:
             _check_java_regex(regex, "diagnosis.consequence_patterns")
         unknown = sorted(set(self.weights) - set(SOURCES) - {"late", "error"})
