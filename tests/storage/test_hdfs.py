@@ -48,7 +48,7 @@ def hdfs_logs(minidfs, nightly_logs) -> str:
 def test_the_layout_scan_reads_each_job_json_in_its_listing_job(spark, hdfs_logs, nightly_logs, default_config,
                                                                 monkeypatch):
     """On HDFS the layout scan lists the logs root once and reads every job's ``job.json`` in the
-    same Spark job as the files' sizes (``fs.list_files``'s ``read_named``), not in a second read
+    same Spark job as the files' sizes (``fs.list_root``), not in a second read
     by name (which listed the job folders again: 3 Spark jobs more, 0.8 s of the storage bench's
     1.3 s scan); its jobs and files are the local scan's. (A job.json HDFS refuses falls back to
     that read: test_bad_inputs_on_hdfs_are_quarantined_as_locally.)"""
