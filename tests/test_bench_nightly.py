@@ -86,7 +86,7 @@ def test_bench_runs_the_nightly_batch_and_reports_what_the_fleet_holds(tmp_path)
     assert size["input_bytes"] == sum(p.stat().st_size for p in rank_files)
     assert size["lines"] == sum(p.read_bytes().count(b"\n") for p in rank_files)
     assert size["failed_jobs"] == size["diagnosed"] == len(failed) > 0 and size["diagnosis_errors"] == 0
-    assert list(size["steps"]) == ["scan", "parse", "normal_pool", "diagnose", "write", "reports", "upkeep"]
+    assert list(size["steps"]) == ["scan", "parse", "normal_pool", "diagnose", "write and reports", "upkeep"]
     assert size["format"] == "delta" and size["table_files"]["jobs"] == {"before": 1, "after": 1, "on_disk": 1}
     assert sum(size["phases"].values()) == pytest.approx(sum(size["steps"].values()), abs=0.05)
     assert {"parse: read shapes", "diagnose: prepare + cross-job filter"} <= set(size["phases"])

@@ -208,6 +208,52 @@ def test_rerun_replaces_a_jobs_rows_and_nothing_else(spark, fleet, diagnosis):
     assert _table(spark, config, "diagnosis_jobs").where(F.col("job_id") == job_id).count() == 1
 
 
+def test_the_diagnosis_tables_are_written_at_once_with_the_reports_beside_and_diagnosis_jobs_last(
+        spark, fleet, diagnosis, monkeypatch):
+    """``write_diagnosis`` writes ``diagnosis_attempts``, ``diagnosis_events``, ``_nodes``,
+    ``_iterations`` and ``_pace`` from driver threads at once, the work given ``beside`` (the
+    reports) in a thread of its own meanwhile, and ``diagnosis_jobs`` (the mark that a job's
+    diagnosis is complete) after the five. Each write waits for the others to start, and the
+    reports for the events' write: one after the other they would time out."""
+    import threading
+
+    from l4spark.diagnosis import assemble
+
+    config = fleet["config"]
+    five = ("diagnosis_attempts", "diagnosis_events", "diagnosis_nodes", "diagnosis_iterations", "diagnosis_pace")
+    started = {name: threading.Event() for name in five}
+    finished: list[str] = []
+    waited: dict[str, bool] = {}
+    original_rows, original_nodes = assemble.write_job_rows, assemble.write_diagnosis_nodes
+
+    def wait_for_the_others(table):
+        started[table].set()
+        waited[table] = all(started[other].wait(timeout=60) for other in five)
+
+    def write_job_rows(rows, storage, table, *args, **kwargs):
+        if table in started:
+            wait_for_the_others(table)
+        original_rows(rows, storage, table, *args, **kwargs)
+        finished.append(table)
+
+    def write_diagnosis_nodes(rows, storage, job_ids):
+        wait_for_the_others("diagnosis_nodes")
+        original_nodes(rows, storage, job_ids)
+        finished.append("diagnosis_nodes")
+
+    def reports(kept):
+        waited["reports"] = started["diagnosis_events"].wait(timeout=60) and "diagnosis_jobs" not in finished
+        finished.append(f"reports {kept}")
+
+    monkeypatch.setattr(assemble, "write_job_rows", write_job_rows)
+    monkeypatch.setattr(assemble, "write_diagnosis_nodes", write_diagnosis_nodes)
+    assert assemble.write_diagnosis(spark, config, diagnosis, beside=reports) == []
+    assert waited == {name: True for name in [*five, "reports"]}
+    assert finished[-1] == "diagnosis_jobs" and sorted(finished) == sorted([*five, "diagnosis_jobs", "reports []"])
+    jobs = _table(spark, config, "diagnosis_jobs").toPandas()
+    assert sorted(jobs["job_id"]) == sorted(diagnosis.jobs["job_id"])
+
+
 def test_confirmed_diagnosis_becomes_a_pattern_that_matches_the_next_similar_job(spark, fleet, diagnosis):
     from l4spark.diagnosis.pattern_store import pattern_from_diagnosis, save_pattern
 

@@ -357,7 +357,7 @@ def test_the_store_is_saved_while_the_second_read_is_planned_and_before_any_even
 
 
 def test_in_parallel_raises_the_first_error_once_every_write_is_done():
-    from l4spark.parse.pipeline import in_parallel
+    from l4spark.io.storage import in_parallel
 
     done = []
 

@@ -50,13 +50,16 @@ def run(args: argparse.Namespace) -> int:
             return 0
         diagnosis = diagnose_jobs(spark, config, job_ids, progress=progress)
         progress("writing the diagnosis tables")
-        kept = write_diagnosis(spark, config, diagnosis)
         reports = {}
-        if not args.no_reports:  # <warehouse>/_reports by default: still under the lock
+
+        def write_reports(kept: list[str]) -> None:  # <warehouse>/_reports by default: still under the lock
             from l4spark.io import fs
 
             out = args.reports or fs.child(config.storage.warehouse, "_reports")
-            reports = write_job_reports(diagnosis, out, skip=kept, spark=spark)
+            reports.update(write_job_reports(diagnosis, out, skip=kept, spark=spark))
+
+        # the reports are rendered while the tables are written (write_diagnosis)
+        kept = write_diagnosis(spark, config, diagnosis, beside=None if args.no_reports else write_reports)
         maintain_tables(spark, config.storage)
         register_by_name(spark, config, progress)
     shown = [j for j in diagnosis.diagnosed][: max(0, args.show)]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Iterable, Sequence
@@ -47,7 +48,7 @@ from l4spark.io.frames import computed_once, materialize, session_settings
 from l4spark.io.session import ADAPTIVE, CODEGEN_FACTORY_MODE, WHOLE_STAGE_CODEGEN
 from l4spark.spatial.pace import PACE_COLUMNS, timer_readings, unit_pace
 from l4spark.spatial.ranking import rank_nodes, spatial_events, write_diagnosis_nodes
-from l4spark.io.storage import read_table, table_exists, write_job_rows
+from l4spark.io.storage import in_parallel, read_table, table_exists, write_job_rows
 from l4spark.io.tables import DIAGNOSIS_ATTEMPTS, DIAGNOSIS_EVENTS, DIAGNOSIS_ITERATIONS, DIAGNOSIS_JOBS, DIAGNOSIS_NODES, DIAGNOSIS_PACE, columns
 from l4spark.temporal.jobs import analyse_iterations, job_failure_points, temporal_events
 from l4spark.temporal.lines import next_in_file, node_clock_offsets, with_stage_and_iteration
@@ -467,15 +468,21 @@ def _report_inputs(spark: SparkSession, lines: DataFrame, flagged: pd.DataFrame)
 # ---- writing and reports ----------------------------------------------------------------------
 
 
-def write_diagnosis(spark: SparkSession, config: Config, diagnosis: Diagnosis) -> list[str]:
+def write_diagnosis(spark: SparkSession, config: Config, diagnosis: Diagnosis,
+                    beside: Callable[[list[str]], None] | None = None) -> list[str]:
     """Record every job of ``diagnosis.jobs`` in ``diagnosis_attempts`` and replace the five
     diagnosis tables' rows of its jobs, except that a job whose diagnosis failed keeps the last
     good diagnosis it has (its failure is in ``diagnosis_attempts``); returns those kept jobs.
 
-    The per-event, node and iteration tables are written first and ``diagnosis_jobs`` last: a
-    job's row there is the mark that its diagnosis is complete (a crash in between leaves the
-    previous diagnosis row, and a rerun replaces everything of the job). A failed job without an
-    earlier good diagnosis gets an error row, so that analysts see it.
+    ``diagnosis_attempts`` and the per-event, node, iteration and pace tables are written at the
+    same time (``in_parallel``: none reads another) and ``diagnosis_jobs`` last, alone: a job's row
+    there is the mark that its diagnosis is complete (a crash in between leaves the previous
+    diagnosis row, and a rerun replaces everything of the job). A failed job without an earlier
+    good diagnosis gets an error row, so that analysts see it.
+
+    ``beside`` (the reports: Python on the driver, while the writes mostly wait on Spark and the
+    storage) runs in a thread of its own during the writes, given the kept jobs; its error is
+    raised once the writes are done, after theirs.
     """
     storage = config.storage
     failed = set(diagnosis.jobs.loc[diagnosis.jobs["status"] == "error", "job_id"])
@@ -489,25 +496,30 @@ def write_diagnosis(spark: SparkSession, config: Config, diagnosis: Diagnosis) -
                    for record in ordered.itertuples(index=False, name=None)]
         return spark.createDataFrame(records, schema)
 
-    def write(rows: pd.DataFrame, schema: str, table: str) -> None:
+    def write(rows: pd.DataFrame, schema: str, table: str) -> Callable[[], None]:
         with_rows = set(rows["job_id"]) if len(rows) else set()
-        write_job_rows(frame(rows, schema).localCheckpoint(), storage, table, job_ids, with_rows)
+        return lambda: write_job_rows(frame(rows, schema).localCheckpoint(), storage, table, job_ids, with_rows)
+
+    def of_written(rows: pd.DataFrame) -> pd.DataFrame:
+        return rows[rows["job_id"].isin(job_ids)] if len(rows) else rows
 
     optional = {"threshold", "reason"} - set(diagnosis.iterations.columns)
     iteration_schema = ", ".join(c for c in DIAGNOSIS_ITERATIONS.schema.split(", ") if c.split()[0] not in optional)
     attempts = attempt_rows(diagnosis.jobs, _parsed_at(spark, config, diagnosis.jobs["job_id"]),
                             _attempts(spark, config, diagnosis.jobs["job_id"]))
-    write_job_rows(frame(attempts, DIAGNOSIS_ATTEMPTS.schema).localCheckpoint(), storage, DIAGNOSIS_ATTEMPTS.name,
-                   attempts["job_id"].tolist())
-
-    def of_written(rows: pd.DataFrame) -> pd.DataFrame:
-        return rows[rows["job_id"].isin(job_ids)] if len(rows) else rows
-
-    write(of_written(diagnosis.events), DIAGNOSIS_EVENTS.schema, "diagnosis_events")
-    write_diagnosis_nodes(frame(of_written(diagnosis.nodes), DIAGNOSIS_NODES.schema).localCheckpoint(), storage, job_ids)
-    write(of_written(diagnosis.iterations), iteration_schema, "diagnosis_iterations")
-    write(of_written(diagnosis.pace), DIAGNOSIS_PACE.schema, DIAGNOSIS_PACE.name)
-    write(of_written(diagnosis.jobs), DIAGNOSIS_JOBS.schema, "diagnosis_jobs")
+    nodes = of_written(diagnosis.nodes)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="l4spark-beside") as pool:
+        alongside = pool.submit(beside, kept) if beside is not None else None
+        in_parallel(
+            lambda: write_job_rows(frame(attempts, DIAGNOSIS_ATTEMPTS.schema).localCheckpoint(), storage,
+                                   DIAGNOSIS_ATTEMPTS.name, attempts["job_id"].tolist()),
+            write(of_written(diagnosis.events), DIAGNOSIS_EVENTS.schema, "diagnosis_events"),
+            lambda: write_diagnosis_nodes(frame(nodes, DIAGNOSIS_NODES.schema).localCheckpoint(), storage, job_ids),
+            write(of_written(diagnosis.iterations), iteration_schema, "diagnosis_iterations"),
+            write(of_written(diagnosis.pace), DIAGNOSIS_PACE.schema, DIAGNOSIS_PACE.name))
+        write(of_written(diagnosis.jobs), DIAGNOSIS_JOBS.schema, "diagnosis_jobs")()
+    if alongside is not None:
+        alongside.result()
     return kept
 
 

@@ -18,7 +18,7 @@ import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -47,7 +47,7 @@ def stored_format(storage: StorageConfig, table: str, spark: SparkSession | None
     format it was created in, whatever ``storage.format`` says now: every reader detects it.
 
     ``spark``: the session that lists a remote warehouse; default the thread's active session,
-    which a thread that Python started has not (``pipeline.in_parallel``): writers pass theirs.
+    which a thread that Python started has not (``in_parallel``): writers pass theirs.
     """
     if not fs.is_local(storage.warehouse):
         return _remote_stored_format(storage, table, spark or _active_session())
@@ -112,6 +112,23 @@ class StoredFormats:
 
     def __getitem__(self, table: str) -> str | None:
         return self._looked_up.result()[table]
+
+
+def in_parallel(*writes: Callable[[], None]) -> None:
+    """Run ``writes`` (table writes that do not read each other) at the same time, each in a
+    driver thread, and wait for all of them; then raise the first error, in the order given.
+    Each write commits on its own, as it would one after the other: a crash between them leaves
+    states a sequential run can leave too, which a rerun replaces (the parse's ``jobs`` and the
+    diagnosis' ``diagnosis_jobs``, the marks that a job is done, are written after them, alone).
+    Threads of one driver, under the run's one l4spark lock: the single-writer guarantee is the
+    lock's, unchanged (docs/deploy.md)."""
+    if len(writes) == 1:
+        writes[0]()
+        return
+    with ThreadPoolExecutor(max_workers=len(writes), thread_name_prefix="l4spark-write") as pool:
+        futures = [pool.submit(write) for write in writes]
+    for future in futures:
+        future.result()
 
 
 def write_job_rows(rows: DataFrame, storage: StorageConfig, table: str, job_ids: Iterable[str],

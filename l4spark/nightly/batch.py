@@ -15,7 +15,8 @@ tables as one clean run:
    made after their last parse (or, ``--rediagnose-older``, by this l4spark version); a job whose
    last ``nightly.max_attempts`` diagnoses failed on the same parse is given up (listed, not tried);
 5. diagnose them together and write the diagnosis tables (per job replaced; ``diagnosis_jobs``
-   last) and their reports;
+   last), rendering their reports at the same time (``runs.seconds``: one step, "write and
+   reports", or "write" without reports);
 6. Delta upkeep (l4spark/io/maintenance.py): compact the tables whose files passed
    ``storage.optimize_min_files``, VACUUM past ``storage.vacuum_retain_hours``;
 7. record the run in the ``runs`` table (run id, date, counts, errors, seconds per step), then
@@ -135,13 +136,15 @@ def run_nightly(spark: SparkSession, config: Config, logs_root: str | Path, run_
         diagnosis = diagnose_jobs(spark, config, run.selected, run_id=run.run_id, progress=progress)
         lap("diagnose")
         kill_point("after_diagnose")
-        run.kept = write_diagnosis(spark, config, diagnosis)
+
+        def reports(kept: list[str]) -> None:
+            run.reports = write_job_reports(diagnosis, reports_dir, skip=kept, spark=spark)
+
+        # the reports are rendered on the driver while the tables are written (write_diagnosis)
+        run.kept = write_diagnosis(spark, config, diagnosis, beside=reports if reports_dir is not None else None)
         run.diagnosed = diagnosis.diagnosed
         run.errors = {r.job_id: r.error for r in diagnosis.jobs.itertuples() if r.status == "error"}
-        lap("write")
-        if reports_dir is not None:
-            run.reports = write_job_reports(diagnosis, reports_dir, skip=run.kept, spark=spark)
-            lap("reports")
+        lap("write and reports" if reports_dir is not None else "write")
     run.upkeep = maintain_tables(spark, config.storage)
     lap("upkeep")
     kill_point("before_runs_row")

@@ -59,7 +59,7 @@ from l4spark.parse.template_store import load_template_store, save_template_stor
 from l4spark.parse.templates import TemplateStore
 from l4spark.io import fs
 from l4spark.io.frames import local_frame, session_settings
-from l4spark.io.storage import StoredFormats, read_table, table_exists, write_job_rows, write_table
+from l4spark.io.storage import StoredFormats, in_parallel, read_table, table_exists, write_job_rows, write_table
 from l4spark.io.tables import EVENTS, JOB_EVENT_COUNTS, JOB_EVENT_FORMS, JOBS, QUARANTINE
 from l4spark.io.tables import columns as table_columns
 from l4spark.parse.textrules import Masker, message_form
@@ -129,22 +129,6 @@ def parse_jobs(spark: SparkSession, config: Config, logs_root: str | Path, jobs:
     _write_jobs(spark, config, scan, summary, formats)
     summary.seconds["write tables"] = clock.lap()
     return summary
-
-
-def in_parallel(*writes: Callable[[], None]) -> None:
-    """Run ``writes`` (table writes that do not read each other) at the same time, each in a
-    driver thread, and wait for all of them; then raise the first error, in the order given.
-    Each write commits on its own, as it would one after the other: a crash between them leaves
-    the same states a sequential run can leave (the tables a rerun replaces, ``jobs`` unwritten).
-    Threads of one driver, under the run's one l4spark lock: the single-writer guarantee is the
-    lock's, unchanged (docs/deploy.md)."""
-    if len(writes) == 1:
-        writes[0]()
-        return
-    with ThreadPoolExecutor(max_workers=len(writes), thread_name_prefix="l4spark-write") as pool:
-        futures = [pool.submit(write) for write in writes]
-    for future in futures:
-        future.result()
 
 
 def _parse_readable(spark: SparkSession, config: Config, scan: LayoutScan, store: TemplateStore,
