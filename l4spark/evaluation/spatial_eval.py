@@ -12,8 +12,8 @@ labelled job with a non-empty ``faulty_nodes`` is ranked; top-k accuracy (k = 1,
 the share of its faulty nodes within the first k units, averaged over jobs. ``--compare``
 also ranks with each signal left out, with isolation alone (the method before peer blame and
 timing), with each of session 15's rules, session 16's small-job timing, session 17's pair onsets
-without remote events and session 18's blame that follows the order of failure left out
-(``PAIR_VARIANTS``) and with the other
+without remote events, session 18's blame that follows the order of failure left out and
+session 20's pair isolation at full weight (``PAIR_VARIANTS``) and with the other
 normalisations: the ablation tables of docs/spatial.md. Every run prints the two-unit, three-unit and
 larger jobs apart (faulty node first, top-1); ``--compare`` adds the top-1 per framework and per fault class of
 the defaults and of each of those variants, on two-unit jobs, three-unit jobs and on all jobs (which family a rule costs). The
@@ -26,7 +26,8 @@ warehouse (``<warehouse>/_spatial_inputs``); every variant is then ranked in pan
 per-unit signals (``score.unit_signals``, computed once per setting that shapes them), so an ablation or a
 weight search over several fleets takes seconds. ``--lofo`` chooses the weights on a grid with
 each family left out (a framework, or a fault class) and reports the held-out family's top-1
-with the weights chosen without it, next to the defaults'. ``--conf F.toml`` ranks with a
+with the weights chosen without it, next to the defaults', and then the pair isolation weight alone
+on its own grid (``PAIR_GRID``; ``--lofo-pairs`` runs that part only, in seconds). ``--conf F.toml`` ranks with a
 configuration file over the defaults (e.g. a ``[spatial]`` table with other ``remote_patterns``:
 the cache is then rebuilt, or kept apart in another warehouse).
 """
