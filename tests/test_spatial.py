@@ -297,8 +297,9 @@ def test_of_two_nodes_a_failure_that_begins_with_a_peer_failed_line_is_not_timed
     ranked = rank_units("job-p", counts, activity, SpatialConfig())
     # 4 points to 3 (n00's timeout is one for n01), and only n01 is timed
     assert ranked["node"].tolist() == ["n01", "n00"]
-    timed = SpatialConfig().timing_weight
-    assert ranked["combined_score"].round(4).tolist() == [round(0.5 + 0.25 / 7 + timed, 4), round(0.5 - 0.25 / 7, 4)]
+    timed, weight = SpatialConfig().timing_weight, SpatialConfig().pair_isolation_weight
+    assert ranked["combined_score"].round(4).tolist() == [round(0.5 + weight * 0.25 / 7 + timed, 4),
+                                                          round(0.5 - weight * 0.25 / 7, 4)]
     assert ranked.iloc[0]["onset_lag_s"] == 0.0 and np.isnan(ranked.iloc[1]["onset_lag_s"])
     assert ranked.iloc[0]["signals"][-1] == "failed first"
     before = rank_units("job-p", counts, activity, SpatialConfig(pair_onset_without_remote=False))
@@ -398,30 +399,89 @@ def test_of_three_nodes_peers_that_time_out_first_still_blame_the_stuck_node():
     assert plain.set_index("node").loc["n01", "named_by"] == 0
 
 
+# ---- session 20: a pair's isolation weighs less ---------------------------------------------
+
+
+def _rank_0_talks_more_pair() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """n01 (the last rank's node) loses a GPU: Xid 79 and the CUDA error at 950 s. n00 holds
+    rank 0 and prints by role what n01 never does (DeepSpeed's config echo, one event per key,
+    its step lines, a wandb retry: 13 events, all long before the end), then its NCCL watchdog
+    reacts to n01 at 980 s (a remote line, its abort in the same instant)."""
+    routine = ["ds_config_header", "zero_stage", "train_batch_size", "micro_batch", "grad_accum", "grad_clip",
+               "steps_per_print", "bf16", "cpu_checkpointing", "partition_activations", "optimizer_echo",
+               "step_line", "wandb_retry"]
+    rows = [_fact("n00", event, 1, 10.0 + i) for i, event in enumerate(routine)]
+    rows += [_fact("n01", "xid_79", 1, 950.0), _fact("n01", "cuda_error", 8, 950.1),
+             _fact("n00", "watchdog_timeout", 8, 980.0, remote=True), _fact("n00", "abort", 8, 980.0)]
+    return _pair(rows)
+
+
+def test_of_two_nodes_rank_0s_role_output_does_not_outweigh_who_failed_first():
+    counts, activity = _rank_0_talks_more_pair()
+    # own points 14 (13 role events and the abort) to 3 (Xid, CUDA error, n00's watchdog):
+    # pair_isolation 0.5 + 0.25 x 11/17 = 0.6618 and 0.3382; n01 alone is timed (n00 reacted)
+    ranked = rank_units("job-p", counts, activity, SpatialConfig())
+    assert ranked["node"].tolist() == ["n01", "n00"]
+    assert ranked["score"].round(4).tolist() == [0.3382, 0.6618]
+    weight, timed = SpatialConfig().pair_isolation_weight, SpatialConfig().timing_weight
+    gap = 0.25 * 11 / 17
+    assert ranked["combined_score"].tolist() == pytest.approx([0.5 - weight * gap + timed, 0.5 + weight * gap],
+                                                             abs=1e-6)
+    # at full weight (session 14 to 19) the role output outweighs the 0.3 of failing first
+    before = rank_units("job-p", counts, activity, SpatialConfig(pair_isolation_weight=1.0))
+    assert before["node"].tolist() == ["n00", "n01"]
+    assert before["combined_score"].round(4).tolist() == [0.6618, round(0.3382 + timed, 4)]
+
+
+def test_the_pair_isolation_weight_leaves_larger_jobs_alone():
+    counts, activity = _neighbour_job(), _activity(8)
+    pd.testing.assert_frame_equal(rank_units("job-x", counts, activity, SpatialConfig()),
+                                  rank_units("job-x", counts, activity, SpatialConfig(pair_isolation_weight=1.0)))
+
+
+def test_the_pair_isolation_weight_is_a_conf_number_at_least_0(tmp_path):
+    from l4spark.config import load_config
+
+    path = tmp_path / "pair.toml"
+    path.write_text("[spatial]\npair_isolation_weight = 1.0\n")
+    assert load_config(path).spatial.pair_isolation_weight == 1.0
+    assert load_config().spatial.pair_isolation_weight == 0.4
+    with pytest.raises(ConfigError, match="spatial.pair_isolation_weight"):
+        SpatialConfig(pair_isolation_weight=-0.1)
+
+
 def test_without_remote_patterns_the_survivors_peer_failed_lines_count_for_the_survivor():
     # the flag was stored with the patterns of its day; no patterns must mean no remote event
+    # (isolation at full weight, as when the rule was written: session 15)
     counts, activity = _pair([_fact("n01", "cuda_error", 1, 900.0),
                               _fact("n00", "nccl_remote_error", 8, 960.0, remote=True),
                               _fact("n00", "watchdog_timeout", 8, 961.0, remote=True)])
-    assert _order(counts, activity, SpatialConfig()) == (["n01", "n00"], [0.75, 0.25])  # 3 points to 0
-    assert _order(counts, activity, SpatialConfig(remote_patterns=())) == (["n00", "n01"], [0.5833, 0.4167])
+    full = SpatialConfig(pair_isolation_weight=1.0)
+    assert _order(counts, activity, full) == (["n01", "n00"], [0.75, 0.25])  # 3 points to 0
+    assert _order(counts, activity, SpatialConfig(remote_patterns=(), pair_isolation_weight=1.0)) == (
+        ["n00", "n01"], [0.5833, 0.4167])
 
 
 def test_without_the_quiet_rule_rank_0s_info_lines_of_its_own_count_for_it():
     counts, activity = _pair([_fact("n00", "resume_banner", 1, 10.0, loud=False),
                               _fact("n00", "config_echo", 40, 11.0, loud=False),
                               _fact("n01", "xid_79", 2, 900.0)])
-    assert _order(counts, activity, SpatialConfig()) == (["n01", "n00"], [0.75, 0.25])  # 1 point to 0
-    assert _order(counts, activity, SpatialConfig(pair_quiet_for_nobody=False)) == (["n00", "n01"], [0.5833, 0.4167])
+    full = SpatialConfig(pair_isolation_weight=1.0)  # isolation at full weight, as in session 15
+    assert _order(counts, activity, full) == (["n01", "n00"], [0.75, 0.25])  # 1 point to 0
+    assert _order(counts, activity, SpatialConfig(pair_quiet_for_nobody=False, pair_isolation_weight=1.0)) == (
+        ["n00", "n01"], [0.5833, 0.4167])
 
 
 def test_a_lead_in_time_outweighs_a_peers_larger_share_of_events():
     # timing_weight 0.3 (session 19; 0.1 before): n01 fails 10 minutes before n00 with one CUDA
-    # line, n00's own tracebacks are 2 events to 1. Isolation gives n00 0.5833 and n01 0.4167;
-    # the lead adds 0.3 (0.1 was not enough), with pair silence left out so time alone decides
+    # line, n00's own tracebacks are 2 events to 1. Isolation gives n00 0.5833 and n01 0.4167
+    # (at full weight; 0.5333 and 0.4667 at the pair weight 0.4 of session 20); the lead adds
+    # 0.3 (0.1 was not enough at full weight), with pair silence left out so time alone decides
     counts, activity = _pair([_fact("n01", "cuda_error", 1, 990.0), _fact("n00", "proxy_trace", 40, 1590.0),
                               _fact("n00", "abort", 4, 1591.0)], last_s={0: 1600.0, 1: 1000.0})
-    assert _order(counts, activity, SpatialConfig(pair_silence=False)) == (["n01", "n00"], [0.7167, 0.5833])
+    assert _order(counts, activity, SpatialConfig(pair_silence=False, pair_isolation_weight=1.0)) == (
+        ["n01", "n00"], [0.7167, 0.5833])
+    assert _order(counts, activity, SpatialConfig(pair_silence=False)) == (["n01", "n00"], [0.7667, 0.5333])
 
 
 def test_without_pair_silence_the_node_that_stopped_first_is_not_silent_and_rank_0s_peer_is_truncated():
@@ -431,10 +491,13 @@ def test_without_pair_silence_the_node_that_stopped_first_is_not_silent_and_rank
                               _fact("n00", "abort", 4, 1591.0)], last_s={0: 1600.0, 1: 1000.0})
     defaults = SpatialConfig()
     timed = defaults.timing_weight
+    weight = defaults.pair_isolation_weight
     assert _order(counts, activity, defaults) == (["n01", "n00"], [
-        round(0.5 - 0.25 / 3 + defaults.silence_weight + timed, 4), round(0.5 + 0.25 / 3, 4)])
-    # without the rule, at session 15's timing weight (0.1), n00's tracebacks outweigh n01's lead
-    assert _order(counts, activity, SpatialConfig(pair_silence=False, timing_weight=0.1)) == (["n00", "n01"], [0.5833, 0.5167])
+        round(0.5 - weight * 0.25 / 3 + defaults.silence_weight + timed, 4), round(0.5 + weight * 0.25 / 3, 4)])
+    # without the rule, at session 15's weights (timing 0.1, isolation in full), n00's tracebacks
+    # outweigh n01's lead
+    assert _order(counts, activity, SpatialConfig(pair_silence=False, timing_weight=0.1, pair_isolation_weight=1.0)) \
+        == (["n00", "n01"], [0.5833, 0.5167])
     # as before session 15, the two are one group of peers: the midpoint, a spread of half the
     # gap (never silent by time) and a line median, by which rank 0's peer is truncated
     by_role = _activity(2, n_lines={0: 7200, 1: 333}).set_index("node")
@@ -465,7 +528,8 @@ def test_spatial_eval_re_ranks_cached_inputs_under_each_left_out_rule():
     defaults = SpatialConfig()
     variants = ablations(defaults)
     changed = {name: {f for f in ("remote_patterns", "pair_quiet_for_nobody", "pair_silence", "silent_despite_errors",
-                                  "small_job_timing", "pair_onset_without_remote", "blame_follows_onsets")
+                                  "small_job_timing", "pair_onset_without_remote", "blame_follows_onsets",
+                                  "pair_isolation_weight")
                       if getattr(variants[name], f) != getattr(defaults, f)} for name in PAIR_VARIANTS}
     assert changed == {"- remote patterns (pairs)": {"remote_patterns"},
                        "- quiet for nobody (pairs)": {"pair_quiet_for_nobody"},
@@ -473,7 +537,8 @@ def test_spatial_eval_re_ranks_cached_inputs_under_each_left_out_rule():
                        "- all three pair rules": {"remote_patterns", "pair_quiet_for_nobody", "pair_silence"},
                        "- small-job timing": {"small_job_timing"},
                        "- pair onsets without remote": {"pair_onset_without_remote"},
-                       "- blame follows onsets": {"blame_follows_onsets"}}
+                       "- blame follows onsets": {"blame_follows_onsets"},
+                       "- pair isolation weight": {"pair_isolation_weight"}}
     # a cached fleet of one two-node job: its remote flags were set in Spark
     counts, activity = _pair([_fact("n01", "cuda_error", 1, 900.0),
                               _fact("n00", "nccl_remote_error", 8, 960.0, remote=True),
@@ -483,7 +548,7 @@ def test_spatial_eval_re_ranks_cached_inputs_under_each_left_out_rule():
     assert firsts == {"l4spark (role)": "n01", "- remote patterns (pairs)": "n00", "- quiet for nobody (pairs)": "n01",
                       "- pair silence": "n01", "- silent despite errors": "n01", "- all three pair rules": "n00",
                       "- small-job timing": "n01", "- pair onsets without remote": "n01",
-                      "- blame follows onsets": "n01"}
+                      "- blame follows onsets": "n01", "- pair isolation weight": "n01"}
 
 
 def _cached_fleet(root: Path, name: str, job_id: str, faulty: str) -> Path:

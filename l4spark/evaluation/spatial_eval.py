@@ -12,8 +12,8 @@ labelled job with a non-empty ``faulty_nodes`` is ranked; top-k accuracy (k = 1,
 the share of its faulty nodes within the first k units, averaged over jobs. ``--compare``
 also ranks with each signal left out, with isolation alone (the method before peer blame and
 timing), with each of session 15's rules, session 16's small-job timing, session 17's pair onsets
-without remote events and session 18's blame that follows the order of failure left out
-(``PAIR_VARIANTS``) and with the other
+without remote events, session 18's blame that follows the order of failure left out and
+session 20's pair isolation at full weight (``PAIR_VARIANTS``) and with the other
 normalisations: the ablation tables of docs/spatial.md. Every run prints the two-unit, three-unit and
 larger jobs apart (faulty node first, top-1); ``--compare`` adds the top-1 per framework and per fault class of
 the defaults and of each of those variants, on two-unit jobs, three-unit jobs and on all jobs (which family a rule costs). The
@@ -26,7 +26,8 @@ warehouse (``<warehouse>/_spatial_inputs``); every variant is then ranked in pan
 per-unit signals (``score.unit_signals``, computed once per setting that shapes them), so an ablation or a
 weight search over several fleets takes seconds. ``--lofo`` chooses the weights on a grid with
 each family left out (a framework, or a fault class) and reports the held-out family's top-1
-with the weights chosen without it, next to the defaults'. ``--conf F.toml`` ranks with a
+with the weights chosen without it, next to the defaults', and then the pair isolation weight alone
+on its own grid (``PAIR_GRID``; ``--lofo-pairs`` runs that part only, in seconds). ``--conf F.toml`` ranks with a
 configuration file over the defaults (e.g. a ``[spatial]`` table with other ``remote_patterns``:
 the cache is then rebuilt, or kept apart in another warehouse).
 """
@@ -55,12 +56,15 @@ def generate_fleet(out: Path, seed: int, jobs: int = 48) -> None:
 
 GRID = {"blame_weight": (0.1, 0.2, 0.4, 0.8, 1.2), "timing_weight": (0.05, 0.1, 0.2, 0.3, 0.4),
         "silence_weight": (0.25, 0.5, 1.0), "slowness_weight": (0.25, 0.5, 1.0)}
+# the weight of a pair's isolation, chosen apart (``--lofo``): it moves two-unit jobs only
+PAIR_GRID = (0.2, 0.4, 0.6, 0.8, 1.0)
 
 
 PAIR_RULES_OFF = dict(remote_patterns=(), pair_quiet_for_nobody=False, pair_silence=False)
 PAIR_VARIANTS = ("- remote patterns (pairs)", "- quiet for nobody (pairs)", "- pair silence",
                  "- silent despite errors", "- all three pair rules", "- small-job timing",
-                 "- pair onsets without remote", "- blame follows onsets")
+                 "- pair onsets without remote", "- blame follows onsets",
+                 "- pair isolation weight")
 
 
 def ablations(base) -> dict[str, object]:
@@ -89,6 +93,8 @@ def ablations(base) -> dict[str, object]:
         "- pair onsets without remote": replace(base, pair_onset_without_remote=False),
         # session 18: a name of a unit that began to fail after the namer is not blame (any job size)
         "- blame follows onsets": replace(base, blame_follows_onsets=False),
+        # session 20: of two units, pair_isolation at full weight again (session 14's 0.25-0.75)
+        "- pair isolation weight": replace(base, pair_isolation_weight=1.0),
         "isolation + evidence": replace(base, **none),
         "isolation only": replace(base, evidence_required=False, **none),
     }
@@ -235,7 +241,8 @@ class Ranker:
     once per signal-shaping setting (normalisation and the rest); the weights only re-sum them."""
 
     _WEIGHTS = ("blame_weight", "timing_weight", "silence_weight", "slowness_weight", "truncated_bonus",
-                "evidence_required", "blame_discount", "slow_z_min", "timing_scale_s", "top_k", "threshold")
+                "evidence_required", "blame_discount", "slow_z_min", "timing_scale_s", "top_k", "threshold",
+                "pair_isolation_weight")
 
     def __init__(self, inputs: dict[str, dict[str, pd.DataFrame]]) -> None:
         self.inputs = inputs  # fleet name -> frames
@@ -260,11 +267,14 @@ class Ranker:
             self._signals[key] = out
         return self._signals[key]
 
-    def rankings(self, config) -> dict[str, list[str]]:
+    def rankings(self, config, jobs=None) -> dict[str, list[str]]:
+        """job -> units by combined score under ``config`` (of ``jobs`` only, when given)."""
         from l4spark.spatial.score import combine, order_units
 
         out = {}
         for job_id, signals in self.signals(config).items():
+            if jobs is not None and job_id not in jobs:
+                continue
             order = order_units(combine(signals, config)["combined"])
             out[job_id] = list(signals.loc[order, "node"])
         return out
@@ -318,6 +328,16 @@ def _choose(ranker: Ranker, base, faulty: dict) -> tuple[object, dict[int, float
     return best[1], accuracy(ranker.rankings(best[1]), faulty)
 
 
+def _choose_pair_weight(ranker: Ranker, base, faulty: dict) -> float:
+    """The ``PAIR_GRID`` value with the most two-unit jobs of ``faulty`` first (then nearest the
+    default); the other weights stay at ``base``'s. Larger jobs do not depend on it."""
+    units = ranker.signals(base)
+    pairs = {j: n for j, n in faulty.items() if j in units and len(units[j]) == 2}
+    scored = [(first_count(ranker.rankings(dataclasses.replace(base, pair_isolation_weight=w), pairs), pairs),
+               -abs(w - base.pair_isolation_weight), w) for w in PAIR_GRID]
+    return max(scored)[2]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="spatial_eval", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -330,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--normalisation", help="default: the SpatialConfig default (role)")
     parser.add_argument("--compare", action="store_true", help="also rank with the ablation variants")
     parser.add_argument("--lofo", action="store_true", help="leave-one-family-out choice of the weights on a grid")
+    parser.add_argument("--lofo-pairs", action="store_true",
+                        help="only the pair isolation weight's part of --lofo (seconds, not minutes)")
     parser.add_argument("--misses", action="store_true", help="print every miss with its signals")
     parser.add_argument("--conf", type=Path, action="append", default=[],
                         help="a TOML file over the defaults (e.g. a [spatial] table); repeatable")
@@ -398,6 +420,19 @@ def main(argv: list[str] | None = None) -> int:
                 weights = ", ".join(f"{getattr(chosen, k):g}" for k in GRID)
                 print(f"  {axis + ' = ' + value:<34} {len(held):>3} {accuracy(rankings['l4spark'], held)[1]:>9.3f} "
                       f"{accuracy(ranker.rankings(chosen), held)[1]:>7.3f}  {weights}")
+    if args.lofo or args.lofo_pairs:
+        units = ranker.signals(base)
+        pairs = {j: n for j, n in faulty.items() if j in units and len(units[j]) == 2}
+        print("\nleave-one-family-out, the pair isolation weight alone (two-unit jobs of the held-out family first)")
+        print(f"  {'held out':<34} {'pairs':>5} {'defaults':>9} {'chosen':>7}  weight chosen")
+        for axis in ("framework", "fault class"):
+            for value in sorted({family[j][axis] for j in pairs}):
+                held = {j: n for j, n in pairs.items() if family[j][axis] == value}
+                train = {j: n for j, n in faulty.items() if family[j][axis] != value}
+                weight = _choose_pair_weight(ranker, base, train)
+                chosen = ranker.rankings(dataclasses.replace(base, pair_isolation_weight=weight), held)
+                print(f"  {axis + ' = ' + value:<34} {len(held):>5} {first_count(rankings['l4spark'], held):>9} "
+                      f"{first_count(chosen, held):>7}  {weight:g}")
 
     if args.misses:
         print("\nmisses (faulty node not ranked first):")

@@ -57,6 +57,10 @@ class SpatialConfig:
     # namer's own failure report (NCCL's IB completion error names the far end), not blame, unless
     # its text says a peer failed (remote_patterns): docs/spatial.md, "Blame follows the order of failure".
     blame_follows_onsets: bool = True
+    # Session 20: of two units, how much of pair_isolation's distance from 0.5 counts (1.0: session
+    # 14's 0.25-0.75). Both units are roles of one and their own events are mostly role output
+    # (Megatron's print_rank_0 / print_rank_last): docs/spatial.md, "A pair's isolation weighs less".
+    pair_isolation_weight: float = 0.4
     # Messages that say the failure is at a peer, not here (Java regexes, matched on one sample
     # line per unit and event): with one peer they can only mean the other unit (``pair_isolation``).
     remote_patterns: tuple = (
@@ -107,7 +111,7 @@ class SpatialConfig:
         if not 0.0 <= self.threshold <= 1.0:
             raise ConfigError(f"spatial.threshold: expected a score in [0, 1], found {self.threshold!r}")
         for key in ("blame_weight", "timing_weight", "mention_window_s", "truncated_bonus", "silence_weight",
-                    "slowness_weight"):
+                    "slowness_weight", "pair_isolation_weight"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"spatial.{key}: expected a number >= 0, found {getattr(self, key)!r}")
         for key in ("timing_scale_s", "burst_gap_s", "slow_z_min"):

@@ -6,6 +6,8 @@ inline in a unit test), computes every signal of ``signals.py`` and adds them up
 ``combined_score = isolation + blame_weight * blame + timing_weight * timing
 + silence_weight * silent + truncated_bonus * truncated + slowness_weight * slowness``
 
+(of two units, isolation is ``0.5 + pair_isolation_weight * (pair_isolation - 0.5)``)
+
 and ranks by ``combined_score`` (ties by unit name). No signal gets a tier of its own: a
 weaker signal can only beat a stronger one by its weight, and every weight is measured by an
 ablation (docs/spatial.md).
@@ -126,12 +128,16 @@ def combine(signals: pd.DataFrame, config: SpatialConfig) -> pd.DataFrame:
     """The weighted parts and their sum per unit (``combined``), from ``unit_signals``.
 
     Output columns: isolation (the forest's score, 0.5 at most for a unit without evidence when
-    ``evidence_required``), blame, timing, silence, slowness (each in [0, 1] before its
+    ``evidence_required``; of two units ``pair_isolation``'s distance from 0.5 times
+    ``pair_isolation_weight``), blame, timing, silence, slowness (each in [0, 1] before its
     weight), combined. ``blame_discount=False`` counts naming units without the by-design
     discount (the ablation of the discount).
     """
     isolation = signals["score"].where(signals["has_evidence"] | (not config.evidence_required),
                                        signals["score"].clip(upper=0.5))
+    if len(signals) == 2:
+        # of two units, own events are mostly role output: their difference weighs less
+        isolation = 0.5 + config.pair_isolation_weight * (isolation - 0.5)
     blame = blame_scores(signals["named_weight"] if config.blame_discount else signals["named_by"].astype(float))
     timing = timing_scores(signals["onset_lag_s"], config.timing_scale_s)
     slowness = slowness_scores(signals[["slow_z"]], signals["detector_votes"], config)
