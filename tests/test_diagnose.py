@@ -545,3 +545,67 @@ def test_warning_source_lines_keep_what_is_not_a_warnings_source_line(spark):
     # only the traceback header is a frame (frame_patterns); every other line stays a candidate
     assert _ranked_line_flags(spark, kept, DiagnosisConfig()) == [False, False, False, True, False, False, False,
                                                                   False]
+
+
+# torch elastic's agent logs its node's first failed worker (multiprocessing/api.py, _poll): the
+# faulty node's line and the lines of the peers that died after it are one template
+EXIT_FAULTY = "failed (exitcode: -9) local_rank: 3 (pid: 2811) of binary: /usr/bin/python3"
+EXIT_PEER = "failed (exitcode: -6) local_rank: 0 (pid: 4120) of binary: /usr/bin/python3"
+
+
+def _exit_evidence(job_id: str, exit_nodes: list[str]) -> dict:
+    return {**_late_error("exit", EXIT_FAULTY, job_id=job_id), "exit_nodes": exit_nodes}
+
+
+def test_the_first_ranked_units_exit_line_is_not_failure_boilerplate():
+    # every other failed job prints the exit template: failure boilerplate by generic_share
+    evidence = pd.DataFrame([
+        _exit_evidence("suspect_printed", ["n1", "n2"]),  # the first-ranked n1 printed one
+        _exit_evidence("peers_only", ["n2"]),  # n1 (first) was silent: only its peer's worker's exit
+        {**_late_error("echo", "hidden_size ..... 8192", job_id="suspect_printed"), "exit_nodes": []},
+    ])
+    timing = pd.DataFrame([{"job_id": j, "start_t": 0.0, "last_progress_t": 95.0}
+                           for j in ("suspect_printed", "peers_only")])
+    nodes = pd.DataFrame([{"job_id": j, "node": n, "rank": r} for j in ("suspect_printed", "peers_only")
+                          for n, r in (("n1", 1), ("n2", 2))])
+    empty = pd.DataFrame(columns=["job_id", "event_id", "score"])
+    hits = pd.DataFrame(columns=["job_id", "event_id", "confidence"])
+    shares = pd.DataFrame({"event_id": ["exit", "echo"], "n_failed": [30, 30]})
+    shares.attrs["n_failed_jobs"] = 30
+
+    def flags(conf: DiagnosisConfig) -> dict:
+        scored = score_events(evidence, timing, empty, empty, hits, shares, conf, nodes=nodes)
+        return {(r.job_id, r.event_id): (r.flagged, r.generic) for r in scored.itertuples()}
+
+    assert flags(DiagnosisConfig()) == {("suspect_printed", "exit"): (True, False),
+                                        ("peers_only", "exit"): (False, True),
+                                        ("suspect_printed", "echo"): (False, True)}
+    # switched off: boilerplate in both jobs, as in session 19
+    off = load_config(overrides={"diagnosis.suspect_exit_lines": False}).diagnosis
+    assert flags(off)[("suspect_printed", "exit")] == (False, True)
+    with pytest.raises(ConfigError, match="suspect_exit_lines"):
+        load_config(overrides={"diagnosis.suspect_exit_lines": "yes"})
+
+
+def test_event_evidence_lists_the_nodes_of_its_exit_lines(spark):
+    from l4spark.diagnosis.assemble import event_evidence
+
+    rows = [
+        ("j", "n1", 0, "n1/rank-0.log", 1, "E1", EXIT_FAULTY),
+        ("j", "n2", 8, "n2/rank-8.log", 1, "E1", EXIT_PEER),
+        # DeepSpeed's launcher (launch.py, sigkill_handler) on a third node
+        ("j", "n3", 16, "n3/rank-16.log", 1, "E2",
+         "['/usr/bin/python3', '-u', 'train.py', '--local_rank=7'] exits with return code = 1"),
+        # the same template family in another line that is not a launcher's exit report
+        ("j", "n2", 8, "n2/rank-8.log", 2, "E3", "  exitcode  : -6 (pid: 4120)"),
+    ]
+    lines = (spark.createDataFrame(rows, "job_id string, node string, rank int, file string, line_no long, "
+                                         "event_id string, message string")
+             .withColumn("t", F.col("line_no").cast("double")).withColumn("ts", F.lit(None).cast("timestamp"))
+             .withColumn("level", F.lit("ERROR")).withColumn("stage", F.lit("training"))
+             .withColumn("frame", F.lit(False)).withColumn("tail", F.lit(False))
+             .withColumn("keep_reason", F.lit("not_in_pool")))
+    conf = DiagnosisConfig()
+    got = {r.event_id: list(r.exit_nodes) for r in event_evidence(lines, conf.exit_line_patterns).collect()}
+    assert got == {"E1": ["n1", "n2"], "E2": ["n3"], "E3": []}
+    assert {r.event_id: list(r.exit_nodes) for r in event_evidence(lines).collect()} == {"E1": [], "E2": [], "E3": []}

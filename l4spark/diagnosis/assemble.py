@@ -145,12 +145,17 @@ def job_timing(lines: DataFrame, tconf) -> DataFrame:
                  F.countDistinct("node", "rank").alias("n_ranks")))
 
 
-def event_evidence(candidates: DataFrame) -> DataFrame:
+def event_evidence(candidates: DataFrame, exit_line_patterns: Sequence[str] = ()) -> DataFrame:
     """Per (job, candidate event) over candidate lines (``prepare_lines`` columns plus
     keep_reason): n_lines, n_nodes, n_ranks, first_t, last_t, severity (highest level, see
-    SEVERITY), frame_share, tail (any line in its file's tail), the first line (sample, sample_node, sample_ts, stage, level) and
-    keep_reason."""
-    lines = candidates.withColumn("severity", _severity(F.col("level")))
+    SEVERITY), frame_share, tail (any line in its file's tail), the first line (sample, sample_node, sample_ts, stage, level),
+    keep_reason and exit_nodes (sorted nodes of its lines that match one of ``exit_line_patterns``,
+    a launcher's report of its own failed worker; empty without patterns)."""
+    exit_line = F.lit(False)
+    for regex in exit_line_patterns:
+        exit_line = exit_line | F.coalesce(F.col("message").rlike(regex), F.lit(False))
+    lines = (candidates.withColumn("severity", _severity(F.col("level")))
+             .withColumn("exit_node", F.when(exit_line, F.col("node"))))
     first = F.struct(F.coalesce("t", F.lit(float("inf"))).alias("t"), "node", "rank", "line_no", "message", "ts",
                      "stage", "level")
     return (lines.groupBy("job_id", "event_id")
@@ -159,11 +164,12 @@ def event_evidence(candidates: DataFrame) -> DataFrame:
                  F.min("t").alias("first_t"), F.max("t").alias("last_t"), F.max("severity").alias("severity"),
                  F.avg(F.col("frame").cast("double")).alias("frame_share"),
                  F.max(F.col("tail")).alias("tail"),
-                 F.min(first).alias("first"), F.min("keep_reason").alias("keep_reason"))
+                 F.min(first).alias("first"), F.min("keep_reason").alias("keep_reason"),
+                 F.array_sort(F.collect_set("exit_node")).alias("exit_nodes"))
             .select("job_id", "event_id", "n_lines", "n_nodes", "n_ranks", "first_t", "last_t", "severity",
                     "frame_share", "tail", F.col("first.message").alias("sample"), F.col("first.node").alias("sample_node"),
                     F.col("first.ts").alias("sample_ts"), F.col("first.stage").alias("stage"),
-                    F.col("first.level").alias("level"), "keep_reason"))
+                    F.col("first.level").alias("level"), "keep_reason", "exit_nodes"))
 
 
 def failed_event_shares(spark: SparkSession, config: Config, job_ids: Sequence[str]) -> pd.DataFrame:
@@ -355,7 +361,9 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     # candidate events, not each other: their Spark jobs run at the same time, each from a
     # driver thread (one step's small jobs and its driver-side work leave cores idle).
     with ThreadPoolExecutor(max_workers=4, thread_name_prefix="l4spark-diagnose") as steps:
-        evidence_rows = steps.submit(lambda: event_evidence(candidates.where(F.col("event_id").isNotNull())).toPandas())
+        evidence_rows = steps.submit(lambda: event_evidence(candidates.where(F.col("event_id").isNotNull()),
+                                                            conf.exit_line_patterns if conf.suspect_exit_lines else ())
+                                     .toPandas())
         timing_rows = steps.submit(lambda: job_timing(lines, tconf).toPandas())
         spatial_rows = steps.submit(_spatial_step, config, tconf, events, candidate_events)
         temporal_rows = steps.submit(_temporal_step, tconf, events, lines, candidate_events, offsets)
@@ -374,7 +382,7 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     hits = pattern_hit_rows(matches)
     # 5. assembly
     shares = failed_event_shares(spark, config, job_ids)
-    scored = score_events(evidence, timing, spatial, temporal, hits, shares, conf)
+    scored = score_events(evidence, timing, spatial, temporal, hits, shares, conf, nodes=nodes)
     matches = rank_matches(matches, scored)
     scored["template"] = scored["event_id"].map(templates)
     flagged = scored[scored["flagged"]]

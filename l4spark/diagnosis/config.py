@@ -68,6 +68,19 @@ class DiagnosisConfig:
     # file and rank counts as a stack frame, as source_after's line under a traceback frame;
     # false: sessions 18 and before (docs/diagnosis.md, "Python warnings' source lines")
     warning_source_lines: bool = True
+    # a launcher's line naming its own failed worker and its exit status: torch elastic's agent logs
+    # "failed (exitcode: N) local_rank: N (pid: N) of binary: B" for the first failed worker of its
+    # node (multiprocessing/api.py, SubprocessContext._poll), DeepSpeed's launcher "<cmd> exits with
+    # return code = N" (launcher/launch.py, sigkill_handler). Every node whose worker died prints
+    # one, the faulty node and the peers that died after it alike, so in a fleet where most
+    # failures are torchrun's the event is failure boilerplate by generic_share. The line is a
+    # statement about the node that printed it: with suspect_exit_lines = true (default) such an
+    # event is not boilerplate in a job whose first-ranked unit printed it (the launcher reporting
+    # the suspect's own worker); printed by other nodes only, it stays boilerplate when generic.
+    # false: sessions 19 and before (docs/diagnosis.md, "The suspect's own exit line")
+    suspect_exit_lines: bool = True
+    exit_line_patterns: tuple = (r"failed \(exitcode: -?[0-9]+\) local_rank: [0-9]+",
+                                 r"exits with return code = -?[0-9]+\s*$")
     # consequence and advice lines: the launcher tearing the other processes down after one failed,
     # and the fixed hints printed under an error; they say the job is going down or how to debug,
     # not what went wrong (the agent's line naming the failed process and its exit code is not here)
@@ -115,6 +128,8 @@ class DiagnosisConfig:
             _check_java_regex(regex, "diagnosis.warning_source_lines")
         for regex in self.consequence_patterns:
             _check_java_regex(regex, "diagnosis.consequence_patterns")
+        for regex in self.exit_line_patterns:
+            _check_java_regex(regex, "diagnosis.exit_line_patterns")
         unknown = sorted(set(self.weights) - set(SOURCES) - {"late", "error"})
         if unknown:
             raise ConfigError(f"diagnosis.weights: unknown evidence {unknown}; known: {list(SOURCES) + ['late', 'error']}")

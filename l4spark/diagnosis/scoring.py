@@ -21,14 +21,17 @@ SEVERITY = {"FATAL": 4, "CRITICAL": 4, "ERROR": 3, "WARN": 2, "WARNING": 2, "INF
 
 
 def score_events(evidence: pd.DataFrame, timing: pd.DataFrame, spatial: pd.DataFrame, temporal: pd.DataFrame,
-                 pattern_hits: pd.DataFrame, shares: pd.DataFrame, conf: DiagnosisConfig) -> pd.DataFrame:
+                 pattern_hits: pd.DataFrame, shares: pd.DataFrame, conf: DiagnosisConfig,
+                 nodes: pd.DataFrame | None = None) -> pd.DataFrame:
     """Evidence, score and rank of every candidate event.
 
-    Inputs (pandas): ``evidence`` (``event_evidence`` columns plus history), ``timing``
-    (``job_timing``), ``spatial`` / ``temporal`` (job_id, event_id, score), ``pattern_hits``
-    (job_id, event_id, confidence), ``shares`` (``failed_event_shares``). Output: the evidence
-    columns plus late, error, generic, frame, consequence, cross_job, spatial, temporal, pattern (booleans),
-    sources (list), score, flagged, rank (1 = most indicative among the flagged; null otherwise).
+    Inputs (pandas): ``evidence`` (``event_evidence`` columns plus history; ``exit_nodes`` may be
+    absent or null: no exit line), ``timing`` (``job_timing``), ``spatial`` / ``temporal``
+    (job_id, event_id, score), ``pattern_hits`` (job_id, event_id, confidence), ``shares``
+    (``failed_event_shares``), ``nodes`` (the node ranking: job_id, node, rank; None: no ranking).
+    Output: the evidence columns plus late, error, generic, suspect_exit, frame, consequence,
+    cross_job, spatial, temporal, pattern (booleans), sources (list), score, flagged, rank (1 =
+    most indicative among the flagged; null otherwise).
     """
     frame = evidence.merge(timing[["job_id", "start_t", "last_progress_t"]], on="job_id", how="left")
     # failure onset: where progress stopped; a job that never logged progress (it died during
@@ -53,7 +56,11 @@ def score_events(evidence: pd.DataFrame, timing: pd.DataFrame, spatial: pd.DataF
     in_failed = frame["event_id"].map(shares.set_index("event_id")["n_failed"]).fillna(0)
     # this job's own occurrence taken out: the share of the *other* failed jobs that print it
     other_share = (in_failed - 1).clip(lower=0) / max(1, n_failed_jobs - 1)
-    frame["generic"] = (n_failed_jobs >= conf.generic_min_jobs) & (other_share >= conf.generic_share) & ~frame["pattern"]
+    frame["suspect_exit"] = _suspect_exit(frame, nodes) if conf.suspect_exit_lines else False
+    # the launcher's report of the first-ranked unit's own failed worker is about this failure,
+    # however many failures print the same template (DiagnosisConfig.suspect_exit_lines)
+    frame["generic"] = ((n_failed_jobs >= conf.generic_min_jobs) & (other_share >= conf.generic_share)
+                        & ~frame["pattern"] & ~frame["suspect_exit"])
     # stack frames, and lines without a letter (blank lines, ==== / ---- separators): structure, not content
     no_words = ~frame["sample"].fillna("").astype(str).str.contains(r"[^\W\d_]", regex=True)
     frame["frame"] = ((frame["frame_share"].fillna(0) >= 0.5) | no_words) & ~frame["pattern"]
@@ -72,6 +79,16 @@ def score_events(evidence: pd.DataFrame, timing: pd.DataFrame, spatial: pd.DataF
     frame.loc[~frame["flagged"], "rank"] = pd.NA
     frame = frame[frame["rank"].isna() | (frame["rank"] <= conf.max_events)]
     return frame.drop(columns=["temporal_it", "warning"]).reset_index(drop=True)
+
+
+def _suspect_exit(frame: pd.DataFrame, nodes: pd.DataFrame | None) -> pd.Series:
+    """True where the job's first-ranked unit (its node) printed one of the event's exit lines
+    (``exit_nodes``); False without a ranking or without exit lines."""
+    if nodes is None or not len(nodes) or "exit_nodes" not in frame.columns:
+        return pd.Series(False, index=frame.index)
+    first = nodes[nodes["rank"] == 1].drop_duplicates("job_id").set_index("job_id")["node"].to_dict()
+    return pd.Series([first.get(job_id) in set(printed) if printed is not None else False
+                      for job_id, printed in zip(frame["job_id"], frame["exit_nodes"])], index=frame.index, dtype=bool)
 
 
 def _matches_any(texts: pd.Series, patterns: Sequence[str]) -> pd.Series:
