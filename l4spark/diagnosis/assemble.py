@@ -357,23 +357,23 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     # the spatial and temporal steps see what the pool keeps, boilerplate included (timing and
     # localisation evidence); scoring sees the candidates
     candidate_events = materialize(filtered.pool_kept_events())
-    # The filter's evidence, the spatial step and the temporal step read the stored lines and
-    # candidate events, not each other: their Spark jobs run at the same time, each from a
-    # driver thread (one step's small jobs and its driver-side work leave cores idle).
-    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="l4spark-diagnose") as steps:
-        evidence_rows = steps.submit(lambda: event_evidence(candidates.where(F.col("event_id").isNotNull()),
-                                                            conf.exit_line_patterns if conf.suspect_exit_lines else ())
-                                     .toPandas())
-        timing_rows = steps.submit(lambda: job_timing(lines, tconf).toPandas())
-        spatial_rows = steps.submit(_spatial_step, config, tconf, events, candidate_events)
-        temporal_rows = steps.submit(_temporal_step, tconf, events, lines, candidate_events, offsets)
-        evidence = evidence_rows.result().merge(history, on="job_id", how="left")
-        timing = timing_rows.result()
-        progress(f"cross-job filter: {len(evidence)} candidate events in {evidence['job_id'].nunique()} jobs")
-        nodes, pace = spatial_rows.result()
-        iterations, points = temporal_rows.result()
+    evidence = event_evidence(candidates.where(F.col("event_id").isNotNull()),
+                              conf.exit_line_patterns if conf.suspect_exit_lines else ()).toPandas()
+    evidence = evidence.merge(history, on="job_id", how="left")
+    timing = job_timing(lines, tconf).toPandas()
+    progress(f"cross-job filter: {len(evidence)} candidate events in {evidence['job_id'].nunique()} jobs")
+    # 2. spatial
+    # the per-rank timer blocks are parsed once, for the ranking's slowness and for the pace rows
+    timers = materialize(timer_readings(events, tconf))
+    nodes = rank_nodes(events, config.spatial, candidate_events, timers).toPandas()
     spatial = spatial_events(nodes)[["job_id", "event_id", "score"]]
+    pace = unit_pace(events, tconf, config.spatial.granularity, timers).toPandas()
+    # 3. temporal
+    iterations_df, progress_df = analyse_iterations(lines.select(*STAGED_COLUMNS, *MARK_COLUMNS), candidate_events,
+                                                    tconf, offsets=offsets)
+    iterations = iterations_df.toPandas()
     temporal = temporal_events(iterations)[["job_id", "event_id", "score"]]
+    points = job_failure_points(lines.select(*events.columns, *MARK_COLUMNS), progress_df, tconf).toPandas()
     progress(f"spatial and temporal steps done ({len(nodes)} units, {len(iterations)} iterations)")
     # 4. patterns, over every candidate event
     templates = _templates(spark, config, evidence["event_id"].unique().tolist())
@@ -421,26 +421,6 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     events_out = _events_table(flagged)
     return {"job_rows": job_rows, "events": events_out, "nodes": nodes, "iterations": iterations, "scored": scored,
             "pace": pace, "patterns": pattern_rows, "extra": extra, **report_parts}
-
-
-def _spatial_step(config: Config, tconf, events: DataFrame, candidate_events: DataFrame
-                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The node ranking and each unit's pace (``diagnosis_nodes``, ``diagnosis_pace`` rows)."""
-    # the per-rank timer blocks are parsed once, for the ranking's slowness and for the pace rows
-    timers = materialize(timer_readings(events, tconf))
-    nodes = rank_nodes(events, config.spatial, candidate_events, timers).toPandas()
-    pace = unit_pace(events, tconf, config.spatial.granularity, timers).toPandas()
-    return nodes, pace
-
-
-def _temporal_step(tconf, events: DataFrame, lines: DataFrame, candidate_events: DataFrame, offsets: DataFrame
-                   ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The iteration rows and each job's failure stage and iteration."""
-    iterations_df, progress_df = analyse_iterations(lines.select(*STAGED_COLUMNS, *MARK_COLUMNS), candidate_events,
-                                                    tconf, offsets=offsets)
-    iterations = iterations_df.toPandas()
-    points = job_failure_points(lines.select(*events.columns, *MARK_COLUMNS), progress_df, tconf).toPandas()
-    return iterations, points
 
 
 def _settings(raw: str | None) -> dict:
