@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
             print("no failed job to diagnose")
             return 0
         diagnosis = diagnose_jobs(spark, config, job_ids, progress=progress)
-        progress("writing the diagnosis tables")
+        progress("writing the diagnosis tables" if args.no_reports else "writing the diagnosis tables and the reports")
         reports = {}
 
         def write_reports(kept: list[str]) -> None:  # <warehouse>/_reports by default: still under the lock
