@@ -631,6 +631,21 @@ def test_node_faults_added_for_issue_18_log_on_the_faulty_node(tmp_path):
     assert set(seen) == set(expect)
 
 
+def test_deepspeeds_exit_line_quotes_the_last_spawned_command_whichever_rank_failed(tmp_path):
+    # deepspeed/launcher/launch.py: ``logger.error(f"{cmd} exits with return code = {last_return_code}")``
+    # in sigkill_handler, where ``cmd`` is left over from the loop that spawned the local ranks
+    fleet = _fleet(tmp_path, "dsexit", seed=27, jobs=8, failed_share=1.0, nodes=(2, 3), ranks_per_node=4, iterations=80,
+                   frameworks=("deepspeed",), fault_kinds=("host_oom_kill", "gpu_ecc_error"), behaviours=())
+    quoted = Counter()
+    for job_id in fleet.labels:
+        for lines in fleet.files(job_id).values():
+            for line in lines:
+                found = re.search(r"'--local_rank=(\d+)'.* exits with return code = -?\d+", line)
+                if found:
+                    quoted[int(found.group(1))] += 1
+    assert quoted and set(quoted) == {3}
+
+
 def test_storage_failures_are_labelled_with_their_stage_and_the_saved_iteration(tmp_path):
     fleet = _fleet(tmp_path, "storage", seed=31, jobs=24, failed_share=0.7, nodes=(2, 3), ranks_per_node=2, iterations=300,
                    fault_kinds=("dataset_read_failure", "ckpt_save_shared_fs"))

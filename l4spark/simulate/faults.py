@@ -937,7 +937,9 @@ class FaultPlan(ExtraKinds, BehaviourMixin):
             return
         if spec.launcher == "deepspeed":
             if natural_first:
-                m, tm = fill(T_DS_EXIT, lr=first_rank % R, code=code)
+                # launch.py prints ``cmd``, its spawn loop's variable: the last local rank's command
+                # whichever process failed, so the line names no local rank
+                m, tm = fill(T_DS_EXIT, lr=R - 1, code=code)
                 for x in ranks:
                     self._emit_now(r.pylog, t, "INFO", "launch.py:316:sigkill_handler", "Killing subprocess %d" % (r.pid + x % R))
                 # the same text is printed on other nodes too, so it cannot single out this one: not labelled
