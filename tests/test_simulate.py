@@ -501,7 +501,8 @@ def _node_of(job: dict, node: str) -> int:
 
 def test_original_kinds_without_behaviours_write_the_same_files_as_before(tmp_path):
     """Old seeds stay comparable: the rank files of the simulator before issue #18 (golden hash; session 19
-    changed the one hccl_timeout job: CANN's EI0013 and EI0002 texts, faults.T_HCCL_*)."""
+    changed the one hccl_timeout job: CANN's EI0013 and EI0002 texts, faults.T_HCCL_*; session 21 one
+    DeepSpeed launcher exit line, which quotes the last spawned command as launch.py does)."""
     from l4spark.simulate.faults import BASE_KINDS
     root = tmp_path / "gold"
     simulate_fleet(root, FleetOptions(seed=5, jobs=12, failed_share=0.6, nodes=(2, 3), iterations=60, ranks_per_node=2,
@@ -511,7 +512,7 @@ def test_original_kinds_without_behaviours_write_the_same_files_as_before(tmp_pa
         if p.is_file() and "_labels" not in p.parts:
             h.update(str(p.relative_to(root)).encode())
             h.update(p.read_bytes())
-    assert h.hexdigest() == "79ee5ad1a736dee93ba746da1f7e9c978b1404a90e51328f8611a32327764131"
+    assert h.hexdigest() == "6913746b23da16d718cf947f6f6385cadf5379ad46e44c172b60d0665f7a66e0"
 
 
 def test_every_rank_names_the_store_host_when_the_fault_is_elsewhere(tmp_path):
