@@ -417,18 +417,21 @@ def _store_client_triple(store_token: bool) -> tuple[pd.DataFrame, pd.DataFrame]
     return _triple(rows)
 
 
+STORE_RULE = SpatialConfig(store_client_not_blame=True)  # off by default (docs/spatial.md)
+
+
 def test_of_three_nodes_a_store_clients_name_of_the_store_host_is_not_blame():
     counts, activity = _store_client_triple(store_token=True)
-    ranked = rank_units("job-s", counts, activity, SpatialConfig())
+    ranked = rank_units("job-s", counts, activity, STORE_RULE)
     assert ranked["node"].tolist() == ["n02", "n00", "n01"] and ranked["named_by"].tolist() == [0, 0, 0]
-    # with the name as blame (discounted by design: 1 - 1/3 of one name, a third of the two
-    # others) the store host comes first by 0.02, as on d19001 before session 21
-    before = rank_units("job-s", counts, activity, SpatialConfig(store_client_not_blame=False)).set_index("node")
+    # with the name as blame (the default; discounted by design: 1 - 1/3 of one name, a third of
+    # the two others) the store host comes first by 0.02, as on d19001
+    before = rank_units("job-s", counts, activity, SpatialConfig()).set_index("node")
     assert before.loc["n00", "rank"] == 1 and before.loc["n00", "named_by"] == 1
     # the same name from a line that is no store client's (NCCL's "Connection closed by remote
     # peer n00<4242>") stays blame
     counts, activity = _store_client_triple(store_token=False)
-    assert rank_units("job-s", counts, activity, SpatialConfig()).iloc[0]["node"] == "n00"
+    assert rank_units("job-s", counts, activity, STORE_RULE).iloc[0]["node"] == "n00"
 
 
 def test_a_store_name_is_matched_by_address_and_by_the_host_names_first_label():
@@ -437,11 +440,11 @@ def test_a_store_name_is_matched_by_address_and_by_the_host_names_first_label():
         rows = counts[counts["token"].ne("host:n00") | counts["token"].isna()]
         extra = pd.DataFrame([_mention("n01", "store_recv_failed", named, 965.0),
                               _mention("n01", "store_recv_failed", endpoint, 965.0)], columns=UNIT_FACTS_COLUMNS[1:])
-        ranked = rank_units("job-s", pd.concat([rows, extra], ignore_index=True), activity, SpatialConfig())
+        ranked = rank_units("job-s", pd.concat([rows, extra], ignore_index=True), activity, STORE_RULE)
         assert ranked.iloc[0]["node"] == "n02" and ranked["named_by"].sum() == 0
     # a store endpoint of another unit leaves this name alone
     other = pd.DataFrame([_mention("n01", "store_recv_failed", "store:n02", 965.0)], columns=UNIT_FACTS_COLUMNS[1:])
-    ranked = rank_units("job-s", pd.concat([counts, other], ignore_index=True), activity, SpatialConfig())
+    ranked = rank_units("job-s", pd.concat([counts, other], ignore_index=True), activity, STORE_RULE)
     assert ranked.set_index("node").loc["n00", "named_by"] == 1
 
 
@@ -614,7 +617,7 @@ def test_spatial_eval_re_ranks_cached_inputs_under_each_left_out_rule():
                        "- pair onsets without remote": {"pair_onset_without_remote"},
                        "- blame follows onsets": {"blame_follows_onsets"},
                        "- pair isolation weight": {"pair_isolation_weight"},
-                       "- store-client names": {"store_client_not_blame"}}
+                       "± store-client names": {"store_client_not_blame"}}
     # a cached fleet of one two-node job: its remote flags were set in Spark
     counts, activity = _pair([_fact("n01", "cuda_error", 1, 900.0),
                               _fact("n00", "nccl_remote_error", 8, 960.0, remote=True),
@@ -625,7 +628,7 @@ def test_spatial_eval_re_ranks_cached_inputs_under_each_left_out_rule():
                       "- pair silence": "n01", "- silent despite errors": "n01", "- all three pair rules": "n00",
                       "- small-job timing": "n01", "- pair onsets without remote": "n01",
                       "- blame follows onsets": "n01", "- pair isolation weight": "n01",
-                      "- store-client names": "n01"}
+                      "± store-client names": "n01"}
 
 
 def _cached_fleet(root: Path, name: str, job_id: str, faulty: str) -> Path:
@@ -668,7 +671,7 @@ def test_the_pair_rule_switches_are_true_or_false():
             SpatialConfig(**{key: "false"})
 
 
-@pytest.mark.parametrize("key", ["pair_onset_without_remote", "blame_follows_onsets", "store_client_not_blame"])
+@pytest.mark.parametrize("key", ["pair_onset_without_remote", "blame_follows_onsets"])
 def test_the_session_17_and_18_rules_are_conf_switches_on_by_default(tmp_path, key):
     from l4spark.config import load_config
 
@@ -679,6 +682,15 @@ def test_the_session_17_and_18_rules_are_conf_switches_on_by_default(tmp_path, k
     path.write_text(f'[spatial]\n{key} = "no"\n')
     with pytest.raises(ConfigError, match=f"spatial.{key}"):
         load_config(path)
+
+
+def test_the_store_client_rule_is_a_conf_switch_off_by_default(tmp_path):
+    from l4spark.config import load_config
+
+    path = tmp_path / "rule.toml"
+    path.write_text("[spatial]\nstore_client_not_blame = true\n")
+    assert load_config(path).spatial.store_client_not_blame is True
+    assert load_config().spatial.store_client_not_blame is False
 
 
 def test_clock_offsets_come_from_early_events_not_from_the_failure():

@@ -64,7 +64,7 @@ PAIR_RULES_OFF = dict(remote_patterns=(), pair_quiet_for_nobody=False, pair_sile
 PAIR_VARIANTS = ("- remote patterns (pairs)", "- quiet for nobody (pairs)", "- pair silence",
                  "- silent despite errors", "- all three pair rules", "- small-job timing",
                  "- pair onsets without remote", "- blame follows onsets",
-                 "- pair isolation weight", "- store-client names")
+                 "- pair isolation weight", "± store-client names")
 
 
 def ablations(base) -> dict[str, object]:
@@ -95,8 +95,8 @@ def ablations(base) -> dict[str, object]:
         "- blame follows onsets": replace(base, blame_follows_onsets=False),
         # session 20: of two units, pair_isolation at full weight again (session 14's 0.25-0.75)
         "- pair isolation weight": replace(base, pair_isolation_weight=1.0),
-        # session 21: a store client's name of the store host is blame again (discounted)
-        "- store-client names": replace(base, store_client_not_blame=False),
+        # session 21: a store client's name of the store host is not blame (off by default: toggled)
+        "± store-client names": replace(base, store_client_not_blame=not base.store_client_not_blame),
         "isolation + evidence": replace(base, **none),
         "isolation only": replace(base, evidence_required=False, **none),
     }
