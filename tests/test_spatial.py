@@ -399,6 +399,84 @@ def test_of_three_nodes_peers_that_time_out_first_still_blame_the_stuck_node():
     assert plain.set_index("node").loc["n01", "named_by"] == 0
 
 
+# ---- session 21: store-client lines name the store, not the fault ----------------------------
+
+
+def _store_client_triple(store_token: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """n02's host OOM killer ends its workers at 950 s; n00's (rank 0: the c10d store host)
+    abort 0.5 s later, and with them the store; n01's store client then prints ``recvValue
+    failed on SocketImpl(... remote=[n00]:29500): Connection reset by peer`` (d19001's
+    host_oom_kill job), naming n00 as the endpoint it connects to (``store:n00`` with
+    ``store_token``), and aborts too."""
+    rows = [_fact("n02", "oom_kill", 1, 950.0), _fact("n02", "abort", 4, 950.1),
+            _fact("n00", "abort", 4, 950.5), _fact("n00", "sigterm", 4, 950.6),
+            _fact("n01", "store_recv_failed", 40, 965.0), _fact("n01", "abort", 4, 965.1),
+            _fact("n01", "sigterm", 4, 965.1), _mention("n01", "store_recv_failed", "host:n00", 965.0)]
+    if store_token:
+        rows.append(_mention("n01", "store_recv_failed", "store:n00", 965.0))
+    return _triple(rows)
+
+
+STORE_RULE = SpatialConfig(store_client_not_blame=True)  # off by default (docs/spatial.md)
+
+
+def test_of_three_nodes_a_store_clients_name_of_the_store_host_is_not_blame():
+    counts, activity = _store_client_triple(store_token=True)
+    ranked = rank_units("job-s", counts, activity, STORE_RULE)
+    assert ranked["node"].tolist() == ["n02", "n00", "n01"] and ranked["named_by"].tolist() == [0, 0, 0]
+    # with the name as blame (the default; discounted by design: 1 - 1/3 of one name, a third of
+    # the two others) the store host comes first by 0.02, as on d19001
+    before = rank_units("job-s", counts, activity, SpatialConfig()).set_index("node")
+    assert before.loc["n00", "rank"] == 1 and before.loc["n00", "named_by"] == 1
+    # the same name from a line that is no store client's (NCCL's "Connection closed by remote
+    # peer n00<4242>") stays blame
+    counts, activity = _store_client_triple(store_token=False)
+    assert rank_units("job-s", counts, activity, STORE_RULE).iloc[0]["node"] == "n00"
+
+
+def test_a_store_name_is_matched_by_address_and_by_the_host_names_first_label():
+    counts, activity = _store_client_triple(store_token=False)
+    for named, endpoint in (("ip:10.0.0.1", "store:10.0.0.1"), ("host:n00", "store:n00.cluster.local")):
+        rows = counts[counts["token"].ne("host:n00") | counts["token"].isna()]
+        extra = pd.DataFrame([_mention("n01", "store_recv_failed", named, 965.0),
+                              _mention("n01", "store_recv_failed", endpoint, 965.0)], columns=UNIT_FACTS_COLUMNS[1:])
+        ranked = rank_units("job-s", pd.concat([rows, extra], ignore_index=True), activity, STORE_RULE)
+        assert ranked.iloc[0]["node"] == "n02" and ranked["named_by"].sum() == 0
+    # a store endpoint of another unit leaves this name alone
+    other = pd.DataFrame([_mention("n01", "store_recv_failed", "store:n02", 965.0)], columns=UNIT_FACTS_COLUMNS[1:])
+    ranked = rank_units("job-s", pd.concat([counts, other], ignore_index=True), activity, STORE_RULE)
+    assert ranked.set_index("node").loc["n00", "named_by"] == 1
+
+
+STORE_CLIENT_MESSAGES = {  # real c10d client texts (sources in SpatialConfig.store_client_patterns)
+    "[c10d] recvValue failed on SocketImpl(fd=63, addr=[n3]:42318, remote=[n0]:29500): Connection reset by peer": "n0",
+    "[c10d] TCP client failed to connect/validate to host nccl-master:29500 - timed out (try=0, timeout=120000ms): "
+    "The client socket has timed out after 120000ms while trying to connect to (nccl-master, 29500).": "nccl-master",
+    "[c10d] TCP client failed to connect/validate to host 10.176.58.107:53217 - retrying (try=0, timeout=600000ms, "
+    "delay=33924ms): Connection reset by peer": "10.176.58.107",
+    "[c10d] The client socket has failed to connect to [DESKTOP-63Q8UGP]:29500 (errno: 111 - Connection refused).":
+        "DESKTOP-63Q8UGP",
+    "[c10d] The client socket has timed out after 600000ms while trying to connect to (192.168.6.2, 53489).":
+        "192.168.6.2",
+    "The client socket has failed to connect to any network address of (nccl-master, 29500).": "nccl-master",
+}
+
+
+def test_store_client_patterns_read_the_endpoint_of_c10ds_client_lines_only():
+    import re
+
+    patterns = [re.compile(p) for p in SpatialConfig().store_client_patterns]
+    for message, host in STORE_CLIENT_MESSAGES.items():
+        assert {m for p in patterns for m in p.findall(message)} == {host}, message
+    # a peer named by NCCL, Gloo or HCCL is no store endpoint (REMOTE_MESSAGES has c10d's recvValue line)
+    others = [m for m in REMOTE_MESSAGES + LOCAL_MESSAGES if m not in STORE_CLIENT_MESSAGES]
+    for message in others + ["[E ProcessGroupGloo.cpp:138] Gloo connectFullMesh failed with Connection closed by "
+                             "peer [10.1.0.3]:3615"]:
+        assert not any(p.search(message) for p in patterns), message
+    with pytest.raises(ConfigError, match="needs a group"):
+        SpatialConfig(store_client_patterns=(r"remote=\[[^\]]+\]",))
+
+
 # ---- session 20: a pair's isolation weighs less ---------------------------------------------
 
 
@@ -529,7 +607,7 @@ def test_spatial_eval_re_ranks_cached_inputs_under_each_left_out_rule():
     variants = ablations(defaults)
     changed = {name: {f for f in ("remote_patterns", "pair_quiet_for_nobody", "pair_silence", "silent_despite_errors",
                                   "small_job_timing", "pair_onset_without_remote", "blame_follows_onsets",
-                                  "pair_isolation_weight")
+                                  "pair_isolation_weight", "store_client_not_blame")
                       if getattr(variants[name], f) != getattr(defaults, f)} for name in PAIR_VARIANTS}
     assert changed == {"- remote patterns (pairs)": {"remote_patterns"},
                        "- quiet for nobody (pairs)": {"pair_quiet_for_nobody"},
@@ -538,7 +616,8 @@ def test_spatial_eval_re_ranks_cached_inputs_under_each_left_out_rule():
                        "- small-job timing": {"small_job_timing"},
                        "- pair onsets without remote": {"pair_onset_without_remote"},
                        "- blame follows onsets": {"blame_follows_onsets"},
-                       "- pair isolation weight": {"pair_isolation_weight"}}
+                       "- pair isolation weight": {"pair_isolation_weight"},
+                       "± store-client names": {"store_client_not_blame"}}
     # a cached fleet of one two-node job: its remote flags were set in Spark
     counts, activity = _pair([_fact("n01", "cuda_error", 1, 900.0),
                               _fact("n00", "nccl_remote_error", 8, 960.0, remote=True),
@@ -548,7 +627,8 @@ def test_spatial_eval_re_ranks_cached_inputs_under_each_left_out_rule():
     assert firsts == {"l4spark (role)": "n01", "- remote patterns (pairs)": "n00", "- quiet for nobody (pairs)": "n01",
                       "- pair silence": "n01", "- silent despite errors": "n01", "- all three pair rules": "n00",
                       "- small-job timing": "n01", "- pair onsets without remote": "n01",
-                      "- blame follows onsets": "n01", "- pair isolation weight": "n01"}
+                      "- blame follows onsets": "n01", "- pair isolation weight": "n01",
+                      "± store-client names": "n01"}
 
 
 def _cached_fleet(root: Path, name: str, job_id: str, faulty: str) -> Path:
@@ -566,7 +646,8 @@ def _cached_fleet(root: Path, name: str, job_id: str, faulty: str) -> Path:
         frame.assign(job_id=job_id).to_parquet(cache / f"{table}.parquet")
     spatial = SpatialConfig()
     (cache / "settings.json").write_text(json.dumps({"granularity": spatial.granularity,
-                                                     "remote_patterns": list(spatial.remote_patterns)}))
+                                                     "remote_patterns": list(spatial.remote_patterns),
+                                                     "store_client_patterns": list(spatial.store_client_patterns)}))
     return fleet
 
 
@@ -585,7 +666,7 @@ def test_spatial_eval_keeps_apart_jobs_of_two_fleets_with_the_same_id(tmp_path):
 
 def test_the_pair_rule_switches_are_true_or_false():
     for key in ("pair_quiet_for_nobody", "pair_silence", "silent_despite_errors", "small_job_timing",
-                "pair_onset_without_remote", "blame_follows_onsets"):
+                "pair_onset_without_remote", "blame_follows_onsets", "store_client_not_blame"):
         with pytest.raises(ConfigError, match=f"spatial.{key}: expected true or false"):
             SpatialConfig(**{key: "false"})
 
@@ -601,6 +682,15 @@ def test_the_session_17_and_18_rules_are_conf_switches_on_by_default(tmp_path, k
     path.write_text(f'[spatial]\n{key} = "no"\n')
     with pytest.raises(ConfigError, match=f"spatial.{key}"):
         load_config(path)
+
+
+def test_the_store_client_rule_is_a_conf_switch_off_by_default(tmp_path):
+    from l4spark.config import load_config
+
+    path = tmp_path / "rule.toml"
+    path.write_text("[spatial]\nstore_client_not_blame = true\n")
+    assert load_config(path).spatial.store_client_not_blame is True
+    assert load_config().spatial.store_client_not_blame is False
 
 
 def test_clock_offsets_come_from_early_events_not_from_the_failure():
@@ -807,6 +897,24 @@ def _message_rows() -> list[tuple]:
 @pytest.fixture(scope="module")
 def message_events(spark):
     return spark.createDataFrame(_message_rows(), MESSAGES_SCHEMA)
+
+
+@pytest.mark.spark
+def test_unit_mentions_read_the_store_endpoint_of_c10d_client_lines(spark):
+    rows = [("job-c", "h2", 2, "h2/rank-2.log", 1, T0, "WARN", "store_recv",
+             "[c10d] recvValue failed on SocketImpl(fd=63, addr=[h2]:42318, remote=[h1]:29500): Connection reset by peer"),
+            ("job-c", "h3", 4, "h3/rank-4.log", 1, T0, "WARN", "store_retry",
+             "[c10d] TCP client failed to connect/validate to host 10.1.0.1:29500 - retrying (try=0, timeout=1800000ms,"
+             " delay=100ms): Connection reset by peer"),
+            ("job-c", "h1", 0, "h1/rank-0.log", 1, T0, "INFO", "boot", "NCCL INFO Bootstrap : Using eth0:10.1.0.1<0>")]
+    events = spark.createDataFrame(rows, MESSAGES_SCHEMA)
+    mentions = unit_mentions(events, store_patterns=SpatialConfig().store_client_patterns).toPandas()
+    got = sorted((r.node, r.event_id, r.token) for r in mentions.itertuples())
+    assert got == [("h1", "boot", "ip:10.1.0.1"), ("h2", "store_recv", "host:h1"), ("h2", "store_recv", "host:h2"),
+                   ("h2", "store_recv", "store:h1"), ("h3", "store_retry", "ip:10.1.0.1"),
+                   ("h3", "store_retry", "store:10.1.0.1")]
+    # without patterns, no store token
+    assert not unit_mentions(events).toPandas()["token"].str.startswith("store:").any()
 
 
 @pytest.mark.spark

@@ -64,7 +64,7 @@ PAIR_RULES_OFF = dict(remote_patterns=(), pair_quiet_for_nobody=False, pair_sile
 PAIR_VARIANTS = ("- remote patterns (pairs)", "- quiet for nobody (pairs)", "- pair silence",
                  "- silent despite errors", "- all three pair rules", "- small-job timing",
                  "- pair onsets without remote", "- blame follows onsets",
-                 "- pair isolation weight")
+                 "- pair isolation weight", "± store-client names")
 
 
 def ablations(base) -> dict[str, object]:
@@ -95,6 +95,8 @@ def ablations(base) -> dict[str, object]:
         "- blame follows onsets": replace(base, blame_follows_onsets=False),
         # session 20: of two units, pair_isolation at full weight again (session 14's 0.25-0.75)
         "- pair isolation weight": replace(base, pair_isolation_weight=1.0),
+        # session 21: a store client's name of the store host is not blame (off by default: toggled)
+        "± store-client names": replace(base, store_client_not_blame=not base.store_client_not_blame),
         "isolation + evidence": replace(base, **none),
         "isolation only": replace(base, evidence_required=False, **none),
     }
@@ -162,13 +164,15 @@ def build_inputs(fleet: Path, warehouse: Path, master: str, spatial, job_ids: li
     """facts, activity and baselines of ``job_ids`` (Spark once, then Parquet under the warehouse).
 
     The cache is reused only if it was built at ``spatial``'s granularity with its
-    ``remote_patterns`` (``_spatial_inputs/settings.json``): the facts' ``remote`` flag is set in
-    Spark, and a cache of older patterns would rank with them."""
+    ``remote_patterns`` and ``store_client_patterns`` (``_spatial_inputs/settings.json``): the facts'
+    ``remote`` flag and the ``store:`` tokens are set in Spark, and a cache of older patterns would
+    rank with them."""
     import json
 
     cache = warehouse / "_spatial_inputs"
     names = ("facts", "activity", "baselines")
-    settings = {"granularity": spatial.granularity, "remote_patterns": list(spatial.remote_patterns)}
+    settings = {"granularity": spatial.granularity, "remote_patterns": list(spatial.remote_patterns),
+                "store_client_patterns": list(spatial.store_client_patterns)}
     stored = cache / "settings.json"
     if stored.exists() and json.loads(stored.read_text("utf-8")) == settings \
             and all((cache / f"{n}.parquet").exists() for n in names):
@@ -193,7 +197,8 @@ def build_inputs(fleet: Path, warehouse: Path, master: str, spatial, job_ids: li
             print(f"parsing {fleet} into {warehouse}", flush=True)
             parse_jobs(spark, config, fleet, progress=lambda m: print("  " + m, flush=True))
         events = read_table(spark, config.storage, "events").where(F.col("job_id").isin(sorted(job_ids)))
-        facts, activity = unit_inputs(events, spatial.granularity, remote_patterns=spatial.remote_patterns)
+        facts, activity = unit_inputs(events, spatial.granularity, remote_patterns=spatial.remote_patterns,
+                                      store_patterns=spatial.store_client_patterns)
         frames = {"facts": facts.toPandas(), "activity": activity.toPandas(), "baselines": baseline_rankings(events).toPandas()}
     finally:
         spark.stop()

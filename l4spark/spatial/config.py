@@ -61,6 +61,25 @@ class SpatialConfig:
     # 14's 0.25-0.75). Both units are roles of one and their own events are mostly role output
     # (Megatron's print_rank_0 / print_rank_last): docs/spatial.md, "A pair's isolation weighs less".
     pair_isolation_weight: float = 0.4
+    # Session 21: a name of the host that a c10d store client connects to (the rendezvous,
+    # MASTER_ADDR:MASTER_PORT), written by that client's own lines, is the store endpoint, not
+    # blame: every live rank prints them once the store goes away, whoever failed (docs/spatial.md,
+    # "Store-client lines name the store, not the fault"). Off by default: +10 of 408 development
+    # jobs, but -1 net held out (it loses the store host's own node_down). False: discounted as before.
+    store_client_not_blame: bool = False
+    # The c10d TCPStore client's texts that state the endpoint it connects to (Java regexes; group 1
+    # is the store's host or address): pytorch/pytorch torch/csrc/distributed/c10d/TCPStore.cpp
+    # ("TCP client failed to connect/validate to host {host}:{port} - retrying|timed out (...)"),
+    # socket.cpp ("The client socket has failed to connect to [{host}]:{port} (errno: ...)", "...
+    # has timed out after {n}ms while trying to connect to ({host}, {port})", "... to any network
+    # address of ({host}, {port})") and the SocketImpl of its reads and writes ("recvValue failed on
+    # SocketImpl(fd=N, addr=[own]:p, remote=[{host}]:{port}): Connection reset by peer", pytorch#129985).
+    store_client_patterns: tuple = (
+        r"connect/validate to host \[?([^\]\s:]+)\]?:[0-9]+",
+        r"client socket has (?:failed|timed out after [0-9]+ms while trying) to connect to "
+        r"(?:any network address of )?[\[(]([^\]),\s]+)",
+        r"SocketImpl\(fd=[0-9]+, addr=[^,]*, remote=\[([^\]\s]+)\]:[0-9]+",
+    )
     # Messages that say the failure is at a peer, not here (Java regexes, matched on one sample
     # line per unit and event): with one peer they can only mean the other unit (``pair_isolation``).
     remote_patterns: tuple = (
@@ -96,9 +115,17 @@ class SpatialConfig:
                 check_regex(regex)
             except UnsafeRegexError as exc:
                 raise ConfigError(f"spatial.remote_patterns: {exc}") from exc
+        object.__setattr__(self, "store_client_patterns", tuple(str(p) for p in self.store_client_patterns))
+        for regex in self.store_client_patterns:
+            try:
+                compiled = check_regex(regex)
+            except UnsafeRegexError as exc:
+                raise ConfigError(f"spatial.store_client_patterns: {exc}") from exc
+            if compiled.groups < 1:
+                raise ConfigError(f"spatial.store_client_patterns: {regex!r} needs a group (the store's host)")
         for key in ("evidence_required", "blame_discount", "pair_quiet_for_nobody", "pair_silence",
                     "silent_despite_errors", "small_job_timing", "pair_onset_without_remote",
-                    "blame_follows_onsets"):
+                    "blame_follows_onsets", "store_client_not_blame"):
             if not isinstance(getattr(self, key), bool):
                 raise ConfigError(f"spatial.{key}: expected true or false, found {getattr(self, key)!r}")
         if self.granularity not in GRANULARITIES:

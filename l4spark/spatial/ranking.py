@@ -109,13 +109,15 @@ def unit_event_facts(events: DataFrame, granularity: str = "node",
 
 
 def unit_mentions(events: DataFrame, granularity: str = "node",
-                  candidates: DataFrame | None = None) -> DataFrame:
+                  candidates: DataFrame | None = None, store_patterns: Iterable[str] = ()) -> DataFrame:
     """What each unit's lines name: IPv4 addresses (all lines: identity lines are INFO), and in
-    loud lines global rank numbers and host names of the job's own nodes.
+    loud lines global rank numbers and host names of the job's own nodes, and the host a c10d
+    store client connects to (``store:<host or address>``, group 1 of ``store_patterns``:
+    ``SpatialConfig.store_client_patterns``), as written.
 
     Input: ``events`` (job_id, node, rank, ts, level, event_id, message; without a message
     column nothing is named). Output: UNIT_FACTS_COLUMNS with token = ``ip:<a.b.c.d>``,
-    ``rank:<n>``, ``host:<node>`` or ``slow:<n>`` (the rank a straggler-detector line names); n_lines / n_loud: lines / loud lines naming it; first_s:
+    ``rank:<n>``, ``host:<node>``, ``store:<host>`` or ``slow:<n>`` (the rank a straggler-detector line names); n_lines / n_loud: lines / loud lines naming it; first_s:
     the first timestamp of a loud line naming it. Token extraction is JVM regex, no Python.
     """
     if "message" not in events.columns:
@@ -128,13 +130,14 @@ def unit_mentions(events: DataFrame, granularity: str = "node",
                             lambda value: F.concat(F.lit(kind + ":"), value))
         return F.when(loud, found).otherwise(empty) if only_loud else found
 
+    stores = [tagged("store", regex, 1, True) for regex in store_patterns]
     lines = (
         events.where(F.col("event_id").isNotNull() & F.col("message").isNotNull())
         .select("job_id", *_unit_columns(granularity), "event_id", _seconds().alias("t"), loud.alias("loud"),
                 F.explode(F.array_distinct(F.concat(tagged("ip", IPV4_PATTERN, 0, False),
                                                     tagged("rank", RANK_PATTERN, 1, True),
                                                     tagged("slow", SLOW_RANK_PATTERN, 1, False),
-                                                    tagged("host", HOST_PATTERN, 0, True)))).alias("token"))
+                                                    tagged("host", HOST_PATTERN, 0, True), *stores))).alias("token"))
     )
     # a host token counts only when it is one of the job's node names (or their first label)
     nodes = events.select("job_id", F.col("node").alias("named")).distinct()
@@ -246,14 +249,16 @@ def unit_slowness(events: DataFrame, granularity: str = "node", timers: DataFram
 
 
 def unit_inputs(events: DataFrame, granularity: str = "node", candidates: DataFrame | None = None,
-                timers: DataFrame | None = None, remote_patterns: Iterable[str] = ()) -> tuple[DataFrame, DataFrame]:
+                timers: DataFrame | None = None, remote_patterns: Iterable[str] = (),
+                store_patterns: Iterable[str] = ()) -> tuple[DataFrame, DataFrame]:
     """The two long-form inputs of ``rank_units`` for every job of ``events``: the unit facts
     and mentions (UNIT_FACTS_COLUMNS) and the unit activity (``unit_activity`` with
     ``unit_slowness``'s slow_z, null where no timer names the unit). Built once, they
     can be ranked under several configurations (``rank_unit_inputs``; the evaluation does).
-    ``timers``: see ``unit_slowness``; ``remote_patterns``: see ``unit_event_facts``."""
+    ``timers``: see ``unit_slowness``; ``remote_patterns``: see ``unit_event_facts``; ``store_patterns``:
+    see ``unit_mentions``."""
     facts = unit_event_facts(events, granularity, candidates, remote_patterns).unionByName(
-        unit_mentions(events, granularity, candidates))
+        unit_mentions(events, granularity, candidates, store_patterns))
     activity = unit_activity(events, granularity)
     slow = unit_slowness(events, granularity, timers).withColumnRenamed("job_id", "s_job").withColumnRenamed(
         "node", "s_node").withColumnRenamed("process_rank", "s_rank")
@@ -291,8 +296,8 @@ def rank_nodes(events: DataFrame, config: SpatialConfig = SpatialConfig(),
     (DIAGNOSIS_NODES.schema): one row per unit; process_rank is null at node granularity.
     ``timers``: ``pace.timer_readings`` of ``events``, when already computed (``unit_slowness``).
     """
-    return rank_unit_inputs(*unit_inputs(events, config.granularity, candidates, timers, config.remote_patterns),
-                            config)
+    return rank_unit_inputs(*unit_inputs(events, config.granularity, candidates, timers, config.remote_patterns,
+                                         config.store_client_patterns), config)
 
 
 def baseline_rankings(events: DataFrame, granularity: str = "node") -> DataFrame:

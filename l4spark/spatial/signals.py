@@ -335,7 +335,7 @@ def address_book(mentions: pd.DataFrame, nodes: Iterable[str]) -> dict[str, str]
 
 def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Series,
                   since: float | None, window_s: float, onsets: pd.Series | None = None,
-                  reactions: Iterable[tuple[str, str]] = ()) -> pd.DataFrame:
+                  reactions: Iterable[tuple[str, str]] = (), store_clients: bool = False) -> pd.DataFrame:
     """Which units the others' loud lines name, and how many others name each.
 
     ``mentions``: unit, node, event_id, token, n_loud, first_s, candidate rows;
@@ -367,6 +367,12 @@ def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Se
     remote rank it waited for. Its peers' names of it come after its failure began. The named
     unit without an onset, or no time for the name: it counts, as before (docs/spatial.md,
     "Blame follows the order of failure").
+
+    ``store_clients``: a name that a unit's event gives as the host its c10d store client
+    connects to (a ``store:`` token of the same unit and event, ``unit_mentions``) is the
+    rendezvous endpoint the job was started with, not blame: every live client prints it once
+    the store goes away, whoever failed (docs/spatial.md, "Store-client lines name the store,
+    not the fault"). By host name (or its first label) or by address.
     """
     out = pd.DataFrame({"named_by": 0, "named_weight": 0.0, "names": [[] for _ in activity.index]},
                        index=activity.index)
@@ -394,6 +400,13 @@ def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Se
         written = failed[by] if pd.isna(when) else when
         return not (written < failed[target]) or (by, event) in reacting
 
+    store_named: set[tuple[str, str, str]] = set()
+    if store_clients:
+        stores = loud.loc[loud["token"].str.startswith("store:"), ["unit", "event_id", "token"]]
+        for unit, event, token in stores.itertuples(index=False):
+            endpoint = token[len("store:"):]
+            store_named.update({(unit, event, endpoint), (unit, event, endpoint.split(".")[0])})
+
     named_at = loud.groupby(["unit", "node", "event_id", "token"], sort=False)["when"].min().reset_index()
     for unit, node, event, token, when in named_at.itertuples(index=False):
         kind, _, value = token.partition(":")
@@ -402,7 +415,7 @@ def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Se
             if target is not None and target != unit and blames(unit, target, event, when):
                 pairs.append((unit, target, event, token))
             continue
-        if kind not in ("host", "ip"):
+        if kind not in ("host", "ip") or (unit, event, value) in store_named:
             continue
         named_node = value if kind == "host" else book.get(value)
         if named_node is None or named_node == node:
