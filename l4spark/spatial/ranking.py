@@ -296,8 +296,10 @@ def rank_nodes(events: DataFrame, config: SpatialConfig = SpatialConfig(),
     (DIAGNOSIS_NODES.schema): one row per unit; process_rank is null at node granularity.
     ``timers``: ``pace.timer_readings`` of ``events``, when already computed (``unit_slowness``).
     """
+    # the store-client tokens are only read when the switch is on: no extra regexes per line otherwise
+    stores = config.store_client_patterns if config.store_client_not_blame else ()
     return rank_unit_inputs(*unit_inputs(events, config.granularity, candidates, timers, config.remote_patterns,
-                                         config.store_client_patterns), config)
+                                         stores), config)
 
 
 def baseline_rankings(events: DataFrame, granularity: str = "node") -> DataFrame:
