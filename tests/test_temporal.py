@@ -571,3 +571,66 @@ def test_a_straggler_logged_every_step_to_the_second_is_a_slowdown_from_its_onse
     assert progress.stride == 1  # the log interval is still one iteration
     blips = stamped(lambda i: i in (200, 201))
     assert analyse_progress(blips, last_t=blips[-1][1] + 5.0, first_error_t=None).slowdown_from is None
+
+
+def test_a_lasting_change_is_placed_inside_its_interval_by_the_time_of_its_first_line(spark):
+    """DeepSpeed skips every step on overflow from iteration 303 (a progress line and a timer
+    line every 10 iterations, 10 s each): `OVERFLOW! ... Skipping step` is printed in each
+    skipped step, the first 29 s after iteration 300's line, so the change began in 301 + 2 =
+    303, not at the interval's first iteration (301). Without a timed line (untimed progress
+    and overflow lines), the interval's middle, 305. Session 20: fresh 20011's DeepSpeed NaN 593
+    was reported as 591."""
+    def overflow_job(job_id: str, timed: bool) -> list[tuple]:
+        rows = _training_job(job_id, 300, stride=10)
+        if not timed:
+            rows = [r[:5] + (None,) + r[6:] for r in rows]
+        line = len(rows)
+
+        def add(t, event, message):
+            nonlocal line
+            line += 1
+            rows.append((job_id, "a", 0, f"{job_id}/a/r0", line, _ts(t) if timed else None, None, event, message,
+                         None, None))
+
+        for i in range(301, 361):
+            if i >= 303:
+                add(10 * i - 1, "E_overflow", "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1, "
+                    "reducing to 1")
+            if i % 10 == 0:
+                add(10 * i, "E_it", f" iteration {i:8d}/ 1000 | lm loss: 1.0 |")
+                add(10 * i, "E_timer", "forward-backward ...: (1.0, 2.0)")
+        return rows
+
+    staged = with_stage_and_iteration(spark.createDataFrame(overflow_job("timed", True) + overflow_job("untimed", False),
+                                                            SCHEMA))
+    candidates = staged.select("job_id", "event_id").distinct()
+    results = {}
+    for placed in (True, False):
+        conf = TemporalConfig(changed_placed_in_interval=placed)
+        iterations, progress = analyse_iterations(staged, candidates, conf)
+        changed = {r.job_id: r.iteration for r in iterations.where("reason = 'changed'").collect()}
+        results[placed] = (changed, {r.job_id: (r.changed_from, r.failure_iteration) for r in progress.collect()})
+    assert results[True] == ({"timed": 303, "untimed": 305}, {"timed": (301, 303), "untimed": (301, 305)})
+    assert results[False] == ({"timed": 301, "untimed": 301}, {"timed": (301, 301), "untimed": (301, 301)})
+
+
+def test_a_slowdown_is_confirmed_by_the_interval_the_job_was_cancelled_in():
+    """Throttled from iteration 91 (46 s -> 90 s a step), a progress line every 5 iterations:
+    one slow closed interval (86-90 is normal, 91-95 slow), then the scheduler cancels the job
+    7.5 min into the next interval, which would have ended at 230 s at the usual pace (fresh
+    20017: label 2091, reported 2100). A job whose last line came long after (stalled: a hang),
+    or that did not end while training, is not read so."""
+    marks, t = [], 0.0
+    for i in range(1, 96):
+        t += 46.0 if i < 91 else 90.0
+        if i % 5 == 0:
+            marks.append((i, t))
+    cancelled = analyse_progress(marks, last_t=t + 450.0, first_error_t=t + 450.0, open_interval=True)
+    assert (cancelled.stalled, cancelled.slowdown_from) == (False, 91) and cancelled.failure_iteration == 91
+    assert analyse_progress(marks, last_t=t + 450.0, first_error_t=t + 450.0,
+                            conf=TemporalConfig(slowdown_open_interval=False), open_interval=True).slowdown_from is None
+    assert analyse_progress(marks, last_t=t + 450.0, first_error_t=t + 450.0).slowdown_from is None
+    hung = analyse_progress(marks, last_t=t + 1800.0, first_error_t=t + 1800.0, open_interval=True)
+    assert hung.stalled and hung.slowdown_from is None
+    # the open interval still within the usual pace: one slow interval is no slowdown
+    assert analyse_progress(marks, last_t=t + 200.0, first_error_t=t + 200.0, open_interval=True).slowdown_from is None

@@ -164,6 +164,12 @@ class TemporalConfig:
     slowdown_min_span_s: float = 20.0  # ...read over progress spans this long at least (stamps to the second: +-5%)
     slowdown_band: float = 1.1  # the slowdown began where iteration time first rose above this x the baseline
     recovery_intervals: int = 3  # an anomaly the job ran this many normal logged intervals past is not a failure
+    # a lasting change (NaN, every step skipped) placed inside its logged interval as the stop is: by the
+    # time of its first new non-progress line over the pace, else the interval's middle (not its first iteration)
+    changed_placed_in_interval: bool = True
+    # the open interval (last progress line -> the job's last line, not stalled) counts as one more interval,
+    # at least (its length / stride) per iteration: a slowdown the job was cancelled in is seen after one slow interval
+    slowdown_open_interval: bool = True
     rare_max_jobs: int = 1  # stand-in indicating events: in at most this many jobs of the warehouse
 
     def __post_init__(self) -> None:

@@ -137,7 +137,7 @@ class Progress:
 
 def analyse_progress(marks: list[tuple[int, float | None]], last_t: float | None, first_error_t: float | None,
                      conf: TemporalConfig = TemporalConfig(), began_t: float | None = None,
-                     paced: list[tuple[int, float]] | None = None) -> Progress:
+                     paced: list[tuple[int, float]] | None = None, open_interval: bool = False) -> Progress:
     """Hangs and slowdowns from the progress lines of a job.
 
     ``marks``: (iteration, time) of iteration lines (times of one clock; None or NaN for a line
@@ -151,7 +151,10 @@ def analyse_progress(marks: list[tuple[int, float | None]], last_t: float | None
     job, whose first error comes only when a timeout fires. ``paced``: (iteration, seconds on
     the progress line's own clock: a tqdm bar's elapsed time) for progress lines without a
     timestamp; when fewer than three progress lines are timed, it gives the pace and slowdowns
-    (not the failure time: that clock is not the job's).
+    (not the failure time: that clock is not the job's). ``open_interval``: the job ended while
+    training, so the time from its last progress line to its last line is a training interval that
+    did not complete (with ``conf.slowdown_open_interval``, it counts for slowdowns unless the job
+    stalled or a line says when the failure began).
     """
     iterations = sorted({i for i, _ in marks})
     if not iterations:
@@ -170,6 +173,14 @@ def analyse_progress(marks: list[tuple[int, float | None]], last_t: float | None
     stalled = bool(seconds and last_t is not None and last_mark_t is not None
                    and last_t - last_mark_t > conf.hang_factor * stride * seconds)
     slowdown = _slowdown_onset(pace, per_iter, stride, conf)
+    if (slowdown is None and open_interval and conf.slowdown_open_interval and not stalled and began_t is None
+            and pace is marks and last_t is not None and last_mark_t is not None and last_t > last_mark_t):
+        # the open interval, from the last progress line to the job's last line, had not completed
+        # ``stride`` iterations: at least (its length / stride) seconds each. A job cancelled while
+        # slowing down shows one slow closed interval and this one (not a stalled job: that is a hang)
+        opened = [*pace, (last_it + stride, float(last_t))]
+        slowdown = _slowdown_onset(opened, [(b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(opened, opened[1:])],
+                                   stride, conf)
     if slowdown is None:
         # then over spans of slowdown_min_span_s at least: a line stamped to the second reads a
         # 10.6 s step as 10 or 11 s and a 13.4 s one as 13 or 14 s, so interval by interval a

@@ -242,7 +242,8 @@ def _analyse_job(frame: pd.DataFrame, conf: TemporalConfig) -> pd.DataFrame:
     paced = ([(int(i), float(c)) for i, c in frame.loc[frame["reported"].notna() & frame["clock_s"].notna(),
                                                        ["reported", "clock_s"]].itertuples(index=False)]
              if "clock_s" in frame.columns else [])
-    progress = analyse_progress(marks_list, None if last_t is None else float(last_t), broke_t, conf, began_t, paced)
+    progress = analyse_progress(marks_list, None if last_t is None else float(last_t), broke_t, conf, began_t, paced,
+                                open_interval=died_training)
 
     after = {s.iteration: aftermath(s.iteration, s.novel, sequences, marks_list, conf)
              for s in scores if s.anomalous or (s.novel and s.below_mean)}
@@ -256,6 +257,10 @@ def _analyse_job(frame: pd.DataFrame, conf: TemporalConfig) -> pd.DataFrame:
     labels: dict[int, int] = {}
     if changed_from is not None and progress.slowdown_from is None:
         labels[changed_from] = _counted_onset(frame, changed_from)
+        if labels[changed_from] == changed_from and conf.changed_placed_in_interval:
+            novel = next(s.novel for s in scores if s.iteration == changed_from)
+            labels[changed_from] = _placed_in_interval(lines, marks_list, changed_from, set(novel),
+                                                       progress.iteration_seconds)
         failure_iteration = labels[changed_from]
     if progress.slowdown_from is not None:
         # the job did not break in one iteration: it slowed down from here until it was stopped
@@ -302,6 +307,29 @@ def _counted_onset(frame: pd.DataFrame, first: int) -> int:
     if pd.notna(count) and 0 < int(count) < end - first + 1:
         return end - int(count) + 1
     return first
+
+
+def _placed_in_interval(lines: pd.DataFrame, marks: list[tuple[int, float | None]], first: int,
+                        events: set[str], seconds: float | None) -> int:
+    """Where in the logged interval starting at ``first`` a lasting change began, as the stop is
+    placed (``dtw.analyse_progress``): the interval's opening progress line + 1, advanced by the
+    time from that line to the first line of one of ``events`` (the interval's new events) over
+    the pace ``seconds``, at most to the interval's last iteration; with no such timed line, the
+    interval's middle (the estimate with the least expected error). Progress lines do not time
+    it: a loss turned NaN in the closing line was printed at the interval's end whenever it began.
+    ``lines``: the job's training lines with ``iteration`` set to their interval's first
+    iteration, ``token``, ``reported`` and ``t_job``; ``marks``: (iteration, time) of progress lines.
+    """
+    later = sorted(i for i, _ in marks if i >= first)
+    if not later or later[0] == first:  # the first interval, or no closing line: nothing to place it in
+        return first
+    length = later[0] - first + 1
+    opening = [t for i, t in marks if i == first - 1 and t is not None and not np.isnan(t)]
+    inside = lines[(lines["iteration"] == first) & lines["reported"].isna() & lines["token"].isin(events)]
+    first_t = inside["t_job"].min() if len(inside) else None
+    if seconds and opening and first_t is not None and pd.notna(first_t) and first_t > opening[0]:
+        return first + min(length - 1, int((float(first_t) - opening[0]) / seconds))
+    return first + (length - 1) // 2
 
 
 def _by_interval(frame: pd.DataFrame) -> pd.DataFrame:
