@@ -333,6 +333,15 @@ def _choose(ranker: Ranker, base, faulty: dict) -> tuple[object, dict[int, float
     return best[1], accuracy(ranker.rankings(best[1]), faulty)
 
 
+def _family_folds(family: dict, held_from: dict, train_from: dict):
+    """Leave-one-family-out folds: per axis (framework, fault class) and value of ``held_from``'s
+    jobs, (axis, value, the jobs of ``held_from`` in that family, the jobs of ``train_from`` not in it)."""
+    for axis in ("framework", "fault class"):
+        for value in sorted({family[j][axis] for j in held_from}):
+            yield (axis, value, {j: n for j, n in held_from.items() if family[j][axis] == value},
+                   {j: n for j, n in train_from.items() if family[j][axis] != value})
+
+
 def _choose_pair_weight(ranker: Ranker, base, faulty: dict) -> float:
     """The ``PAIR_GRID`` value with the most two-unit jobs of ``faulty`` first (then nearest the
     default); the other weights stay at ``base``'s. Larger jobs do not depend on it."""
@@ -415,29 +424,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.lofo:
         print("\nleave-one-family-out: weights chosen on the other families, top-1 on the held-out one")
         print(f"  {'held out':<34} {'n':>3} {'defaults':>9} {'chosen':>7}  weights chosen (blame, timing, silence, slowness)")
-        for axis in ("framework", "fault class"):
-            for value in sorted({family[j][axis] for j in faulty}):
-                held = {j: n for j, n in faulty.items() if family[j][axis] == value}
-                train = {j: n for j, n in faulty.items() if family[j][axis] != value}
-                if not train:
-                    continue
-                chosen, _ = _choose(ranker, base, train)
-                weights = ", ".join(f"{getattr(chosen, k):g}" for k in GRID)
-                print(f"  {axis + ' = ' + value:<34} {len(held):>3} {accuracy(rankings['l4spark'], held)[1]:>9.3f} "
-                      f"{accuracy(ranker.rankings(chosen), held)[1]:>7.3f}  {weights}")
+        for axis, value, held, train in _family_folds(family, faulty, faulty):
+            if not train:
+                continue
+            chosen, _ = _choose(ranker, base, train)
+            weights = ", ".join(f"{getattr(chosen, k):g}" for k in GRID)
+            print(f"  {axis + ' = ' + value:<34} {len(held):>3} {accuracy(rankings['l4spark'], held)[1]:>9.3f} "
+                  f"{accuracy(ranker.rankings(chosen), held)[1]:>7.3f}  {weights}")
     if args.lofo or args.lofo_pairs:
         units = ranker.signals(base)
         pairs = {j: n for j, n in faulty.items() if j in units and len(units[j]) == 2}
         print("\nleave-one-family-out, the pair isolation weight alone (two-unit jobs of the held-out family first)")
         print(f"  {'held out':<34} {'pairs':>5} {'defaults':>9} {'chosen':>7}  weight chosen")
-        for axis in ("framework", "fault class"):
-            for value in sorted({family[j][axis] for j in pairs}):
-                held = {j: n for j, n in pairs.items() if family[j][axis] == value}
-                train = {j: n for j, n in faulty.items() if family[j][axis] != value}
-                weight = _choose_pair_weight(ranker, base, train)
-                chosen = ranker.rankings(dataclasses.replace(base, pair_isolation_weight=weight), held)
-                print(f"  {axis + ' = ' + value:<34} {len(held):>5} {first_count(rankings['l4spark'], held):>9} "
-                      f"{first_count(chosen, held):>7}  {weight:g}")
+        for axis, value, held, train in _family_folds(family, pairs, faulty):
+            weight = _choose_pair_weight(ranker, base, train)
+            chosen = ranker.rankings(dataclasses.replace(base, pair_isolation_weight=weight), held)
+            print(f"  {axis + ' = ' + value:<34} {len(held):>5} {first_count(rankings['l4spark'], held):>9} "
+                  f"{first_count(chosen, held):>7}  {weight:g}")
 
     if args.misses:
         print("\nmisses (faulty node not ranked first):")

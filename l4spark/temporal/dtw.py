@@ -164,23 +164,22 @@ def analyse_progress(marks: list[tuple[int, float | None]], last_t: float | None
     stride = int(np.median(steps)) if steps else 1
     # times: progress lines without a timestamp (tqdm bars) still count iterations, not seconds
     marks = sorted({i: t for i, t in marks if t is not None and not math.isnan(t)}.items())
-    pace = marks
-    if len(marks) < 3 and paced:
-        pace = sorted({i: t for i, t in paced if t is not None and not math.isnan(t)}.items())
-    per_iter = [(b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(pace, pace[1:])]
+    # the pace on the job's clock (timestamped progress lines), else on the progress line's own clock
+    on_job_clock = not (len(marks) < 3 and paced)
+    pace = marks if on_job_clock else sorted({i: t for i, t in paced if t is not None and not math.isnan(t)}.items())
+    per_iter = _seconds_per_iteration(pace)
     seconds = float(np.median(per_iter)) if per_iter else None
     last_mark_t = marks[-1][1] if marks and marks[-1][0] == last_it else None
     stalled = bool(seconds and last_t is not None and last_mark_t is not None
                    and last_t - last_mark_t > conf.hang_factor * stride * seconds)
     slowdown = _slowdown_onset(pace, per_iter, stride, conf)
     if (slowdown is None and open_interval and conf.slowdown_open_interval and not stalled and began_t is None
-            and pace is marks and last_t is not None and last_mark_t is not None and last_t > last_mark_t):
+            and on_job_clock and last_t is not None and last_mark_t is not None and last_t > last_mark_t):
         # the open interval, from the last progress line to the job's last line, had not completed
         # ``stride`` iterations: at least (its length / stride) seconds each. A job cancelled while
         # slowing down shows one slow closed interval and this one (not a stalled job: that is a hang)
         opened = [*pace, (last_it + stride, float(last_t))]
-        slowdown = _slowdown_onset(opened, [(b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(opened, opened[1:])],
-                                   stride, conf)
+        slowdown = _slowdown_onset(opened, _seconds_per_iteration(opened), stride, conf)
     if slowdown is None:
         # then over spans of slowdown_min_span_s at least: a line stamped to the second reads a
         # 10.6 s step as 10 or 11 s and a 13.4 s one as 13 or 14 s, so interval by interval a
@@ -214,6 +213,11 @@ def _spans(marks: list[tuple[int, float]], min_span_s: float) -> list[tuple[int,
     if marks[-1][1] - kept[-1][1] < min_span_s and len(kept) > 1:
         kept.pop()  # the last span reaches the last mark, however short the rest
     return [*kept, marks[-1]]
+
+
+def _seconds_per_iteration(pace: list[tuple[int, float]]) -> list[float]:
+    """Seconds per iteration of each interval between consecutive (iteration, time) marks."""
+    return [(b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(pace, pace[1:])]
 
 
 def _slowdown_onset(marks: list[tuple[int, float]], per_iter: list[float], stride: int,
