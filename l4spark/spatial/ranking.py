@@ -172,8 +172,8 @@ def unit_activity(events: DataFrame, granularity: str = "node") -> DataFrame:
     written, as its lines date it: in each rank file, the first timestamp at or after the file's
     last error line, line numbers ordering the lines; the latest over its files; null when it
     has no error line, or when a file's last error line has no timestamped line at or after it
-    (an untimed error after the last timed line may have been written at the very end), or
-    without line numbers).
+    (an untimed error after the last timed line may have been written at the very end);
+    without line numbers, last_error_s).
     """
     is_error = F.col("level").isin(*ERROR_LEVELS)
     seconds = _seconds()
@@ -185,9 +185,12 @@ def unit_activity(events: DataFrame, granularity: str = "node") -> DataFrame:
                                                                    Window.unboundedFollowing)
         events = events.withColumn("last_error_line", F.max(F.when(is_error, F.col("line_no"))).over(file_window))
         error_by = F.min(F.when(F.col("line_no") >= F.col("last_error_line"), seconds))
+        undated = F.count(F.when((F.col("n_error") > 0) & F.col("error_by_s").isNull(), 1)) > 0
     else:
+        # no line order: the timestamped error lines alone date the last error
         last_line = last_timed = F.lit(None).cast("long")
-        error_by = F.lit(None).cast("double")
+        error_by = F.max(F.when(is_error, seconds))
+        undated = F.lit(False)
     per_file = (
         events.groupBy(*file_columns)
         .agg(F.count(F.lit(1)).alias("n_lines"), F.count(F.when(is_error, 1)).alias("n_error"),
@@ -197,7 +200,6 @@ def unit_activity(events: DataFrame, granularity: str = "node") -> DataFrame:
              error_by.alias("error_by_s"))
     )
     cover = F.coalesce(F.col("last_timed"), F.lit(0)) / F.col("last_line")
-    undated = F.count(F.when((F.col("n_error") > 0) & F.col("error_by_s").isNull(), 1)) > 0
     activity = (
         per_file.groupBy("job_id", "node", "process_rank")
         .agg(F.min("rank").cast("int").alias("min_rank"), F.max("rank").cast("int").alias("max_rank"),
