@@ -78,6 +78,7 @@ class SpatialConfig:
     # group (their median last line and spread), not against a median and spread that include
     # its own early stop: 22013's job-20261105-0029, a store host down 104 s before two peers,
     # needed 386 s with itself in a four-unit MAD. False: the group's own median and spread.
+    # Off: net 0 with store_client_not_blame on (+1 there, -1 of f17005's four-unit jobs), -2 without.
     silence_without_self: bool = False
     # The c10d TCPStore client's texts that state the endpoint it connects to (Java regexes; group 1
     # is the store's host or address): pytorch/pytorch torch/csrc/distributed/c10d/TCPStore.cpp
