@@ -206,7 +206,7 @@ def silence(activity: pd.DataFrame, config: SpatialConfig, candidate_lines: pd.S
     # unit's lines can date, the first timestamp at or after it in its file (``last_error_by_s``;
     # none when an untimed error follows the last timed line). An untimed error line is no sign
     # the unit went down with it: pip's resolver banner at the top of rank 0's file (issue #18:
-    # the dead store host of h21003 and 22013 kept loud by it).
+    # h21003's dead store host, kept loud by it; docs/spatial.md, "A dead store host is silent").
     dated = "last_error_by_s" if config.untimed_errors_dated and "last_error_by_s" in activity.columns \
         else "last_error_s"
     errors_long_before = (activity[dated] < activity["last_s"] - config.silent_min_gap_s) \
