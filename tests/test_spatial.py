@@ -583,6 +583,38 @@ def test_without_pair_silence_the_node_that_stopped_first_is_not_silent_and_rank
     assert not silence(by_role, defaults)["truncated"].any()
 
 
+def test_a_node_down_whose_one_error_line_is_untimed_and_early_is_silent():
+    # issue #18 (h21003, 22013): the dead store host n00 stopped 700 s before its peers; its one
+    # error line, pip's resolver banner at the top of rank 0's file, has no timestamp, but the
+    # timed lines after it date it to the first seconds of the job. The peers wrote timed errors
+    # as the job went down, and name nobody
+    counts = _counts(_healthy_counts(8) + [(f"n{i:02d}", "watchdog", 4) for i in range(1, 8)])
+    activity = _activity(8, last_s={0: 300.0}).assign(
+        last_error_s=[np.nan] + [990.0] * 7, last_error_by_s=[5.0] + [990.0] * 7)
+    assert silence(activity.set_index("node"), SpatialConfig())["silent"].tolist() == [True] + [False] * 7
+    assert rank_units("job-u", counts, activity, SpatialConfig()).iloc[0]["node"] == "n00"
+    # the switch off: only timestamped error lines date the last error, and n00 has none (loud)
+    assert not silence(activity.set_index("node"), SpatialConfig(untimed_errors_dated=False))["silent"].any()
+    # an untimed error after the unit's last timed line has no date: it may have gone down with it
+    undated = activity.assign(last_error_by_s=[np.nan] + [990.0] * 7).set_index("node")
+    assert not silence(undated, SpatialConfig())["silent"].any()
+
+
+def test_silence_judges_a_unit_against_the_others_of_its_group_without_itself():
+    # 22013's job-20261105-0029 (node_down of rank 0's node): n00 stopped 104 s before two
+    # peers, and the last stage's node n02 logged 450 s longer; with n00 in its own median and
+    # spread (a MAD of 52 s over four units) it needed 386 s to be silent
+    activity = _activity(4, last_s={0: 446.0, 1: 550.0, 2: 1000.0, 3: 550.2}, n_error={0: 0}).set_index("node")
+    assert not silence(activity, SpatialConfig(silence_without_self=False))["silent"].any()
+    result = silence(activity, SpatialConfig(silence_without_self=True))
+    assert result["silent"].tolist() == [True, False, False, False]
+    assert result.loc["n00", "silent_gap_s"] == pytest.approx(104.2)  # the others' median, 550.2
+    # a pair is still judged by pair_silence alone (each against the other), whatever the switch
+    pair = _activity(2, last_s={1: 900.0}, n_error={1: 0}).set_index("node")
+    assert silence(pair, SpatialConfig(pair_silence=False, silence_without_self=True))["silent"].tolist() == \
+        silence(pair, SpatialConfig(pair_silence=False, silence_without_self=False))["silent"].tolist()
+
+
 def test_without_silence_despite_errors_a_node_down_long_after_its_last_error_is_not_silent():
     # n02 wrote its errors in the first minutes and stopped 700 s before its peers
     counts = _counts(_healthy_counts(8) + [("n01", "ib_error", 6), ("n03", "ib_error", 6)])
@@ -607,7 +639,7 @@ def test_spatial_eval_re_ranks_cached_inputs_under_each_left_out_rule():
     variants = ablations(defaults)
     changed = {name: {f for f in ("remote_patterns", "pair_quiet_for_nobody", "pair_silence", "silent_despite_errors",
                                   "small_job_timing", "pair_onset_without_remote", "blame_follows_onsets",
-                                  "pair_isolation_weight", "store_client_not_blame")
+                                  "pair_isolation_weight", "store_client_not_blame", "untimed_errors_dated")
                       if getattr(variants[name], f) != getattr(defaults, f)} for name in PAIR_VARIANTS}
     assert changed == {"- remote patterns (pairs)": {"remote_patterns"},
                        "- quiet for nobody (pairs)": {"pair_quiet_for_nobody"},
@@ -617,7 +649,9 @@ def test_spatial_eval_re_ranks_cached_inputs_under_each_left_out_rule():
                        "- pair onsets without remote": {"pair_onset_without_remote"},
                        "- blame follows onsets": {"blame_follows_onsets"},
                        "- pair isolation weight": {"pair_isolation_weight"},
-                       "± store-client names": {"store_client_not_blame"}}
+                       "± store-client names": {"store_client_not_blame"},
+                       "± untimed errors dated": {"untimed_errors_dated"},
+                       "± dated, ± store-client": {"untimed_errors_dated", "store_client_not_blame"}}
     # a cached fleet of one two-node job: its remote flags were set in Spark
     counts, activity = _pair([_fact("n01", "cuda_error", 1, 900.0),
                               _fact("n00", "nccl_remote_error", 8, 960.0, remote=True),
@@ -628,7 +662,7 @@ def test_spatial_eval_re_ranks_cached_inputs_under_each_left_out_rule():
                       "- pair silence": "n01", "- silent despite errors": "n01", "- all three pair rules": "n00",
                       "- small-job timing": "n01", "- pair onsets without remote": "n01",
                       "- blame follows onsets": "n01", "- pair isolation weight": "n01",
-                      "± store-client names": "n01"}
+                      "± store-client names": "n01", "± untimed errors dated": "n01", "± dated, ± store-client": "n01"}
 
 
 def _cached_fleet(root: Path, name: str, job_id: str, faulty: str) -> Path:
@@ -642,7 +676,8 @@ def _cached_fleet(root: Path, name: str, job_id: str, faulty: str) -> Path:
     cache = root / f"{name}.warehouse" / "_spatial_inputs"
     cache.mkdir(parents=True)
     baselines = activity[["node", "process_rank"]].assign(method="error_time", rank=[1, 2])
-    for table, frame in {"facts": counts, "activity": activity.assign(last_error_s=900.0), "baselines": baselines}.items():
+    for table, frame in {"facts": counts, "activity": activity.assign(last_error_s=900.0, last_error_by_s=900.0),
+                          "baselines": baselines}.items():
         frame.assign(job_id=job_id).to_parquet(cache / f"{table}.parquet")
     spatial = SpatialConfig()
     (cache / "settings.json").write_text(json.dumps({"granularity": spatial.granularity,
@@ -666,7 +701,8 @@ def test_spatial_eval_keeps_apart_jobs_of_two_fleets_with_the_same_id(tmp_path):
 
 def test_the_pair_rule_switches_are_true_or_false():
     for key in ("pair_quiet_for_nobody", "pair_silence", "silent_despite_errors", "small_job_timing",
-                "pair_onset_without_remote", "blame_follows_onsets", "store_client_not_blame"):
+                "pair_onset_without_remote", "blame_follows_onsets", "store_client_not_blame", "untimed_errors_dated",
+                "silence_without_self"):
         with pytest.raises(ConfigError, match=f"spatial.{key}: expected true or false"):
             SpatialConfig(**{key: "false"})
 
@@ -691,6 +727,15 @@ def test_the_store_client_rule_is_a_conf_switch_off_by_default(tmp_path):
     path.write_text("[spatial]\nstore_client_not_blame = true\n")
     assert load_config(path).spatial.store_client_not_blame is True
     assert load_config().spatial.store_client_not_blame is False
+
+
+def test_untimed_error_dating_is_a_conf_switch(tmp_path):
+    from l4spark.config import load_config
+
+    path = tmp_path / "rule.toml"
+    path.write_text("[spatial]\nuntimed_errors_dated = false\n")
+    assert load_config(path).spatial.untimed_errors_dated is False
+    assert load_config().spatial.untimed_errors_dated is SpatialConfig().untimed_errors_dated
 
 
 def test_clock_offsets_come_from_early_events_not_from_the_failure():
@@ -993,6 +1038,30 @@ def test_unit_activity_keeps_ranks_and_timestamp_cover(message_events):
     assert [list(r) for r in activity["ranks"]] == [[0, 1], [2, 3], [4, 5]]
     # h1's rank-0 file ends timestamped; h3's last lines have none (3 of 4 lines covered)
     assert activity["ts_cover"].tolist() == [1.0, 1.0, 0.75]
+
+
+@pytest.mark.spark
+def test_unit_activity_dates_untimed_error_lines_by_the_timed_lines_after_them(spark):
+    at = lambda seconds: T0 + timedelta(seconds=seconds)
+    rows = [  # h1: pip's resolver banner, untimed, at the top of rank 0's file, then timed training lines
+        ("job-d", "h1", 0, "h1/rank-0.log", 1, None, "ERROR", "pip", "ERROR: pip's dependency resolver does not ..."),
+        ("job-d", "h1", 0, "h1/rank-0.log", 2, at(10), "INFO", "start", "start"),
+        ("job-d", "h1", 0, "h1/rank-0.log", 3, at(300), "INFO", "step", "step"),
+        ("job-d", "h1", 1, "h1/rank-1.log", 1, at(20), "INFO", "start", "start"),
+        # h2: a timed error, and an untimed one later in another file: no timed line after it
+        ("job-d", "h2", 2, "h2/rank-2.log", 1, at(50), "ERROR", "oom", "CUDA out of memory"),
+        ("job-d", "h2", 2, "h2/rank-2.log", 2, at(60), "INFO", "step", "step"),
+        ("job-d", "h2", 3, "h2/rank-3.log", 1, at(40), "INFO", "step", "step"),
+        ("job-d", "h2", 3, "h2/rank-3.log", 2, None, "ERROR", "trace", "RuntimeError: ..."),
+        # h3: no error line
+        ("job-d", "h3", 4, "h3/rank-4.log", 1, at(70), "INFO", "step", "step")]
+    activity = unit_activity(spark.createDataFrame(rows, MESSAGES_SCHEMA)).toPandas().set_index("node").sort_index()
+    start = T0.timestamp()
+    assert activity.loc["h1", "last_error_by_s"] == start + 10  # written no later than the next timed line
+    assert pd.isna(activity.loc["h1", "last_error_s"])  # its own time is unknown
+    assert pd.isna(activity.loc["h2", "last_error_by_s"])  # rank-3's error may be the last thing it wrote
+    assert activity.loc["h2", "last_error_s"] == start + 50
+    assert pd.isna(activity.loc["h3", "last_error_by_s"])
 
 
 @pytest.mark.spark

@@ -64,7 +64,8 @@ PAIR_RULES_OFF = dict(remote_patterns=(), pair_quiet_for_nobody=False, pair_sile
 PAIR_VARIANTS = ("- remote patterns (pairs)", "- quiet for nobody (pairs)", "- pair silence",
                  "- silent despite errors", "- all three pair rules", "- small-job timing",
                  "- pair onsets without remote", "- blame follows onsets",
-                 "- pair isolation weight", "± store-client names")
+                 "- pair isolation weight", "± store-client names", "± untimed errors dated",
+                 "± dated, ± store-client")
 
 
 def ablations(base) -> dict[str, object]:
@@ -97,6 +98,11 @@ def ablations(base) -> dict[str, object]:
         "- pair isolation weight": replace(base, pair_isolation_weight=1.0),
         # session 21: a store client's name of the store host is not blame (off by default: toggled)
         "± store-client names": replace(base, store_client_not_blame=not base.store_client_not_blame),
+        # session 22: untimed error lines dated by the timed lines after them (toggled), and with
+        # the store-client rule toggled too: the four columns of docs/spatial.md's ablation
+        "± untimed errors dated": replace(base, untimed_errors_dated=not base.untimed_errors_dated),
+        "± dated, ± store-client": replace(base, untimed_errors_dated=not base.untimed_errors_dated,
+                                           store_client_not_blame=not base.store_client_not_blame),
         "isolation + evidence": replace(base, **none),
         "isolation only": replace(base, evidence_required=False, **none),
     }
@@ -177,7 +183,7 @@ def build_inputs(fleet: Path, warehouse: Path, master: str, spatial, job_ids: li
     if stored.exists() and json.loads(stored.read_text("utf-8")) == settings \
             and all((cache / f"{n}.parquet").exists() for n in names):
         frames = {n: pd.read_parquet(cache / f"{n}.parquet") for n in names}
-        if set(job_ids) <= set(frames["activity"]["job_id"]) and "last_error_s" in frames["activity"].columns:
+        if set(job_ids) <= set(frames["activity"]["job_id"]) and "last_error_by_s" in frames["activity"].columns:
             return frames
     from pyspark.sql import functions as F
 

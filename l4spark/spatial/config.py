@@ -67,6 +67,19 @@ class SpatialConfig:
     # "Store-client lines name the store, not the fault"). Off by default: +10 of 408 development
     # jobs, but -1 net held out (it loses the store host's own node_down). False: discounted as before.
     store_client_not_blame: bool = False
+    # Session 22: a unit's last error is dated by what its lines can date: an untimed error line
+    # was written no later than the next timestamped line of its file, and one after the file's
+    # last timestamped line may be the last thing written (``ranking.unit_activity``'s
+    # last_error_by_s). False: only timestamped error lines date it, and a unit with untimed
+    # errors alone is never silent despite errors (docs/spatial.md, "A dead store host is
+    # silent: untimed errors dated by their file").
+    untimed_errors_dated: bool = True
+    # Session 22: a unit of a group of three or more is judged silent against the others of its
+    # group (their median last line and spread), not against a median and spread that include
+    # its own early stop: 22013's job-20261105-0029, a store host down 104 s before two peers,
+    # needed 386 s with itself in a four-unit MAD. False: the group's own median and spread.
+    # Off: net 0 with store_client_not_blame on (+1 there, -1 of f17005's four-unit jobs), -2 without.
+    silence_without_self: bool = False
     # The c10d TCPStore client's texts that state the endpoint it connects to (Java regexes; group 1
     # is the store's host or address): pytorch/pytorch torch/csrc/distributed/c10d/TCPStore.cpp
     # ("TCP client failed to connect/validate to host {host}:{port} - retrying|timed out (...)"),
@@ -125,7 +138,8 @@ class SpatialConfig:
                 raise ConfigError(f"spatial.store_client_patterns: {regex!r} needs a group (the store's host)")
         for key in ("evidence_required", "blame_discount", "pair_quiet_for_nobody", "pair_silence",
                     "silent_despite_errors", "small_job_timing", "pair_onset_without_remote",
-                    "blame_follows_onsets", "store_client_not_blame"):
+                    "blame_follows_onsets", "store_client_not_blame", "untimed_errors_dated",
+                    "silence_without_self"):
             if not isinstance(getattr(self, key), bool):
                 raise ConfigError(f"spatial.{key}: expected true or false, found {getattr(self, key)!r}")
         if self.granularity not in GRANULARITIES:

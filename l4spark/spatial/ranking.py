@@ -168,20 +168,36 @@ def unit_activity(events: DataFrame, granularity: str = "node") -> DataFrame:
     first_error_s, last_error_s, first_s, last_s (epoch seconds; null when the unit has no
     timestamped / error line), ts_cover (the largest share, over the unit's rank files, of a
     file's lines up to its last timestamped line: 1.0 when its last line has a timestamp; null
-    without line numbers).
+    without line numbers), last_error_by_s (the latest its last error line can have been
+    written, as its lines date it: in each rank file, the first timestamp at or after the file's
+    last error line, line numbers ordering the lines; the latest over its files; null when it
+    has no error line, or when a file's last error line has no timestamped line at or after it
+    (an untimed error after the last timed line may have been written at the very end);
+    without line numbers, last_error_s).
     """
     is_error = F.col("level").isin(*ERROR_LEVELS)
     seconds = _seconds()
+    file_columns = [F.col("job_id"), *_unit_columns(granularity), F.col("rank")]
     if "line_no" in events.columns:
         last_line, last_timed = F.max("line_no"), F.max(F.when(F.col("ts").isNotNull(), F.col("line_no")))
+        # an untimed error line was written no later than the next timestamped line of its file
+        file_window = Window.partitionBy(*file_columns).rowsBetween(Window.unboundedPreceding,
+                                                                   Window.unboundedFollowing)
+        events = events.withColumn("last_error_line", F.max(F.when(is_error, F.col("line_no"))).over(file_window))
+        error_by = F.min(F.when(F.col("line_no") >= F.col("last_error_line"), seconds))
+        undated = F.count(F.when((F.col("n_error") > 0) & F.col("error_by_s").isNull(), 1)) > 0
     else:
+        # no line order: the timestamped error lines alone date the last error
         last_line = last_timed = F.lit(None).cast("long")
+        error_by = F.max(F.when(is_error, seconds))
+        undated = F.lit(False)
     per_file = (
-        events.groupBy(F.col("job_id"), *_unit_columns(granularity), F.col("rank"))
+        events.groupBy(*file_columns)
         .agg(F.count(F.lit(1)).alias("n_lines"), F.count(F.when(is_error, 1)).alias("n_error"),
              F.min(F.when(is_error, seconds)).alias("first_error_s"),
              F.max(F.when(is_error, seconds)).alias("last_error_s"), F.min(seconds).alias("first_s"),
-             F.max(seconds).alias("last_s"), last_line.alias("last_line"), last_timed.alias("last_timed"))
+             F.max(seconds).alias("last_s"), last_line.alias("last_line"), last_timed.alias("last_timed"),
+             error_by.alias("error_by_s"))
     )
     cover = F.coalesce(F.col("last_timed"), F.lit(0)) / F.col("last_line")
     activity = (
@@ -191,10 +207,12 @@ def unit_activity(events: DataFrame, granularity: str = "node") -> DataFrame:
              F.count("rank").cast("int").alias("n_files"), F.sum("n_lines").alias("n_lines"),
              F.sum("n_error").alias("n_error"), F.min("first_error_s").alias("first_error_s"),
              F.max("last_error_s").alias("last_error_s"), F.min("first_s").alias("first_s"),
-             F.max("last_s").alias("last_s"), F.max(cover).alias("ts_cover"))
+             F.max("last_s").alias("last_s"), F.max(cover).alias("ts_cover"),
+             F.when(~undated, F.max("error_by_s")).alias("last_error_by_s"))
     )
     return _fresh(activity, ["job_id", "node", "process_rank", "min_rank", "max_rank", "ranks", "n_files", "n_lines",
-                             "n_error", "first_error_s", "last_error_s", "first_s", "last_s", "ts_cover"])
+                             "n_error", "first_error_s", "last_error_s", "first_s", "last_s", "ts_cover",
+                             "last_error_by_s"])
 
 
 # ---- pure per-job logic --------------------------------------------------------------------

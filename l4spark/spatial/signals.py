@@ -148,7 +148,10 @@ def silence(activity: pd.DataFrame, config: SpatialConfig, candidate_lines: pd.S
     the truncation bonus put the wrong node first in 2 of 28 two-node jobs of fresh seed
     15017). ``pair_silence`` false: two units are judged as a group of peers (their median and
     spread: never silent by time), as before session 15; ``silent_despite_errors`` false: the
-    first two exceptions for units with error lines (below) are off.
+    first two exceptions for units with error lines (below) are off. ``untimed_errors_dated``:
+    a unit's last error is dated by ``last_error_by_s`` (optional column; its untimed error
+    lines dated by the timed lines after them) rather than by its timestamped error lines alone
+    (``last_error_s``, also without that column).
     """
     role = roles(activity) if {"min_rank", "max_rank"} <= set(activity.columns) else pd.Series("peer", index=activity.index)
     sizes = role.map(role.value_counts())
@@ -169,6 +172,14 @@ def silence(activity: pd.DataFrame, config: SpatialConfig, candidate_lines: pd.S
                 others = peer_last.drop(index=unit)
                 reference.loc[unit] = others.max() if others.notna().any() else last.loc[unit]
             spread.loc[targets] = 0.0
+        elif peer_last.notna().any() and config.silence_without_self and len(members) >= 3:
+            # each unit against the others of its group: its own early stop moves neither their
+            # median nor their spread
+            for unit in targets:
+                others = peer_last.drop(index=unit)
+                ref = others.median()
+                reference.loc[unit] = ref if others.notna().any() else last.loc[unit]
+                spread.loc[unit] = 1.4826 * (others - ref).abs().median() if others.notna().any() else 0.0
         elif peer_last.notna().any():
             ref = peer_last.median()
             reference.loc[targets] = ref
@@ -191,8 +202,15 @@ def silence(activity: pd.DataFrame, config: SpatialConfig, candidate_lines: pd.S
     despite = config.silent_despite_errors
     no_candidates = candidate_lines.reindex(activity.index).fillna(0) == 0 \
         if candidate_lines is not None and despite else False
-    errors_long_before = (activity["last_error_s"] < activity["last_s"] - config.silent_min_gap_s) \
-        if "last_error_s" in activity.columns and despite else False
+    # When the last error was written: its timestamp, or with ``untimed_errors_dated`` what the
+    # unit's lines can date, the first timestamp at or after it in its file (``last_error_by_s``;
+    # none when an untimed error follows the last timed line). An untimed error line is no sign
+    # the unit went down with it: pip's resolver banner at the top of rank 0's file (issue #18:
+    # h21003's dead store host, kept loud by it; docs/spatial.md, "A dead store host is silent").
+    dated = "last_error_by_s" if config.untimed_errors_dated and "last_error_by_s" in activity.columns \
+        else "last_error_s"
+    errors_long_before = (activity[dated] < activity["last_s"] - config.silent_min_gap_s) \
+        if dated in activity.columns and despite else False
     quiet = (activity["n_error"] == 0) | no_candidates | errors_long_before | (len(activity) == 2 and config.pair_silence)
     silent = (by_time.fillna(False) & quiet) | (missing > 0) | truncated
     return pd.DataFrame({"silent": silent.astype(bool), "silent_gap_s": gap.where(last.notna()),
