@@ -187,6 +187,43 @@ def test_stage_and_iteration_with_clock_skew(spark):
     assert len(staged) == 15
 
 
+def test_stage_and_iteration_edge_cases(spark):
+    # two jobs in one frame, lines given out of order: "one" is a single file of counted progress
+    # lines (HF Trainer's {'loss': ...}, resumed at step 12, logging every 5 steps) ending in a save
+    # that names its step; in "two", rank a prints the iteration lines and an untimed save marker,
+    # rank b prints no timestamp at all, rank c no marker (aligned to a's timeline by time)
+    def row(job, node, file, line_no, t, message):
+        return (job, node, 0, file, line_no, None if t is None else _ts(t), None, message, message, None, None)
+
+    rows = [row("one", "n", "one/r0", *line) for line in [
+        (1, 0, "  logging_steps=5,"), (2, 1, "Continuing training from global step 12"),
+        (3, 2, "***** Running training *****"), (4, None, "{'loss': 1.2, 'epoch': 0.1}"),
+        (5, 5, "{'loss': 1.1, 'epoch': 0.2}"), (6, None, "Saving model checkpoint to /out/checkpoint-20"),
+        (7, None, "Traceback (most recent call last):")]]
+    rows += [row("two", "a", "two/a", *line) for line in [
+        (1, 0, "training ..."), (2, 10, " iteration        1/     100 |"), (3, 20, " iteration        2/     100 |"),
+        (4, None, "saving checkpoint at iteration       2 to /ckpt"), (5, 30, " iteration        3/     100 |"),
+        (6, 40, "NCCL error: remote process exited")]]
+    rows += [row("two", "b", "two/b", 1, None, "building GPT model ..."), row("two", "b", "two/b", 2, None, "a line")]
+    rows += [row("two", "c", "two/c", *line) for line in [(1, 25, "a line"), (2, 35, "a line"), (3, None, "Traceback")]]
+    staged = with_stage_and_iteration(spark.createDataFrame(rows[::-1], SCHEMA)).collect()
+    by_line = {(r.file, r.line_no): (r.stage, r.iteration) for r in staged}
+    assert [by_line[("one/r0", n)] for n in range(1, 8)] == [
+        (None, None), (None, None), ("training", 15),  # before the first progress line: its interval
+        ("training", 15), ("training", 20),  # floor(12 / 5) * 5 + k * 5
+        ("checkpoint_saving", 20), ("checkpoint_saving", 20)]
+    assert [by_line[("two/a", n)] for n in range(1, 7)] == [
+        ("training", 1), ("training", 1), ("training", 2), ("checkpoint_saving", 2), ("training", 3), ("training", 4)]
+    # a file without timestamps keeps its own stage and has no iteration
+    assert [by_line[("two/b", n)] for n in (1, 2)] == [("model_loading", None)] * 2
+    # the untimed save marker is on the timeline at the time of the line above it (t=20)
+    assert [by_line[("two/c", n)] for n in (1, 2, 3)] == [("checkpoint_saving", 2), ("training", 4), ("training", 4)]
+    ts_next = {(r.file, r.line_no): r.ts_next for r in staged}
+    assert (ts_next[("one/r0", 4)], ts_next[("two/a", 4)]) == (_ts(5), _ts(30))
+    assert ts_next[("one/r0", 6)] is None and ts_next[("two/c", 3)] is None
+    assert len(staged) == len(rows)
+
+
 def test_clock_offsets_come_from_start_up_lines_not_from_teardown_minutes_apart(spark):
     # node b's clock is 3 s ahead. Its ranks time out on a dead peer 540 s after node a's
     # (HCCL's 120 s socket wait against a 600 s notify wait): the same teardown lines, minutes
