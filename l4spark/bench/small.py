@@ -110,9 +110,12 @@ def nightly_run(code_root: Path, fleet: Path, warehouse: Path, master: str, conf
     env = {**os.environ, "PYTHONPATH": str(code_root.resolve())}
     with PeakMemory() as memory, TreeCpu() as cpu:
         started = time.perf_counter()
-        # -P: no working directory on sys.path, so that PYTHONPATH's code is the l4spark imported
+        # -P: no working directory on sys.path, so that PYTHONPATH's code is the l4spark imported;
+        # and run from code_root, because Spark's Python workers (`python -m pyspark.daemon`) do put
+        # their working directory first on sys.path
         child = subprocess.run([sys.executable, "-P", "-c", code, str(fleet.resolve()), str(warehouse.resolve()), master,
-                                str(result_path.resolve()), *[str(Path(c).resolve()) for c in conf_files]], env=env)
+                                str(result_path.resolve()), *[str(Path(c).resolve()) for c in conf_files]], env=env,
+                               cwd=code_root.resolve())
         process_seconds = time.perf_counter() - started
     if child.returncode != 0 or not result_path.is_file():
         raise RuntimeError(f"the nightly run of {code_root} exited with {child.returncode}")
