@@ -417,16 +417,18 @@ def _store_client_triple(store_token: bool) -> tuple[pd.DataFrame, pd.DataFrame]
     return _triple(rows)
 
 
-STORE_RULE = SpatialConfig(store_client_not_blame=True)  # off by default (docs/spatial.md)
+STORE_RULE = SpatialConfig(store_client_not_blame=True)  # the default since session 22 (docs/spatial.md)
+NAMES_AS_BLAME = SpatialConfig(store_client_not_blame=False)
 
 
 def test_of_three_nodes_a_store_clients_name_of_the_store_host_is_not_blame():
     counts, activity = _store_client_triple(store_token=True)
     ranked = rank_units("job-s", counts, activity, STORE_RULE)
     assert ranked["node"].tolist() == ["n02", "n00", "n01"] and ranked["named_by"].tolist() == [0, 0, 0]
-    # with the name as blame (the default; discounted by design: 1 - 1/3 of one name, a third of
-    # the two others) the store host comes first by 0.02, as on d19001
-    before = rank_units("job-s", counts, activity, SpatialConfig()).set_index("node")
+    # with the name as blame (sessions 21 and before; discounted by design: 1 - 1/3 of one name,
+    # a third of the two others) the store host comes first by 0.02, as on d19001
+    assert rank_units("job-s", counts, activity, SpatialConfig())["node"].tolist() == ["n02", "n00", "n01"]
+    before = rank_units("job-s", counts, activity, NAMES_AS_BLAME).set_index("node")
     assert before.loc["n00", "rank"] == 1 and before.loc["n00", "named_by"] == 1
     # the same name from a line that is no store client's (NCCL's "Connection closed by remote
     # peer n00<4242>") stays blame
@@ -720,13 +722,13 @@ def test_the_session_17_and_18_rules_are_conf_switches_on_by_default(tmp_path, k
         load_config(path)
 
 
-def test_the_store_client_rule_is_a_conf_switch_off_by_default(tmp_path):
+def test_the_store_client_rule_is_a_conf_switch_on_by_default(tmp_path):
     from l4spark.config import load_config
 
     path = tmp_path / "rule.toml"
-    path.write_text("[spatial]\nstore_client_not_blame = true\n")
-    assert load_config(path).spatial.store_client_not_blame is True
-    assert load_config().spatial.store_client_not_blame is False
+    path.write_text("[spatial]\nstore_client_not_blame = false\n")
+    assert load_config(path).spatial.store_client_not_blame is False
+    assert load_config().spatial.store_client_not_blame is True
 
 
 def test_untimed_error_dating_is_a_conf_switch(tmp_path):
