@@ -17,6 +17,21 @@ def test_defaults_load_with_rules(default_config):
     assert {m.name for m in default_config.masking} >= {"ip", "number", "path"}
 
 
+
+def test_hdfs_clients_retry_a_close_soon_with_hadoops_patience(default_config, spark):
+    """A DFS client's close asks the NameNode again after the initial delay, doubling it each
+    retry: the defaults ask again after well under Hadoop's 400 ms yet wait in all no less than
+    Hadoop's 5 retries from 400 ms (12.4 s) before failing the write; the session's Hadoop
+    configuration, which the executors' clients read, has them."""
+    prefix = "spark.hadoop.dfs.client.block.write.locateFollowingBlock."
+    delay = int(default_config.spark.extra[prefix + "initial.delay.ms"])
+    retries = int(default_config.spark.extra[prefix + "retries"])
+    assert delay <= 100
+    assert delay * (2 ** retries - 1) >= 400 * (2 ** 5 - 1)
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()  # a test may look; l4spark does not
+    assert hadoop.get(prefix.removeprefix("spark.hadoop.") + "initial.delay.ms") == str(delay)
+    assert hadoop.get(prefix.removeprefix("spark.hadoop.") + "retries") == str(retries)
+
 def test_file_and_dotted_overrides(tmp_path):
     path = tmp_path / "env.toml"
     path.write_text('[storage]\nwarehouse = "/data/wh"\n[drain]\nsim_th = 0.5\n'
