@@ -1,6 +1,6 @@
 """Parse throughput of one generated fleet on a local path and on HDFS, in one run (make bench-storage).
 
-    python -m tests.storage.bench_hdfs [--jobs N] [--iterations N] [--repeat N] [--formats parquet,delta]
+    python -m tests.storage.bench_hdfs [--jobs N] [--iterations N] [--repeat N] [--formats parquet,delta] [--conf F.toml]
 
 Starts a MiniDFSCluster on 127.0.0.1 (tests/storage/servers.py), copies the fleet to it, then
 parses it with ``parse_jobs`` into a fresh warehouse, in turn logs+warehouse local (the ``auto``
@@ -37,6 +37,8 @@ def main() -> None:
     parser.add_argument("--ranks-per-node", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--formats", default="parquet,delta", help="formats of the HDFS warehouse, comma-separated")
+    parser.add_argument("--conf", action="append", default=[], metavar="FILE",
+                        help="l4spark TOML for the session and the parses (e.g. other [spark.extra] keys)")
     args = parser.parse_args()
     formats = [name.strip() for name in args.formats.split(",") if name.strip()]
     base = Path(tempfile.mkdtemp(prefix="l4spark-bench-storage-"))
@@ -46,14 +48,14 @@ def main() -> None:
         simulate_fleet(logs, FleetOptions(seed=5, jobs=args.jobs, nodes=(2, 4), ranks_per_node=args.ranks_per_node,
                                           iterations=args.iterations, failed_share=0.5))
         hadoop_shell(dfs.uri, "-put", str(logs), "/logs")
-        spark = build_session(load_config(overrides={"spark.master": "local[2]"}).spark)
+        spark = build_session(load_config(*args.conf, overrides={"spark.master": "local[2]"}).spark)
         runs = [("local", str(logs), str(base / "wh-{attempt}"), "auto")]
         runs += [(f"hdfs {name}", dfs.uri + "/logs", f"{dfs.uri}/wh-{name}-{{attempt}}", name) for name in formats]
         timings: dict[str, list[tuple[float, float]]] = {where: [] for where, *_ in runs}
         lines = 0
         for attempt in range(args.repeat + 1):
             for where, root, warehouse, storage_format in runs:
-                config = load_config(overrides={"storage.warehouse": warehouse.format(attempt=attempt),
+                config = load_config(*args.conf, overrides={"storage.warehouse": warehouse.format(attempt=attempt),
                                                 "storage.format": storage_format, "spark.master": "local[2]"})
                 cpu, dfs_cpu, jobs = tree_cpu_seconds(), _cpu_of(dfs.process.pid), spark_jobs_started(spark)
                 started = time.perf_counter()
