@@ -1057,13 +1057,20 @@ def test_unit_activity_dates_untimed_error_lines_by_the_timed_lines_after_them(s
         ("job-d", "h2", 3, "h2/rank-3.log", 2, None, "ERROR", "trace", "RuntimeError: ..."),
         # h3: no error line
         ("job-d", "h3", 4, "h3/rank-4.log", 1, at(70), "INFO", "step", "step")]
-    activity = unit_activity(spark.createDataFrame(rows, MESSAGES_SCHEMA)).toPandas().set_index("node").sort_index()
+    events = spark.createDataFrame(rows, MESSAGES_SCHEMA)
+    activity = unit_activity(events).toPandas().set_index("node").sort_index()
     start = T0.timestamp()
     assert activity.loc["h1", "last_error_by_s"] == start + 10  # written no later than the next timed line
     assert pd.isna(activity.loc["h1", "last_error_s"])  # its own time is unknown
     assert pd.isna(activity.loc["h2", "last_error_by_s"])  # rank-3's error may be the last thing it wrote
     assert activity.loc["h2", "last_error_s"] == start + 50
     assert pd.isna(activity.loc["h3", "last_error_by_s"])
+    # not dated (the switch off, the baselines): the timed error lines alone, and no per-file window
+    undated = unit_activity(events, dated=False)
+    assert "Window" not in undated._jdf.queryExecution().optimizedPlan().toString()
+    undated = undated.toPandas().set_index("node").sort_index()
+    assert pd.isna(undated.loc["h1", "last_error_by_s"]) and undated.loc["h2", "last_error_by_s"] == start + 50
+    pd.testing.assert_frame_equal(undated.drop(columns="last_error_by_s"), activity.drop(columns="last_error_by_s"))
 
 
 @pytest.mark.spark

@@ -159,7 +159,7 @@ def unit_mentions(events: DataFrame, granularity: str = "node",
     return _fresh(_flag_candidates(mentions, candidates), UNIT_FACTS_COLUMNS)
 
 
-def unit_activity(events: DataFrame, granularity: str = "node") -> DataFrame:
+def unit_activity(events: DataFrame, granularity: str = "node", dated: bool = True) -> DataFrame:
     """Per unit, over all its lines: how much and until when it logged, and its error lines.
 
     Input: ``events`` (job_id, node, rank, ts, level, event_id; line_no optional). Output:
@@ -173,13 +173,18 @@ def unit_activity(events: DataFrame, granularity: str = "node") -> DataFrame:
     last error line, line numbers ordering the lines; the latest over its files; null when it
     has no error line, or when a file's last error line has no timestamped line at or after it
     (an untimed error after the last timed line may have been written at the very end);
-    without line numbers, last_error_s).
+    without line numbers, last_error_s). ``dated`` False (``untimed_errors_dated`` off, the
+    baselines): last_error_by_s is last_error_s, and the per-file window that dates untimed
+    errors is not computed.
     """
     is_error = F.col("level").isin(*ERROR_LEVELS)
     seconds = _seconds()
     file_columns = [F.col("job_id"), *_unit_columns(granularity), F.col("rank")]
     if "line_no" in events.columns:
         last_line, last_timed = F.max("line_no"), F.max(F.when(F.col("ts").isNotNull(), F.col("line_no")))
+    else:
+        last_line = last_timed = F.lit(None).cast("long")
+    if dated and "line_no" in events.columns:
         # an untimed error line was written no later than the next timestamped line of its file
         file_window = Window.partitionBy(*file_columns).rowsBetween(Window.unboundedPreceding,
                                                                    Window.unboundedFollowing)
@@ -187,8 +192,7 @@ def unit_activity(events: DataFrame, granularity: str = "node") -> DataFrame:
         error_by = F.min(F.when(F.col("line_no") >= F.col("last_error_line"), seconds))
         undated = F.count(F.when((F.col("n_error") > 0) & F.col("error_by_s").isNull(), 1)) > 0
     else:
-        # no line order: the timestamped error lines alone date the last error
-        last_line = last_timed = F.lit(None).cast("long")
+        # no line order (or not asked for): the timestamped error lines alone date the last error
         error_by = F.max(F.when(is_error, seconds))
         undated = F.lit(False)
     per_file = (
@@ -268,16 +272,16 @@ def unit_slowness(events: DataFrame, granularity: str = "node", timers: DataFram
 
 def unit_inputs(events: DataFrame, granularity: str = "node", candidates: DataFrame | None = None,
                 timers: DataFrame | None = None, remote_patterns: Iterable[str] = (),
-                store_patterns: Iterable[str] = ()) -> tuple[DataFrame, DataFrame]:
+                store_patterns: Iterable[str] = (), dated: bool = True) -> tuple[DataFrame, DataFrame]:
     """The two long-form inputs of ``rank_units`` for every job of ``events``: the unit facts
     and mentions (UNIT_FACTS_COLUMNS) and the unit activity (``unit_activity`` with
     ``unit_slowness``'s slow_z, null where no timer names the unit). Built once, they
     can be ranked under several configurations (``rank_unit_inputs``; the evaluation does).
     ``timers``: see ``unit_slowness``; ``remote_patterns``: see ``unit_event_facts``; ``store_patterns``:
-    see ``unit_mentions``."""
+    see ``unit_mentions``; ``dated``: see ``unit_activity``."""
     facts = unit_event_facts(events, granularity, candidates, remote_patterns).unionByName(
         unit_mentions(events, granularity, candidates, store_patterns))
-    activity = unit_activity(events, granularity)
+    activity = unit_activity(events, granularity, dated)
     slow = unit_slowness(events, granularity, timers).withColumnRenamed("job_id", "s_job").withColumnRenamed(
         "node", "s_node").withColumnRenamed("process_rank", "s_rank")
     same_unit = ((activity["job_id"] == slow["s_job"]) & (activity["node"] == slow["s_node"])
@@ -317,7 +321,7 @@ def rank_nodes(events: DataFrame, config: SpatialConfig = SpatialConfig(),
     # the store-client tokens are only read when the switch is on: no extra regexes per line otherwise
     stores = config.store_client_patterns if config.store_client_not_blame else ()
     return rank_unit_inputs(*unit_inputs(events, config.granularity, candidates, timers, config.remote_patterns,
-                                         stores), config)
+                                         stores, config.untimed_errors_dated), config)
 
 
 def baseline_rankings(events: DataFrame, granularity: str = "node") -> DataFrame:
@@ -328,7 +332,7 @@ def baseline_rankings(events: DataFrame, granularity: str = "node") -> DataFrame
     lines first), rank (1 = most suspect). Units without an error line (or, for error_time,
     without a timestamped one) come after the others, by name.
     """
-    activity = unit_activity(events, granularity)
+    activity = unit_activity(events, granularity, dated=False)  # the baselines read no last_error_by_s
     by_time = Window.partitionBy("job_id").orderBy(F.col("first_error_s").asc_nulls_last(), "node",
                                                    F.col("process_rank").asc_nulls_first())
     by_count = Window.partitionBy("job_id").orderBy(F.col("n_error").desc(), "node",
