@@ -185,10 +185,12 @@ def unit_activity(events: DataFrame, granularity: str = "node", dated: bool = Tr
     else:
         last_line = last_timed = F.lit(None).cast("long")
     if dated and "line_no" in events.columns:
-        # an untimed error line was written no later than the next timestamped line of its file
-        file_window = Window.partitionBy(*file_columns).rowsBetween(Window.unboundedPreceding,
-                                                                   Window.unboundedFollowing)
-        events = events.withColumn("last_error_line", F.max(F.when(is_error, F.col("line_no"))).over(file_window))
+        # an untimed error line was written no later than the next timestamped line of its file:
+        # each file's last error line (a row per file with an error line, broadcast) joined back
+        # to the file's lines, instead of a window that shuffles and sorts every line of the batch
+        last_errors = (events.where(is_error).groupBy("job_id", "node", "rank")
+                       .agg(F.max("line_no").alias("last_error_line")))
+        events = events.join(F.broadcast(last_errors), on=["job_id", "node", "rank"], how="left")
         error_by = F.min(F.when(F.col("line_no") >= F.col("last_error_line"), seconds))
         undated = F.count(F.when((F.col("n_error") > 0) & F.col("error_by_s").isNull(), 1)) > 0
     else:
