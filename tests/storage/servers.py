@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pyspark
 
+from l4spark.config import load_config
 from l4spark.io.storage_jars import find_storage_jar
 
 READY_TIMEOUT_S = 180.0
@@ -99,9 +100,12 @@ def hadoop_shell(dfs_uri: str, *args: str) -> str:
     (conf_dir / "core-site.xml").write_text("<configuration/>\n")
     classpath = os.pathsep.join([str(conf_dir)] + [str(p) for p in sorted(spark_jars.glob("*.jar"))
                                                    if p.name.startswith(wanted)])
-    # one DataNode: one replica (the client's default of 3 makes large writes crawl)
+    # one DataNode: one replica (the client's default of 3 makes large writes crawl); the HDFS
+    # client keys of l4spark's defaults (a -put of many small files waits at each file's close)
+    client = [f"{key.removeprefix('spark.hadoop.')}={value}" for key, value in load_config().spark.extra.items()
+              if key.startswith("spark.hadoop.dfs.client.")]
     done = subprocess.run(["java", "-Xmx256m", "-cp", classpath, "org.apache.hadoop.fs.FsShell",
-                           "-D", "dfs.replication=1", "-fs", dfs_uri, *args],
+                           "-D", "dfs.replication=1", *[a for kv in client for a in ("-D", kv)], "-fs", dfs_uri, *args],
                           capture_output=True, text=True, check=False, timeout=300)
     if done.returncode != 0:
         raise RuntimeError(f"hadoop fs {' '.join(args)} failed ({done.returncode}): {done.stderr[-2000:]}")
