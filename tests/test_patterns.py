@@ -15,6 +15,10 @@ EVENTS = {
             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."),
     "ib": ("E4", "NCCL WARN NET/IB : Got completion from peer <*> with error <*>, opcode <*>",
            "NCCL WARN NET/IB : Got completion from peer 10.3.1.17<52011> with error 12, opcode 0"),
+    # NCCL 2.20 to 2.28 print "with status=N" (transport/net_ib.cc; the line as in NVIDIA/nccl#1814)
+    "ib_status": ("E7", "NCCL WARN NET/IB : Got completion from peer <*> with status=<*> opcode=<*> len=<*> vendor err <*> (Recv)",
+                  "NCCL WARN NET/IB : Got completion from peer 172.36.143.59<44206> with status=12 opcode=129 len=65536 "
+                  "vendor err 129 (Recv) localGid ::ffff:29.87.88.182 remoteGids::ffff:29.87.4.221"),
     "nan": ("E5", "iteration <*>/ <*> | lm loss: nan | number of nan iterations: <*> |",
             "iteration 5/ 10 | lm loss: nan | number of nan iterations:   1 |"),
     "benign": ("E6", "saving checkpoint at iteration <*> to <*>", "saving checkpoint at iteration 100 to /ckpt"),
@@ -31,7 +35,7 @@ def test_seed_library_is_valid_and_covers_the_common_faults():
 
 @pytest.mark.parametrize("event,pattern_id", [
     ("xid79", "gpu-fallen-off-bus"), ("watchdog", "nccl-watchdog-timeout"), ("oom", "cuda-oom"),
-    ("ib", "ib-completion-error"), ("nan", "loss-nan"),
+    ("ib", "ib-completion-error"), ("ib_status", "ib-completion-error"), ("nan", "loss-nan"),
 ])
 def test_each_fault_matches_its_pattern_first(event, pattern_id):
     matches = match_patterns(seed_patterns(), [EVENTS[event]])

@@ -502,7 +502,8 @@ def _node_of(job: dict, node: str) -> int:
 def test_original_kinds_without_behaviours_write_the_same_files_as_before(tmp_path):
     """Old seeds stay comparable: the rank files of the simulator before issue #18 (golden hash; session 19
     changed the one hccl_timeout job: CANN's EI0013 and EI0002 texts, faults.T_HCCL_*; session 21 one
-    DeepSpeed launcher exit line, which quotes the last spawned command as launch.py does)."""
+    DeepSpeed launcher exit line, which quotes the last spawned command as launch.py does; session 23 the IB
+    completion-error lines of jobs on NCCL >= 2.20, "with status=N opcode=N ...": 82 lines, nothing else)."""
     from l4spark.simulate.faults import BASE_KINDS
     root = tmp_path / "gold"
     simulate_fleet(root, FleetOptions(seed=5, jobs=12, failed_share=0.6, nodes=(2, 3), iterations=60, ranks_per_node=2,
@@ -512,7 +513,7 @@ def test_original_kinds_without_behaviours_write_the_same_files_as_before(tmp_pa
         if p.is_file() and "_labels" not in p.parts:
             h.update(str(p.relative_to(root)).encode())
             h.update(p.read_bytes())
-    assert h.hexdigest() == "6913746b23da16d718cf947f6f6385cadf5379ad46e44c172b60d0665f7a66e0"
+    assert h.hexdigest() == "c79a1964b880fc0eb4ee9c09055f4ef5127a929bf7ddcd1ce52e3e9e09099e17"
 
 
 def test_every_rank_names_the_store_host_when_the_fault_is_elsewhere(tmp_path):
@@ -553,7 +554,7 @@ def test_ring_neighbours_name_each_other_one_hop_beyond_the_faulty_node(tmp_path
                 second_hop += 1
                 assert any(names_nb.search(m["message"]) and job["nodes"][beyond] in m["nodes"] for m in lab["indicating_messages"])
             flushed = "Got completion from peer %s<" % nb_ip
-            if any(flushed in line and "with error 5," in line for (host, _), lines in files.items() if host == lab["faulty_nodes"][0] for line in lines):
+            if any(flushed in line and ("with error 5," in line or "with status=5 " in line) for (host, _), lines in files.items() if host == lab["faulty_nodes"][0] for line in lines):
                 faulty_names += 1
     assert second_hop >= 3 and faulty_names >= 3
 
@@ -707,3 +708,20 @@ def test_hccl_timeout_peers_say_they_waited_and_the_faulty_node_reports_its_link
         solution = [line for lines in files.values() for line in lines if "Solution: 1." in line]
         assert solution and all("check other ranks to see whether other errors have been reported earlier" in line
                                 for line in solution)
+
+
+def test_ib_completion_errors_are_worded_as_the_jobs_nccl_version_prints_them(tmp_path):
+    """NCCL up to 2.19 writes "with error 12, opcode 0, len 0, ..."; from 2.20 (tag v2.20.3-1)
+    "with status=12 opcode=0 len=0 ... remoteGids..." (transport/net_ib.cc; NVIDIA/nccl#1405, #1814)."""
+    fleet = _fleet(tmp_path, "ibwords", seed=23, jobs=16, failed_share=1.0, nodes=(2, 3), ranks_per_node=2, iterations=60,
+                   frameworks=("megatron", "deepspeed", "hf_trainer"), fault_kinds=("ib_completion_error", "nic_link_down"))
+    seen = set()
+    for job_id, lab in fleet.labels.items():
+        version = tuple(int(x) for x in fleet.jobs[job_id]["settings"]["nccl_version"].split("+")[0].split(".")[:2])
+        completions = [line for line in fleet.lines(job_id) if "Got completion from peer" in line]
+        assert completions, job_id
+        status = version >= (2, 20)
+        assert all(("with status=" in line) == status and ("with error " in line) != status for line in completions)
+        assert all(re.search(r"remoteGids::ffff:[0-9.]+$", line) for line in completions) == status
+        seen.add(status)
+    assert seen == {True, False}

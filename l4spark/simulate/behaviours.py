@@ -68,12 +68,25 @@ FORMATS: dict[str, Format] = {
     "socket_poll_failed": Format(
         "Socket recv failed while polling for opId=0x{op}",
         "https://github.com/NVIDIA/nccl-tests/issues/166 (proxy.cc:1143)"),
-    "ib_flushed": Format(
-        "NET/IB : Got completion from peer {ip}<{port}> with error 5, opcode 0, len 0, vendor err 249 (Recv) localGid ::ffff:{mine} remoteGid ::ffff:{ip}",
-        "NCCL transport/net_ib.cc completion-error format (https://github.com/NVIDIA/nccl-tests/issues/252); "
-        "status 5 = IBV_WC_WR_FLUSH_ERR with vendor_err 0xf9 (https://github.com/accelio/accelio/issues/181, "
-        "https://github.com/spdk/spdk/issues/298): outstanding work flushed when the local QP goes to error"),
+    # NCCL's IB completion-error warning (transport/net_ib.cc) up to 2.19; ``ib_completion`` picks by version
+    "ib_completion": Format(
+        "NET/IB : Got completion from peer {ip}<{port}> with error {err}, opcode {opc}, len {ln}, vendor err {verr} ({dir}) localGid ::ffff:{mine} remoteGid ::ffff:{ip}",
+        "NCCL transport/net_ib.cc, tags v2.16.2-1 to v2.19.4-1 (https://github.com/NVIDIA/nccl-tests/issues/252)"),
+    # from NCCL 2.20 (tag v2.20.3-1 on): "status=" and the remote GID run on after "remoteGids"
+    "ib_completion_status": Format(
+        "NET/IB : Got completion from peer {ip}<{port}> with status={err} opcode={opc} len={ln} vendor err {verr} ({dir}) localGid ::ffff:{mine} remoteGids::ffff:{ip}",
+        "NCCL transport/net_ib.cc, tags v2.20.3-1 to v2.28.9-1; seen in https://github.com/NVIDIA/nccl/issues/1814 "
+        "(status=12 then status=5 vendor err 249) and https://github.com/NVIDIA/nccl/issues/1405, #1664"),
 }
+# status 5 = IBV_WC_WR_FLUSH_ERR with vendor_err 0xf9 (https://github.com/accelio/accelio/issues/181,
+# https://github.com/spdk/spdk/issues/298): outstanding work flushed when the local QP goes to error
+IB_FLUSHED = dict(err=5, opc=0, ln=0, verr=249, dir="Recv")
+
+
+def ib_completion(nccl_version: str) -> Format:
+    """NCCL's IB completion-error warning as the job's NCCL version prints it (``2.20.5``: status=)."""
+    major, minor = (int(part) for part in nccl_version.split("+")[0].split(".")[:2])
+    return FORMATS["ib_completion_status" if (major, minor) >= (2, 20) else "ib_completion"]
 
 # behaviour -> share of jobs in which it is on
 SHARES: dict[str, float] = {
@@ -214,7 +227,8 @@ class BehaviourMixin:
         rng = behaviour_rng(self.spec.seed, 2000 + r.rank)
         tid = r.pid + 240 + r.local
         for i, nb in enumerate(sorted(self.neighbours)[:3]):
-            msg, tm = FORMATS["ib_flushed"].fill(ip=self.lay.ips[nb], port=rng.randint(32768, 60999), mine=r.ip)
+            msg, tm = ib_completion(self.nccl_version).fill(ip=self.lay.ips[nb], port=rng.randint(32768, 60999), mine=r.ip,
+                                                             **IB_FLUSHED)
             self._add(t + 0.02 + i * 0.001, r.nccl_warn, "transport/net_ib.cc:1696", msg, tid, tmpl=tm)
 
     def store_host_lines(self, r: RankLog, node: int) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 
 from l4spark.simulate.behaviours import FORMATS as BEHAVIOUR_FORMATS
-from l4spark.simulate.behaviours import BehaviourMixin
+from l4spark.simulate.behaviours import BehaviourMixin, ib_completion
 from l4spark.simulate.formats import RankLog, template_of
 from l4spark.simulate.kinds_extra import EXTRA_KINDS, ExtraKinds
 from l4spark.simulate.lifecycle import Ctx, rank_rng
@@ -66,7 +66,6 @@ NATURAL_CAUSES = ("root", "net", "net2", "wd")  # a rank that ends by itself, no
 T_WATCHDOG = "[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn={n}, NumelOut={n2}, Timeout(ms)={tmo}) ran for {ran} milliseconds before timing out."
 T_WATCHDOG_OLD = "[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, Timeout(ms)={tmo}) ran for {ran} milliseconds before timing out."
 T_LAST_WORK = "[PG ID 0 PG GUID 0(default_pg) Rank {r}] Exception (either an error or timeout) detected by watchdog at work: {seq}, last enqueued NCCL work: {enq}, last completed NCCL work: {done}."
-T_IB_COMPLETION = "NET/IB : Got completion from peer {ip}<{port}> with error {err}, opcode {opc}, len {ln}, vendor err {verr} ({dir}) localGid ::ffff:{mine} remoteGid ::ffff:{ip}"
 T_NET_TRACE = "transport/net.cc:{line} -> {code}"
 T_PROXY_TRACE = "proxy.cc:{line} -> {code} [Proxy Thread]"
 T_NCCL_REMOTE = "[PG ID 0 PG GUID 0(default_pg) Rank {r}] Process group watchdog thread terminated with exception: NCCL error: remote process exited or there was a network error, NCCL version {v}"
@@ -553,8 +552,8 @@ class FaultPlan(ExtraKinds, BehaviourMixin):
         nerr = rng.randint(1, 4)
         msgs = []
         for i in range(nerr):
-            msg, tm = fill(T_IB_COMPLETION, ip=fip, port=rng.randint(32768, 60999), err=12, opc=0, ln=0, verr=129,
-                           dir=rng.choice(("Recv", "Send")), mine=r.ip)
+            msg, tm = ib_completion(self.nccl_version).fill(ip=fip, port=rng.randint(32768, 60999), err=12, opc=0, ln=0,
+                                                             verr=129, dir=rng.choice(("Recv", "Send")), mine=r.ip)
             msgs.append((msg, tm))
             tt = t + i * rng.uniform(0.001, 0.05)
             self._add(tt, r.nccl_warn, "transport/net_ib.cc:1696", msg, tid + i, tmpl=tm)
@@ -788,7 +787,8 @@ class FaultPlan(ExtraKinds, BehaviourMixin):
         msgs = []
         for i in range(rng.randint(1, 3)):
             peer = self.lay.ips[rng.choice(nbrs)]
-            m, tm = fill(T_IB_COMPLETION, ip=peer, port=rng.randint(32768, 60999), err=err, opc=0, ln=0, verr=verr, dir="Send", mine=r.ip)
+            m, tm = ib_completion(self.nccl_version).fill(ip=peer, port=rng.randint(32768, 60999), err=err, opc=0, ln=0,
+                                                           verr=verr, dir="Send", mine=r.ip)
             msgs.append((m, tm))
             self._add(t + i * 0.002, r.nccl_warn, "transport/net_ib.cc:1696", m, tid, tmpl=tm)
             m2, t2 = fill(T_NET_TRACE, line=1134, code=6)
