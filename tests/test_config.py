@@ -52,6 +52,7 @@ def test_file_and_dotted_overrides(tmp_path):
     ('[[masking]]\nname = "m"\npattern = "[0-9]+"\n', "masking\\[0\\]' is incomplete"),
     ('[layout]\npattern = "^(?P<job_id>[^/]+)/x$"\n', "needs the named groups"),
     ('[drain]\nsim_th = 2.0\n', "drain.sim_th"),
+    ('[temporal]\npace_from_saves = "yes"\n', "'temporal.pace_from_saves' must be true or false"),
     ('this is not toml', "not valid TOML"),
 ])
 def test_bad_config_is_a_clear_error(tmp_path, text, message):
@@ -76,6 +77,9 @@ def test_step_sections_reach_their_steps(tmp_path):
     temporal = config.temporal
     assert temporal.window == 4 and [r.stage for r in temporal.stage_rules] == ["training"]
     assert load_config().spatial.top_k == 8
+    assert load_config().temporal.pace_from_saves  # the default
+    path.write_text('[temporal]\npace_from_saves = false\n')
+    assert not load_config(path).temporal.pace_from_saves
     path.write_text('[spatial]\nremote_patterns = ["lost my peer"]\n')
     assert load_config(path).spatial.remote_patterns == ("lost my peer",)
 

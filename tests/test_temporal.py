@@ -671,3 +671,42 @@ def test_a_slowdown_is_confirmed_by_the_interval_the_job_was_cancelled_in():
     assert hung.stalled and hung.slowdown_from is None
     # the open interval still within the usual pace: one slow interval is no slowdown
     assert analyse_progress(marks, last_t=t + 200.0, first_error_t=t + 200.0, open_interval=True).slowdown_from is None
+
+
+def test_untimed_log_dicts_are_paced_by_the_timed_checkpoint_saves(spark):
+    """HF Trainer without tqdm bars: `{'loss': ...}` every 10 steps carries no time, so nothing
+    placed a crash inside the 10-step interval after the last dict (its middle was reported).
+    `Saving model checkpoint to .../checkpoint-N` is logged, timed, when step N is done, and the
+    save's last line 90 s later (saves every 100 steps, 18 s a step): from the last save's last
+    line, at the pace between saves less their own length, a crash logged (by another rank) 9 s
+    into step 232 is placed at 232, not 235 (the middle of 231-240); counting the save as steps
+    (the pace from save to save, 18.9 s, from the save's first line) gives 235 too. Fresh 23013's
+    HF program_bug (label 31731) was reported 31735."""
+    lines, line, t = [], 0, 0.0
+
+    def add(at, message, rank=0):
+        nonlocal line
+        line += 1
+        lines.append(("hf", "ab"[rank], rank, f"hf/{'ab'[rank]}/r{rank}", line, None if at is None else _ts(at), None,
+                      f"E_{message[:16]}", message, None, None))
+
+    add(0, "logging_steps=10,")
+    add(0, "***** Running training *****")
+    for step in range(1, 232):
+        t += 18
+        if step % 10 == 0 and step <= 230:
+            add(None, "{'loss': 1.5, 'grad_norm': 0.3, 'learning_rate': 1e-05, 'epoch': 0.5}")
+        if step % 100 == 0:
+            add(t, f"Saving model checkpoint to /ckpt/checkpoint-{step}")
+            add(t + 90, f"Special tokens file saved in /ckpt/checkpoint-{step}/special_tokens_map.json")
+            t += 90
+    add(10, "rank 1 is up", rank=1)
+    add(t + 9, "RuntimeError: CUDA error: an illegal memory access was encountered", rank=1)
+    staged = with_stage_and_iteration(spark.createDataFrame(lines, SCHEMA))
+    candidates = staged.select("job_id", "event_id").distinct()
+    failure = {}
+    for paced in (True, False):
+        conf = TemporalConfig(pace_from_saves=paced)
+        _, progress = analyse_iterations(staged, candidates, conf)
+        failure[paced] = [(r.last_iteration, r.failure_iteration) for r in progress.collect()]
+    assert failure == {True: [(230, 232)], False: [(230, 235)]}

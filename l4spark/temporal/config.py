@@ -170,6 +170,10 @@ class TemporalConfig:
     # the open interval (last progress line -> the job's last line, not stalled) counts as one more interval,
     # at least (its length / stride) per iteration: a slowdown the job was cancelled in is seen after one slow interval
     slowdown_open_interval: bool = True
+    # progress lines without a timestamp (HF Trainer's log dicts) are paced by the timed checkpoint saves
+    # that name their step (`Saving model checkpoint to .../checkpoint-N` is printed when step N is done):
+    # the stop is placed by the time from the last such save to the first new error over that pace
+    pace_from_saves: bool = True
     rare_max_jobs: int = 1  # stand-in indicating events: in at most this many jobs of the warehouse
 
     def __post_init__(self) -> None:

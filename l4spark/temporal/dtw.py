@@ -137,7 +137,8 @@ class Progress:
 
 def analyse_progress(marks: list[tuple[int, float | None]], last_t: float | None, first_error_t: float | None,
                      conf: TemporalConfig = TemporalConfig(), began_t: float | None = None,
-                     paced: list[tuple[int, float]] | None = None, open_interval: bool = False) -> Progress:
+                     paced: list[tuple[int, float]] | None = None, open_interval: bool = False,
+                     saves: tuple[int, float, float] | None = None) -> Progress:
     """Hangs and slowdowns from the progress lines of a job.
 
     ``marks``: (iteration, time) of iteration lines (times of one clock; None or NaN for a line
@@ -154,7 +155,12 @@ def analyse_progress(marks: list[tuple[int, float | None]], last_t: float | None
     (not the failure time: that clock is not the job's). ``open_interval``: the job ended while
     training, so the time from its last progress line to its last line is a training interval that
     did not complete (with ``conf.slowdown_open_interval``, it counts for slowdowns unless the job
-    stalled or a line says when the failure began).
+    stalled or a line says when the failure began). ``saves``: (step N, time, seconds per step): the
+    job's last timed checkpoint save that names its step (begun when step N was done), the time of
+    its last timed line, and the pace between such saves (less the saves' own lines); with
+    ``conf.pace_from_saves``, when the last progress line has no time, the stop is N + 1 advanced
+    by the time from that line to ``first_error_t`` (or ``began_t``) over that pace, within the
+    log interval after the last progress line.
     """
     iterations = sorted({i for i, _ in marks})
     if not iterations:
@@ -192,6 +198,12 @@ def analyse_progress(marks: list[tuple[int, float | None]], last_t: float | None
     broke_t = began_t if began_t is not None else (None if stalled else first_error_t)
     if seconds and broke_t is not None and last_mark_t is not None and broke_t > last_mark_t:
         failure += min(stride - 1, int((broke_t - last_mark_t) / seconds))
+    elif (conf.pace_from_saves and saves is not None and last_mark_t is None and broke_t is not None
+          and saves[2] > 0 and broke_t > saves[1]):
+        # untimed progress lines (HF Trainer's log dicts): the timed saves are the clock. The save
+        # of step N starts when step N is done; training goes on after its last line
+        saved_it, saved_t, saved_s = saves
+        failure = min(last_it + stride, max(last_it + 1, saved_it + 1 + int((broke_t - saved_t) / saved_s)))
     else:
         # nothing timed tells where in the interval it broke (or, stalled, only when a watchdog
         # gave up long after): its middle, the estimate with the least expected error

@@ -151,11 +151,12 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
              .groupBy("job_id")
              .agg(F.min(F.when(F.col("first_t") > F.col("last_mark_t"), F.col("first_t"))).alias("broke_any_t"),
                   F.min(F.array_min(F.transform(after, lambda g: g["t"] - g["elapsed_s"]))).alias("began_any_t")))
+    timing = broke if not conf.pace_from_saves else broke.join(_save_pace(staged, offsets, conf), on="job_id", how="full")
     rows = (training.join(F.broadcast(ranks), on=["job_id", "rank"], how="inner")
             .join(gate, on=["job_id", "event_id"], how="left")
             .join(end_stages, on="job_id", how="left")
             .join(offsets, on=["job_id", "node"], how="left")
-            .join(F.broadcast(broke), on="job_id", how="left")
+            .join(F.broadcast(timing), on="job_id", how="left")
             .select("job_id", "rank", "line_no", "iteration", "event_id",
                     F.when(reported.isNotNull(), shape).otherwise(F.col("event_id")).alias("token"),
                     F.col("ts").cast("double").alias("t"),
@@ -165,7 +166,8 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
                     F.when(reported.isNotNull(), _bad_count(conf)).alias("bad_count"),
                     F.when(reported.isNotNull() & F.col("ts").isNull(), _progress_clock(conf)).alias("clock_s"),
                     _named_mark(staged, conf).isNotNull().alias("stage_mark"),
-                    F.coalesce("gated", F.lit(False)).alias("gated"), "end_stage", "broke_any_t", "began_any_t"))
+                    F.coalesce("gated", F.lit(False)).alias("gated"), "end_stage", "broke_any_t", "began_any_t",
+                    *(["saved_it", "saved_t", "saved_s"] if conf.pace_from_saves else [])))
 
     def per_job(frame: pd.DataFrame) -> pd.DataFrame:
         return _analyse_job(frame, conf)
@@ -177,6 +179,39 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
                 .select("job_id", "last_iteration", "stalled", "slowdown_from", "changed_from", "failure_iteration",
                         F.col("iteration").alias("first_anomalous")))
     return iterations, progress
+
+
+def _save_pace(staged: DataFrame, offsets: DataFrame, conf: TemporalConfig) -> DataFrame:
+    """job_id, saved_it, saved_t, saved_s: the step the job's last timed checkpoint save names, the
+    time of that save's last timed line (over all ranks, on the reference clock) and the median
+    seconds per step between consecutive timed saves, each span less the visible length of the
+    save it starts with. Jobs with fewer than two timed saves that name their step are absent.
+
+    A save of step N starts when step N is done: HF Trainer's ``_maybe_log_save_evaluate`` logs
+    ``Saving model checkpoint to .../checkpoint-{global_step}`` after the step's optimizer update
+    (and after its log dict). Its last timed line (``special_tokens_map.json`` saved) is a lower
+    bound of its end: the optimizer, scheduler and RNG state follow without a line. A save lasts
+    minutes on large models (several steps), so it is taken out of both the pace and the time
+    after the last save."""
+    mark = _named_mark(staged, conf)
+    in_file = Window.partitionBy("job_id", "file").orderBy("line_no").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    saving = (staged.where((F.col("stage") == "checkpoint_saving") & F.col("ts").isNotNull())
+              .select("job_id", "node", "file", "line_no", "ts",
+                      F.when(mark["stage"] == "checkpoint_saving", mark["iteration"]).alias("named_it"))
+              .withColumn("saved_it", F.last("named_it", ignorenulls=True).over(in_file))
+              .where(F.col("saved_it").isNotNull())
+              .join(offsets, on=["job_id", "node"], how="left")
+              .withColumn("t", F.col("ts").cast("double") - F.coalesce("offset_s", F.lit(0.0)))
+              .groupBy("job_id", "saved_it")
+              .agg(F.min("t").alias("start_t"), F.max("t").alias("end_t")))
+    previous = Window.partitionBy("job_id").orderBy("saved_it")
+    span_s = ((F.col("start_t") - F.lag("end_t").over(previous))
+              / (F.col("saved_it") - F.lag("saved_it").over(previous)))
+    return (saving.withColumn("span_s", span_s)
+            .groupBy("job_id")
+            .agg(F.max("saved_it").alias("saved_it"), F.max_by("end_t", "saved_it").alias("saved_t"),
+                 F.percentile_approx("span_s", 0.5).alias("saved_s"))
+            .where(F.col("saved_s").isNotNull()))
 
 
 def _bad_count(conf: TemporalConfig):
@@ -242,8 +277,16 @@ def _analyse_job(frame: pd.DataFrame, conf: TemporalConfig) -> pd.DataFrame:
     paced = ([(int(i), float(c)) for i, c in frame.loc[frame["reported"].notna() & frame["clock_s"].notna(),
                                                        ["reported", "clock_s"]].itertuples(index=False)]
              if "clock_s" in frame.columns else [])
+    saves = _saves(frame) if last_mark_t is None else None
+    if saves is not None and broke_t is None:
+        # progress lines without a time: when it broke, after the last timed save, by the stop's new events
+        after_save = lines.loc[(lines["iteration"] == stopped) & lines["token"].isin(new_events)
+                               & (lines["t_job"] > saves[1]), ["t_job", "elapsed_s"]]
+        broke_t = float(after_save["t_job"].min()) if len(after_save) else None
+        gave_up = (after_save["t_job"] - after_save["elapsed_s"]).dropna()
+        began_t = float(gave_up.min()) if began_t is None and len(gave_up) else began_t
     progress = analyse_progress(marks_list, None if last_t is None else float(last_t), broke_t, conf, began_t, paced,
-                                open_interval=died_training)
+                                open_interval=died_training, saves=saves)
 
     after = {s.iteration: aftermath(s.iteration, s.novel, sequences, marks_list, conf)
              for s in scores if s.anomalous or (s.novel and s.below_mean)}
@@ -291,6 +334,14 @@ def _analyse_job(frame: pd.DataFrame, conf: TemporalConfig) -> pd.DataFrame:
     out = pd.DataFrame([[row.get(c) for c in columns] for row in rows], columns=columns, dtype=object)
     log.debug("temporal %s: %s", job_id, json.dumps({"anomalous": anomalous, "failure": failure_iteration}))
     return out
+
+
+def _saves(frame: pd.DataFrame) -> tuple[int, float, float] | None:
+    """(step, time, seconds per step) of the job's last timed save (``_save_pace``), or None."""
+    if "saved_s" not in frame.columns or frame["saved_s"].isna().all():
+        return None
+    row = frame.iloc[0]
+    return int(row["saved_it"]), float(row["saved_t"]), float(row["saved_s"])
 
 
 def _counted_onset(frame: pd.DataFrame, first: int) -> int:
