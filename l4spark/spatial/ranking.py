@@ -174,8 +174,8 @@ def unit_activity(events: DataFrame, granularity: str = "node", dated: bool = Tr
     has no error line, or when a file's last error line has no timestamped line at or after it
     (an untimed error after the last timed line may have been written at the very end);
     without line numbers, last_error_s). ``dated`` False (``untimed_errors_dated`` off, the
-    baselines): last_error_by_s is last_error_s, and the per-file window that dates untimed
-    errors is not computed.
+    baselines): last_error_by_s is last_error_s, and the files' last error lines that date
+    untimed errors are not looked up.
     """
     is_error = F.col("level").isin(*ERROR_LEVELS)
     seconds = _seconds()
