@@ -22,3 +22,26 @@ def test_a_baseline_without_delta_jars_is_refused_before_anything_runs(tmp_path)
         _check_same_jars({"baseline": tmp_path, "this": REPO})
     (tmp_path / "jars").symlink_to(REPO / "jars")
     _check_same_jars({"baseline": tmp_path, "this": REPO})
+
+
+def test_drain3_over_raw_lines_mines_whole_lines_as_read(tmp_path):
+    """The issue's drain3 reference: every line as read (a gzipped file decompressed), its
+    header included (the bytes count whole lines), up to the cap."""
+    import gzip
+
+    from l4spark.bench.parse import drain3_raw_lines, drain3_single
+    from l4spark.config import load_config
+    from l4spark.parse.layout import RankFile
+
+    lines = [f"[2026-11-0{day} 10:0{day}:00] INFO step {day} done" for day in range(1, 6)]
+    plain, packed = tmp_path / "rank0.log", tmp_path / "rank1.log.gz"
+    plain.write_text("\n".join(lines) + "\n")
+    packed.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+    files = [RankFile("j", "n0", 0, str(plain), "rank0.log", plain.stat().st_size),
+             RankFile("j", "n0", 1, str(packed), "rank1.log.gz", packed.stat().st_size)]
+    config = load_config()
+    raw = drain3_raw_lines(config, files, max_lines=1_000)
+    assert raw.lines == 10 and raw.bytes == 2 * sum(len(line) + 1 for line in lines)
+    assert "10 whole lines from 2 files" in raw.note
+    assert drain3_raw_lines(config, files, max_lines=7).lines == 7
+    assert drain3_single(config, files, max_lines=1_000).lines == 10
