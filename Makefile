@@ -10,7 +10,7 @@ WAREHOUSE ?= warehouse
 SEED   ?= 7
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: setup jars storage-jars demo evaluate evaluate-generalisation test test-storage test-reliability fuzz bench bench-nightly bench-small bench-storage parse-accuracy clean
+.PHONY: setup jars storage-jars demo evaluate evaluate-generalisation test test-storage test-reliability fuzz bench bench-nightly bench-small bench-profile bench-storage parse-accuracy clean
 
 setup: $(STAMP) $(JARS_STAMP) $(STORAGE_JARS_STAMP)
 
@@ -102,6 +102,11 @@ bench-nightly: setup
 # time another checkout's nightly on the same fleet and compare the diagnosis tables row for row.
 bench-small: setup
 	$(PY) -m l4spark.bench.small $(BENCH_SMALL_ARGS)
+
+# Where the diagnosis of a warehouse's failed jobs spends its time, by the line that runs each
+# Spark action: PROFILE_ARGS="--warehouse out/bench-small/warehouse-nightly-this" (a parsed warehouse).
+bench-profile: setup
+	$(PY) -m l4spark.bench.profile $(PROFILE_ARGS)
 
 # Parse throughput of one fleet on a local path and on HDFS (a MiniDFSCluster on 127.0.0.1), as a ratio.
 bench-storage: setup

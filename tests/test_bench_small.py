@@ -45,3 +45,26 @@ def test_drain3_over_raw_lines_mines_whole_lines_as_read(tmp_path):
     assert "10 whole lines from 2 files" in raw.note
     assert drain3_raw_lines(config, files, max_lines=7).lines == 7
     assert drain3_single(config, files, max_lines=1_000).lines == 10
+
+
+def test_the_diagnosis_profile_names_the_lines_that_run_its_spark_actions(spark, nightly_clean):
+    """``python -m l4spark.bench.profile``: every second of the diagnosis' Spark actions is put on
+    the l4spark line that ran it (the per-line frame, the ranking, ...), inside the round's
+    time; nothing is written; the DataFrame methods are themselves again afterwards."""
+    from pyspark.sql.classic.dataframe import DataFrame
+
+    from l4spark.bench.profile import failed_jobs, profile_diagnosis
+    from tests.nightly_support import assert_same, nightly_config, snapshot
+
+    warehouse, _, tables = nightly_clean
+    config = nightly_config(warehouse)
+    collect = DataFrame.collect
+    jobs = failed_jobs(spark, config)
+    [run] = profile_diagnosis(spark, config, jobs[:2], rounds=1)
+    assert run.jobs == 2 and 0 < run.attributed <= run.seconds
+    callers = " ".join(run.by_caller)
+    # the per-line frame (a checkpoint in the batch) and a step's own collect (the history's)
+    assert "diagnosis/assemble.py:" in callers and "_diagnose_batch" in callers and "job_history" in callers
+    assert "(outside l4spark)" not in callers and "io/frames.py" not in callers
+    assert DataFrame.collect is collect
+    assert_same(tables, snapshot(spark, warehouse))
