@@ -142,6 +142,10 @@ NEW_FAULTS = [
     ("parallel-size-mismatch",  # NVIDIA/Megatron-LM megatron/arguments.py validate_args
      "AssertionError: world size (16) is not divisible by tensor model parallel size (3)",
      ("AssertionError: number of layers (30) is not divisible by pipeline model parallel size (4)",)),
+    ("parallel-size-mismatch",  # deepspeed/runtime/config.py _batch_assertion
+     "AssertionError: Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * "
+     "gradient_acc_step * world_size 16 != 5 * 1 * 3",
+     ("AssertionError: Micro batch size per gpu: 0 has to be greater than 0",)),
     ("checkpoint-load-failure",
      "RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory",
      # DeepSpeed's engine.load_checkpoint on a fresh start: a warning, no failure
