@@ -166,3 +166,13 @@ def test_session_24_patterns_match_the_real_line_and_not_its_near_misses(pattern
     assert [m.pattern_id for m in matches] == [pattern_id]
     for near_miss in near_misses:
         assert pattern_id not in [m.pattern_id for m in match_patterns(seed_patterns(), [("E", near_miss, near_miss)])]
+
+
+def test_disabled_patterns_is_a_list_of_ids_in_the_config():
+    from l4spark.config import load_config
+    from l4spark.errors import ConfigError
+
+    config = load_config(overrides={"diagnosis.disabled_patterns": ["host-oom-kill", "shared-fs-stale-handle"]})
+    assert config.diagnosis.disabled_patterns == ("host-oom-kill", "shared-fs-stale-handle")
+    with pytest.raises(ConfigError, match="disabled_patterns"):
+        load_config(overrides={"diagnosis.disabled_patterns": "host-oom-kill"})
