@@ -27,3 +27,45 @@ def test_figures_are_split_by_the_number_of_nodes_of_a_job():
     assert result["overall"]["l4spark_top1"] == round(2 / 3, 4)
     text = format_result({**result, "failed_jobs": 4, "fleet": "f", "diagnosis_seconds": 1.0, "errors": []})
     assert "nodes per job" in text and text.splitlines()[-1].startswith("8 ")
+
+
+def _classed(job_id: str, kind: str, label: str, got: str | None, in_library: bool) -> dict:
+    return {**_job(job_id, kind, 4, 1, 0, None), "fault_class": label, "got_fault_class": got,
+            "class_ok": got == label, "class_in_library": in_library, "no_pattern": got is None}
+
+
+def test_fault_class_is_scored_over_every_job_and_over_the_classes_the_library_has():
+    per_job = pd.DataFrame([_classed("a", "host_oom_kill", "node", "node", True),
+                            _classed("b", "host_oom_kill", "node", "network", True),
+                            _classed("c", "straggler", "slowdown", None, False),
+                            _classed("d", "oom", "out_of_memory", "out_of_memory", True)])
+    result = summarise(per_job)
+    overall, oom_kill = result["overall"], result["per_kind"]["host_oom_kill"]
+    # the straggler counts (wrong, no match) over every job and is left out of the library's classes
+    assert (overall["fault_class_accuracy"], overall["class_jobs"], overall["fault_class_accuracy_in_library"],
+            overall["no_pattern_share"]) == (0.5, 3, round(2 / 3, 4), 0.25)
+    assert (oom_kill["fault_class_accuracy"], oom_kill["no_pattern_share"]) == (0.5, 0.0)
+    text = format_result({**result, "failed_jobs": 4, "fleet": "f", "diagnosis_seconds": 1.0, "errors": []})
+    assert "fault class" in text and "no matched pattern" in text
+
+
+def test_evaluate_scores_the_fault_class_of_diagnosis_jobs_against_the_labels(spark, test_config, tmp_path):
+    """A small fleet end to end: the figure is the share of labelled jobs whose diagnosis_jobs
+    fault_class is the label's, per kind too."""
+    from l4spark.evaluation.diagnosis_eval import evaluate_fleet
+    from l4spark.evaluation.labels import load_labels
+    from l4spark.io.storage import read_table
+    from l4spark.simulate import FleetOptions, simulate_fleet
+
+    fleet = tmp_path / "fleet"
+    simulate_fleet(fleet, FleetOptions(seed=5, jobs=6, nodes=(2, 2), ranks_per_node=2, iterations=30, failed_share=0.5,
+                                       fault_kinds=("gpu_ecc_error", "dataset_read_failure"), frameworks=("megatron",)))
+    result = evaluate_fleet(spark, test_config, fleet, ablation=False, progress=lambda *_: None)
+    labels = load_labels(fleet)
+    got = dict(read_table(spark, test_config.storage, "diagnosis_jobs").select("job_id", "fault_class").collect())
+    right = [got.get(j) == label.fault_class for j, label in labels.items()]
+    assert result["overall"]["fault_class_accuracy"] == round(sum(right) / len(right), 4)
+    for kind, block in result["per_kind"].items():
+        jobs = [j for j, label in labels.items() if label.fault_kind == kind]
+        assert block["fault_class_accuracy"] == round(sum(got.get(j) == labels[j].fault_class for j in jobs) / len(jobs), 4)
+    assert result["per_kind"]["gpu_ecc_error"]["fault_class_accuracy"] == 1.0

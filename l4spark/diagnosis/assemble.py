@@ -377,7 +377,7 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     progress(f"spatial and temporal steps done ({len(nodes)} units, {len(iterations)} iterations)")
     # 4. patterns, over every candidate event
     templates = _templates(spark, config, evidence["event_id"].unique().tolist())
-    library = pattern_library(spark, storage)
+    library = [p for p in pattern_library(spark, storage) if p.pattern_id not in conf.disabled_patterns]
     matches = job_patterns(evidence, templates, library, conf.pattern_min_confidence)
     hits = pattern_hit_rows(matches)
     # 5. assembly

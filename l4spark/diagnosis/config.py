@@ -51,6 +51,9 @@ class DiagnosisConfig:
     min_score: float = 0.5  # an event is flagged when its score reaches this
     max_events: int = 200  # flagged events kept per job (best first)
     pattern_min_confidence: float = 0.5  # a pattern is reported from this share of its signature
+    # ids of library patterns (seed or table) that are not matched: a site switches off a pattern it
+    # does not trust, and an ablation measures what a pattern adds (docs/diagnosis.md)
+    disabled_patterns: tuple = ()
     onset_margin_s: float = 60.0  # an event first seen this long before the failure onset still counts as late
     setup_onset_margin_s: float = 5.0  # ...before the first error line, in a job that never logged progress
     generic_share: float = 0.5  # in at least this share of the other failed jobs: failure boilerplate...

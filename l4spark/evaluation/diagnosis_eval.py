@@ -14,6 +14,10 @@ prints:
   baselines, over the jobs with labelled faulty nodes;
 - stage accuracy and iteration hit rate (the labelled fault iteration flagged anomalous, or the
   reported failure iteration within 1 of it);
+- fault class: the share of failed jobs whose best matched pattern's ``fault_class``
+  (``diagnosis_jobs.fault_class``) is the label's, over every failed job (a job with no match
+  counts wrong), and again over the jobs whose labelled class some pattern of the library has
+  (a straggler's ``slowdown`` has none: no error line names it); the share with no match;
 - every figure per fault kind; the paper's figures alongside. ``--json`` writes the same.
 
 Only evaluation code reads ``_labels``.
@@ -78,6 +82,7 @@ def summarise(per_job: pd.DataFrame) -> dict:
         out["iteration_jobs"] = int(len(with_iteration))
         out["iteration_hit_rate"] = (round(float(with_iteration["iteration_hit"].astype(bool).mean()), 4)
                                      if len(with_iteration) else None)
+        out.update(_class_figures(frame))
         return out
 
     # by the job's size: small jobs defeat comparisons with peers (two nodes have no median)
@@ -85,6 +90,20 @@ def summarise(per_job: pd.DataFrame) -> dict:
     return {"overall": block(per_job),
             "per_kind": {kind: block(group) for kind, group in per_job.groupby("fault_kind", sort=True)},
             "per_size": {str(int(n)): block(group) for n, group in per_job.groupby(sizes, sort=True)}}
+
+
+def _class_figures(frame: pd.DataFrame) -> dict:
+    """Fault class accuracy over every job and over the jobs whose class the library has, and
+    the share of jobs no pattern matched (None where the rows lack the columns)."""
+    if "class_ok" not in frame.columns or not len(frame):
+        return {"fault_class_accuracy": None, "class_jobs": 0, "fault_class_accuracy_in_library": None,
+                "no_pattern_share": None}
+    known = frame[frame["class_in_library"].astype(bool)]
+    return {"fault_class_accuracy": round(float(frame["class_ok"].astype(bool).mean()), 4),
+            "class_jobs": int(len(known)),
+            "fault_class_accuracy_in_library": (round(float(known["class_ok"].astype(bool).mean()), 4)
+                                                if len(known) else None),
+            "no_pattern_share": round(float(frame["no_pattern"].astype(bool).mean()), 4)}
 
 
 def evaluate_fleet(spark, config, fleet: Path, ablation: bool = True, dump: Path | None = None,
@@ -96,6 +115,7 @@ def evaluate_fleet(spark, config, fleet: Path, ablation: bool = True, dump: Path
     from pyspark.sql import functions as F
 
     from l4spark.diagnosis.assemble import diagnose_jobs, write_diagnosis
+    from l4spark.diagnosis.pattern_store import pattern_library
     from l4spark.evaluation.labels import indicating_events, load_labels
     from l4spark.nightly.batch import catch_up
     from l4spark.spatial.ranking import baseline_rankings
@@ -116,7 +136,9 @@ def evaluate_fleet(spark, config, fleet: Path, ablation: bool = True, dump: Path
         progress("ablation: the same diagnosis without the cross-job filter")
         plain = dataclasses.replace(config, diagnosis=dataclasses.replace(config.diagnosis, use_normal_pool=False))
         no_filter = diagnose_jobs(spark, plain, job_ids, progress=progress).events
-    per_job = _per_job(diagnosis, indicating, baselines, labels)
+    library_classes = {p.fault_class for p in pattern_library(spark, config.storage)
+                       if p.pattern_id not in config.diagnosis.disabled_patterns}
+    per_job = _per_job(diagnosis, indicating, baselines, labels, library_classes)
     if dump is not None:
         _dump(dump, diagnosis, indicating, per_job)
     result = {"fleet": str(fleet), "warehouse": str(config.storage.warehouse), "failed_jobs": len(labels),
@@ -130,7 +152,8 @@ def evaluate_fleet(spark, config, fleet: Path, ablation: bool = True, dump: Path
     return result
 
 
-def _per_job(diagnosis, indicating: pd.DataFrame, baselines: pd.DataFrame, labels: dict) -> pd.DataFrame:
+def _per_job(diagnosis, indicating: pd.DataFrame, baselines: pd.DataFrame, labels: dict,
+             library_classes: set[str]) -> pd.DataFrame:
     counts = event_scores(diagnosis.events, indicating, sorted(labels)).set_index("job_id")
     nodes = diagnosis.nodes.sort_values(["job_id", "rank"])
     n_nodes = nodes.groupby("job_id")["node"].nunique().to_dict()
@@ -155,7 +178,11 @@ def _per_job(diagnosis, indicating: pd.DataFrame, baselines: pd.DataFrame, label
                "stage_ok": job["failure_stage"] == label.failure_stage,
                "iteration": want, "got_iteration": reported,
                "iteration_hit": None if want is None else iteration_hit(flagged_iterations.get(job_id, []), reported, want),
-               "faulty_nodes": list(label.faulty_nodes), "n_nodes": int(n_nodes.get(job_id, 0))}
+               "faulty_nodes": list(label.faulty_nodes), "n_nodes": int(n_nodes.get(job_id, 0)),
+               "fault_class": label.fault_class, "got_fault_class": job["fault_class"],
+               "class_ok": job["fault_class"] == label.fault_class,
+               "class_in_library": label.fault_class in library_classes,
+               "no_pattern": len(job["matched_patterns"] if job["matched_patterns"] is not None else []) == 0}
         for method in ("l4spark", "error_time", "error_count"):
             for k in K_VALUES:
                 frame = hits.get(method)
@@ -186,6 +213,8 @@ def _misses(per_job: pd.DataFrame) -> list[dict]:
             problems.append(f"faulty nodes {row.faulty_nodes} not at rank 1")
         if row.iteration_hit is False:
             problems.append(f"iteration {row.iteration} not flagged (reported {row.got_iteration})")
+        if not row.class_ok and row.class_in_library:
+            problems.append(f"fault class {row.got_fault_class} (labelled {row.fault_class})")
         if problems:
             out.append({"job_id": row.job_id, "fault_kind": row.fault_kind, "problems": problems})
     return out
@@ -209,6 +238,9 @@ def format_result(result: dict) -> str:
         lines.append(f"{'  without cross-job filter':<28}P {w['precision']:.3f}  R {w['recall']:.3f}  F1 {w['f1']:.3f}")
     line("stage accuracy", o["stage_accuracy"], None, BAR["stage_accuracy"])
     line(f"iteration hit ({o['iteration_jobs']} jobs)", o["iteration_hit_rate"])
+    line("fault class", o.get("fault_class_accuracy"))
+    line(f"  class in library ({o.get('class_jobs', 0)})", o.get("fault_class_accuracy_in_library"))
+    line("no matched pattern", o.get("no_pattern_share"))
     lines += ["", f"nodes ({o['node_jobs']} jobs with faulty nodes)"
               + "".join(f"{'top-' + str(k):>9}" for k in K_VALUES)]
     for method, paper in (("l4spark", ("node_top1", None, "node_top5", "node_top8")),
@@ -218,13 +250,15 @@ def format_result(result: dict) -> str:
                          for k in K_VALUES)
         papers = " ".join(f"{PAPER[p]:.3f}" if p else "-" for p in paper)
         lines.append(f"  {method:<35}{values}   paper {papers}")
-    lines += ["", f"{'fault kind':<24}{'jobs':>5}{'P':>7}{'R':>7}{'F1':>7}{'top1':>7}{'stage':>7}{'iter':>7}"]
+    lines += ["", f"{'fault kind':<24}{'jobs':>5}{'P':>7}{'R':>7}{'F1':>7}{'top1':>7}{'stage':>7}{'iter':>7}"
+              f"{'class':>7}{'none':>7}"]
     def f(v):
         return f"{v:>7.2f}" if v is not None else f"{'-':>7}"
 
     for kind, b in result["per_kind"].items():
         lines.append(f"{kind:<24}{b['jobs']:>5}{f(b['precision'])}{f(b['recall'])}{f(b['f1'])}"
-                     f"{f(b['l4spark_top1'])}{f(b['stage_accuracy'])}{f(b['iteration_hit_rate'])}")
+                     f"{f(b['l4spark_top1'])}{f(b['stage_accuracy'])}{f(b['iteration_hit_rate'])}"
+                     f"{f(b.get('fault_class_accuracy'))}{f(b.get('no_pattern_share'))}")
     lines += ["", f"{'nodes per job':<24}{'jobs':>5}{'P':>7}{'R':>7}{'F1':>7}{'top1':>7}{'E_time':>7}"]
     for size, b in result.get("per_size", {}).items():
         lines.append(f"{size:<24}{b['jobs']:>5}{f(b['precision'])}{f(b['recall'])}{f(b['f1'])}"
