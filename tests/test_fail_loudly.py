@@ -155,3 +155,22 @@ def test_nightly_exits_3_retries_exactly_the_failed_jobs_then_gives_up(spark, ni
     assert code == 0, out
     assert row["n_selected_jobs"] == 0 and row["status"] == "succeeded" and attempted == {}
     assert f"{empty}: given up after 2 failed attempts: no log line to diagnose" in out
+
+
+def test_a_misspelt_disabled_pattern_fails_the_nightly_before_it_parses(spark, nightly_logs, tmp_path,
+                                                                        monkeypatch, capsys):
+    """``diagnosis.disabled_patterns`` names a pattern id the library lacks (a typo): the nightly
+    exits 2 with one line naming the id and the key, before any job is parsed; a site's own
+    pattern of the fault_patterns table may be named."""
+    import l4spark.cli.nightly as nightly_command
+    from l4spark.io.storage import table_exists
+
+    monkeypatch.setattr(nightly_command, "locked_session", lambda config, command: shared_session(spark))
+    warehouse, conf = tmp_path / "warehouse", tmp_path / "site.toml"
+    conf.write_text('[diagnosis]\ndisabled_patterns = ["host-oom-kill", "host-om-kill"]\n')
+    code = main(["nightly", "--logs-root", str(nightly_logs), "--warehouse", str(warehouse), "--conf", str(conf)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == EXIT_USAGE
+    assert len(err) == 1 and "disabled_patterns" in err[0] and "'host-om-kill'" in err[0]
+    assert "'host-oom-kill'" not in err[0]    # a seed's id is known (listed, not refused)
+    assert not table_exists(nightly_config(warehouse).storage, "jobs")

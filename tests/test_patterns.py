@@ -176,3 +176,25 @@ def test_disabled_patterns_is_a_list_of_ids_in_the_config():
     assert config.diagnosis.disabled_patterns == ("host-oom-kill", "shared-fs-stale-handle")
     with pytest.raises(ConfigError, match="disabled_patterns"):
         load_config(overrides={"diagnosis.disabled_patterns": "host-oom-kill"})
+
+
+def test_a_disabled_pattern_is_not_matched_and_its_class_goes_with_it(spark, nightly_clean):
+    """``diagnose_jobs`` under ``disabled_patterns``: the job's best pattern of the clean nightly
+    is no longer among its matches nor gives its fault class; the others still match."""
+    import dataclasses
+
+    from l4spark.diagnosis.assemble import diagnose_jobs
+    from tests.nightly_support import nightly_config
+
+    warehouse, _, tables = nightly_clean
+    jobs = tables["diagnosis_jobs"]
+    matched = jobs[jobs["matched_patterns"].map(lambda m: m is not None and len(m) > 0)]
+    job = matched.iloc[0]
+    best = list(job["matched_patterns"])[0]
+    config = nightly_config(warehouse)
+    config = dataclasses.replace(config, diagnosis=dataclasses.replace(config.diagnosis, disabled_patterns=(best,)))
+    row = diagnose_jobs(spark, config, [job["job_id"]], progress=lambda m: None).jobs.iloc[0]
+    assert row["status"] == "diagnosed"
+    assert list(row["matched_patterns"]) == list(job["matched_patterns"])[1:]
+    library = {p.pattern_id: p.fault_class for p in seed_patterns()}
+    assert row["fault_class"] == (library[list(job["matched_patterns"])[1]] if len(job["matched_patterns"]) > 1 else None)

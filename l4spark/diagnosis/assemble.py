@@ -40,7 +40,7 @@ from l4spark.crossjob.normal_pool import (
     read_normal_pool,
     with_message_form,
 )
-from l4spark.diagnosis.pattern_store import pattern_library
+from l4spark.diagnosis.pattern_store import enabled_patterns
 from l4spark.crossjob.reasons import NO_HISTORY
 from l4spark.diagnosis.config import INDENTED_PATTERN, WARNING_LINE_PATTERN, DiagnosisConfig
 from l4spark.diagnosis.scoring import SEVERITY, job_patterns, pattern_hit_rows, rank_matches, score_events
@@ -247,6 +247,7 @@ def diagnose_jobs(spark: SparkSession, config: Config, job_ids: Iterable[str], r
     """
     run_id = run_id or new_run_id()
     job_ids = sorted(set(job_ids))
+    enabled_patterns(spark, config.storage, config.diagnosis.disabled_patterns)  # a misspelt id fails the run here
     processed_at = datetime.now(timezone.utc).replace(tzinfo=None)
     errors: dict[str, str] = {}
     registry = {}
@@ -377,7 +378,7 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     progress(f"spatial and temporal steps done ({len(nodes)} units, {len(iterations)} iterations)")
     # 4. patterns, over every candidate event
     templates = _templates(spark, config, evidence["event_id"].unique().tolist())
-    library = [p for p in pattern_library(spark, storage) if p.pattern_id not in conf.disabled_patterns]
+    library = enabled_patterns(spark, storage, conf.disabled_patterns)
     matches = job_patterns(evidence, templates, library, conf.pattern_min_confidence)
     hits = pattern_hit_rows(matches)
     # 5. assembly

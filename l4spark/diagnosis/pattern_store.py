@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 
 from l4spark.config import StorageConfig
 from l4spark.diagnosis.patterns import FaultPattern, PatternError, pattern_from_dict, seed_patterns
+from l4spark.errors import ConfigError
 from l4spark.io.storage import read_table, table_exists, write_table
 from l4spark.io.tables import FAULT_PATTERNS
 
@@ -39,6 +40,19 @@ def pattern_library(spark: SparkSession, storage: StorageConfig) -> list[FaultPa
     library = {p.pattern_id: p for p in seed_patterns()}
     library.update({p.pattern_id: p for p in stored_patterns(spark, storage)})
     return [library[k] for k in sorted(library)]
+
+
+def enabled_patterns(spark: SparkSession, storage: StorageConfig, disabled: tuple[str, ...] = ()) -> list[FaultPattern]:
+    """``pattern_library`` without the ids of ``disabled`` (``diagnosis.disabled_patterns``). An
+    id that is in neither the seeds nor the table is refused (``ConfigError``, naming it and the
+    library's ids): a misspelt id would otherwise switch nothing off, unnoticed."""
+    library = pattern_library(spark, storage)
+    unknown = sorted(set(disabled) - {p.pattern_id for p in library})
+    if unknown:
+        raise ConfigError(f"diagnosis.disabled_patterns: no pattern {', '.join(map(repr, unknown))} in the library "
+                          f"(seeds and the fault_patterns table: {', '.join(p.pattern_id for p in library)}); "
+                          "see `l4spark patterns list`")
+    return [p for p in library if p.pattern_id not in set(disabled)]
 
 
 def save_pattern(spark: SparkSession, storage: StorageConfig, pattern: FaultPattern, replace: bool = False) -> None:

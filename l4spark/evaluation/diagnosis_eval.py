@@ -115,7 +115,7 @@ def evaluate_fleet(spark, config, fleet: Path, ablation: bool = True, dump: Path
     from pyspark.sql import functions as F
 
     from l4spark.diagnosis.assemble import diagnose_jobs, write_diagnosis
-    from l4spark.diagnosis.pattern_store import pattern_library
+    from l4spark.diagnosis.pattern_store import enabled_patterns
     from l4spark.evaluation.labels import indicating_events, load_labels
     from l4spark.nightly.batch import catch_up
     from l4spark.spatial.ranking import baseline_rankings
@@ -136,8 +136,7 @@ def evaluate_fleet(spark, config, fleet: Path, ablation: bool = True, dump: Path
         progress("ablation: the same diagnosis without the cross-job filter")
         plain = dataclasses.replace(config, diagnosis=dataclasses.replace(config.diagnosis, use_normal_pool=False))
         no_filter = diagnose_jobs(spark, plain, job_ids, progress=progress).events
-    library_classes = {p.fault_class for p in pattern_library(spark, config.storage)
-                       if p.pattern_id not in config.diagnosis.disabled_patterns}
+    library_classes = {p.fault_class for p in enabled_patterns(spark, config.storage, config.diagnosis.disabled_patterns)}
     per_job = _per_job(diagnosis, indicating, baselines, labels, library_classes)
     if dump is not None:
         _dump(dump, diagnosis, indicating, per_job)

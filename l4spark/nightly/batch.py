@@ -44,6 +44,7 @@ from l4spark import __version__
 from l4spark.config import Config
 from l4spark.crossjob.normal_pool import update_normal_pool
 from l4spark.diagnosis.assemble import diagnose_jobs, new_run_id, write_diagnosis
+from l4spark.diagnosis.pattern_store import enabled_patterns
 from l4spark.killpoints import kill_point
 from l4spark.nightly.selection import jobs_to_diagnose, missing_jobs, stale_jobs
 from l4spark.parse.layout import scan_logs_root
@@ -123,6 +124,8 @@ def run_nightly(spark: SparkSession, config: Config, logs_root: str | Path, run_
         run.seconds[name] = round(now - clock, 2)
         clock = now
 
+    # a setting the diagnosis would refuse fails the run now, not after the parse and the pool
+    enabled_patterns(spark, config.storage, config.diagnosis.disabled_patterns)
     _scan_then_parse(spark, config, logs_root, run, lap, progress)
     kill_point("after_parse")
     update_normal_pool(spark, config, config.normal_pool, progress=progress)
