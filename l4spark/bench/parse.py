@@ -172,76 +172,68 @@ def full_parse(spark, config: Config, fleet: Path, total_bytes: int) -> tuple[Me
 
 
 def drain3_single(config: Config, files, max_lines: int) -> Measure:
-    """Single-process reference over a deterministic sample: every k-th file (k = files / 200),
-    then every k-th from the next offset, and so on until ``max_lines``: a fleet of small files
-    gives a sample spread over the fleet and long enough to time (one stride of the 0.3x
-    small-files fleet held 23k lines, timed in 0.3 s)."""
+    """Single-process reference over a deterministic sample (``_sample_lines``): each line
+    structured (its header taken off), its digits folded as the pipeline does, and mined; the
+    reading is not timed (a fleet of small files gives a sample spread over the fleet and long
+    enough to time: one stride of the 0.3x small-files fleet held 23k lines, timed in 0.3 s)."""
     from drain3 import TemplateMiner
 
     from l4spark.evaluation.loghub import masked_input, template_miner_config
-    from l4spark.parse.reader import ReadLimits, read_lines
     from l4spark.parse.textrules import LineStructurer
 
     miner = TemplateMiner(config=template_miner_config(config))
     s = config.structure
     structurer = LineStructurer(s.wrappers, s.headers, s.levels, s.max_wrapper_depth)
-    limits = ReadLimits(config.ingest.max_line_bytes, config.ingest.read_chunk_bytes,
-                        config.ingest.binary_control_share)
-
-    strides = _sample_files(files)
-    sample: list = []
-    lines: list[str] = []
-    for rank_file in strides:
-        sample.append(rank_file)
-        for item in read_lines(rank_file, limits):
-            if isinstance(item, tuple):
-                lines += [line for line in item[1] if line is not None]
-        if len(lines) >= max_lines:
-            break
-    lines = lines[:max_lines]
+    sampled = list(_sample_lines(config, files, max_lines))
+    lines = [line for _, line in sampled]
     started = time.perf_counter()
     for line in lines:
         miner.add_log_message(masked_input(config, structurer.structure(line).message))
     seconds = time.perf_counter() - started
     sampled_bytes = sum(len(line) + 1 for line in lines)
+    n_files = sampled[-1][0] if sampled else 0
     return Measure("drain3 single", seconds, len(lines), sampled_bytes,
-                   f"{len(lines):,} sampled lines from {len(sample)} files, {len(miner.drain.clusters)} clusters")
+                   f"{len(lines):,} sampled lines from {n_files} files, {len(miner.drain.clusters)} clusters")
 
 
 def drain3_raw_lines(config: Config, files, max_lines: int) -> Measure:
     """Single-process drain3 as a user would run it over the files (issue #21's reference): the
     whole lines as read, headers included and digits not folded, this repo's masks, reading and
-    decompressing timed too; over the same sample of files as ``drain3_single``."""
+    decompressing timed too; the same sample as ``drain3_single``."""
     from drain3 import TemplateMiner
 
     from l4spark.evaluation.loghub import template_miner_config
-    from l4spark.parse.reader import ReadLimits, read_lines
 
     miner = TemplateMiner(config=template_miner_config(config))
-    limits = ReadLimits(config.ingest.max_line_bytes, config.ingest.read_chunk_bytes,
-                        config.ingest.binary_control_share)
     n_lines = n_bytes = n_files = 0
     started = time.perf_counter()
-    for rank_file in _sample_files(files):
-        n_files += 1
-        for item in read_lines(rank_file, limits):
-            if isinstance(item, tuple):
-                for line in item[1]:
-                    if line is not None and n_lines < max_lines:
-                        miner.add_log_message(line)
-                        n_lines, n_bytes = n_lines + 1, n_bytes + len(line) + 1
-        if n_lines >= max_lines:
-            break
+    for n_files, line in _sample_lines(config, files, max_lines):
+        miner.add_log_message(line)
+        n_lines, n_bytes = n_lines + 1, n_bytes + len(line) + 1
     seconds = time.perf_counter() - started
     return Measure("drain3 raw lines", seconds, n_lines, n_bytes,
                    f"{n_lines:,} whole lines from {n_files} files read and mined, {len(miner.drain.clusters)} clusters")
 
 
-def _sample_files(files) -> Iterator:
-    """Every k-th file (k = files / 200), then every k-th from the next offset, and so on: a
-    sample spread over the fleet (``drain3_single``)."""
+def _sample_lines(config: Config, files, max_lines: int) -> Iterator[tuple[int, str]]:
+    """(files read so far, line) for the first ``max_lines`` lines of a sample spread over the
+    fleet: every k-th file (k = files / 200), then every k-th from the next offset, and so on."""
+    from l4spark.parse.reader import ReadLimits, read_lines
+
+    limits = ReadLimits(config.ingest.max_line_bytes, config.ingest.read_chunk_bytes,
+                        config.ingest.binary_control_share)
     step = max(1, len(files) // 200)
-    return (rank_file for offset in range(step) for rank_file in files[offset::step])
+    n_lines = 0
+    for n_files, rank_file in enumerate((f for offset in range(step) for f in files[offset::step]), 1):
+        for item in read_lines(rank_file, limits):
+            if not isinstance(item, tuple):
+                continue
+            for line in item[1]:
+                if line is not None:
+                    yield n_files, line
+                    n_lines += 1
+                    if n_lines >= max_lines:
+                        return
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,6 +12,7 @@ first round also pays the JVM's warm-up, as a nightly does; the later ones show 
 from __future__ import annotations
 
 import argparse
+import threading
 import time
 import traceback
 from collections import Counter
@@ -42,18 +43,17 @@ def timed_actions(spent: Counter) -> Iterator[None]:
     from pyspark.sql.classic.dataframe import DataFrame
 
     originals = {name: getattr(DataFrame, name) for name in ACTIONS if hasattr(DataFrame, name)}
-    depth = [0]   # an action that calls another (toPandas -> collect) is counted once, outermost
+    inside = threading.local()   # an action that calls another (toPandas -> collect) counts once, outermost
 
     def wrapped(name, method):
         def run(self, *args, **kwargs):
-            if depth[0]:
+            if getattr(inside, "action", False):
                 return method(self, *args, **kwargs)
-            depth[0] += 1
-            started = time.perf_counter()
+            inside.action, started = True, time.perf_counter()
             try:
                 return method(self, *args, **kwargs)
             finally:
-                depth[0] -= 1
+                inside.action = False
                 spent[f"{name:<15} {_caller()}"] += time.perf_counter() - started
         return run
 

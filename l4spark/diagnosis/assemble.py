@@ -41,6 +41,7 @@ from l4spark.crossjob.normal_pool import (
     with_message_form,
 )
 from l4spark.diagnosis.pattern_store import enabled_patterns
+from l4spark.diagnosis.patterns import FaultPattern
 from l4spark.crossjob.reasons import NO_HISTORY
 from l4spark.diagnosis.config import INDENTED_PATTERN, WARNING_LINE_PATTERN, DiagnosisConfig
 from l4spark.diagnosis.scoring import SEVERITY, job_patterns, pattern_hit_rows, rank_matches, score_events
@@ -247,7 +248,8 @@ def diagnose_jobs(spark: SparkSession, config: Config, job_ids: Iterable[str], r
     """
     run_id = run_id or new_run_id()
     job_ids = sorted(set(job_ids))
-    enabled_patterns(spark, config.storage, config.diagnosis.disabled_patterns)  # a misspelt id fails the run here
+    # read once for every batch; a misspelt id of disabled_patterns fails the run here
+    library = enabled_patterns(spark, config.storage, config.diagnosis.disabled_patterns)
     processed_at = datetime.now(timezone.utc).replace(tzinfo=None)
     errors: dict[str, str] = {}
     registry = {}
@@ -266,7 +268,7 @@ def diagnose_jobs(spark: SparkSession, config: Config, job_ids: Iterable[str], r
     if ready:
         n_lines = sum(int(registry[job_id].n_lines or 0) for job_id in ready)
         with session_settings(spark, batch_settings(config.diagnosis, n_lines)):
-            _diagnose_ready(spark, config, ready, registry, progress, parts, errors)
+            _diagnose_ready(spark, config, ready, registry, progress, parts, errors, library)
     merged = _merge_parts(parts)
     rows = [*merged.pop("job_rows")]
     for job_id, reason in sorted(errors.items()):
@@ -279,11 +281,13 @@ def diagnose_jobs(spark: SparkSession, config: Config, job_ids: Iterable[str], r
 
 
 def _diagnose_ready(spark: SparkSession, config: Config, ready: list[str], registry: dict,
-                    progress: Callable[[str], None], parts: list[dict], errors: dict[str, str]) -> None:
+                    progress: Callable[[str], None], parts: list[dict], errors: dict[str, str],
+                    library: list[FaultPattern]) -> None:
     """The batch of ``ready`` jobs in one pass into ``parts``; when it fails on some job's data,
-    the jobs one by one, so that only the broken one gets its reason in ``errors``."""
+    the jobs one by one, so that only the broken one gets its reason in ``errors``. ``library``:
+    the fault patterns matched (``enabled_patterns``)."""
     try:
-        parts.append(_diagnose_batch(spark, config, ready, registry, progress))
+        parts.append(_diagnose_batch(spark, config, ready, registry, progress, library))
     except Exception as exc:  # a step failed on some job's data: isolate it
         if len(ready) == 1:
             errors[ready[0]] = _failed(ready[0], exc)
@@ -291,7 +295,7 @@ def _diagnose_ready(spark: SparkSession, config: Config, ready: list[str], regis
             progress(f"batch diagnosis failed ({type(exc).__name__}); diagnosing the {len(ready)} jobs one by one")
             for job_id in ready:
                 try:
-                    parts.append(_diagnose_batch(spark, config, [job_id], registry, progress))
+                    parts.append(_diagnose_batch(spark, config, [job_id], registry, progress, library))
                 except Exception as one:  # noqa: BLE001 - reported as the job's error row
                     errors[job_id] = _failed(job_id, one)
 
@@ -317,7 +321,7 @@ def _merge_parts(parts: list[dict]) -> dict:
 
 
 def _diagnose_batch(spark: SparkSession, config: Config, job_ids: list[str], registry: dict,
-                    progress: Callable[[str], None]) -> dict:
+                    progress: Callable[[str], None], library: list[FaultPattern]) -> dict:
     conf = config.diagnosis
     tconf = config.temporal
     storage = config.storage
@@ -337,7 +341,7 @@ def _diagnose_batch(spark: SparkSession, config: Config, job_ids: list[str], reg
         lines = computed_once(with_message_form(prepare_lines(staged, offsets, conf, tconf), config.masking,
                                                 config.structure.fold_digits))
         return _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs, lines, offsets,
-                               progress)
+                               progress, library)
     finally:
         if lines is not None:
             lines.unpersist()
@@ -345,7 +349,7 @@ def _diagnose_batch(spark: SparkSession, config: Config, job_ids: list[str], reg
 
 
 def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs, lines, offsets,
-                    progress) -> dict:
+                    progress, library: list[FaultPattern]) -> dict:
     storage = config.storage
     # 1. cross-job filter
     pool = read_normal_pool(spark, storage)
@@ -378,7 +382,6 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     progress(f"spatial and temporal steps done ({len(nodes)} units, {len(iterations)} iterations)")
     # 4. patterns, over every candidate event
     templates = _templates(spark, config, evidence["event_id"].unique().tolist())
-    library = enabled_patterns(spark, storage, conf.disabled_patterns)
     matches = job_patterns(evidence, templates, library, conf.pattern_min_confidence)
     hits = pattern_hit_rows(matches)
     # 5. assembly

@@ -124,8 +124,9 @@ def run_nightly(spark: SparkSession, config: Config, logs_root: str | Path, run_
         run.seconds[name] = round(now - clock, 2)
         clock = now
 
-    # a setting the diagnosis would refuse fails the run now, not after the parse and the pool
-    enabled_patterns(spark, config.storage, config.diagnosis.disabled_patterns)
+    if config.diagnosis.disabled_patterns:
+        # an id the diagnosis would refuse fails the run now, not after the parse and the pool
+        enabled_patterns(spark, config.storage, config.diagnosis.disabled_patterns)
     _scan_then_parse(spark, config, logs_root, run, lap, progress)
     kill_point("after_parse")
     update_normal_pool(spark, config, config.normal_pool, progress=progress)
