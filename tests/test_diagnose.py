@@ -98,9 +98,15 @@ def test_gpu_ecc_fault_matches_its_seed_pattern_and_flags_the_labelled_events(di
     ecc = [j for j, label in fleet["labels"].items() if label["fault_kind"] == "gpu_ecc_error"]
     assert ecc, "the fixture fleet should hold a GPU ECC failure"
     jobs = diagnosis.jobs.set_index("job_id")
+    first = diagnosis.nodes[diagnosis.nodes["rank"] == 1].set_index("job_id")["node"]
+    # the class is read where the node ranking points (diagnosis.locate_matches): right where
+    # the faulty node is ranked first (job ...0000 here; ...0006's two-node ranking puts the
+    # peer that printed the IB errors first, and its class follows: network)
+    assert any(first[j] in fleet["labels"][j]["faulty_nodes"] for j in ecc)
     for job_id in ecc:
         assert "gpu-ecc-error" in list(jobs.loc[job_id, "matched_patterns"])
-        assert jobs.loc[job_id, "fault_class"] == "accelerator"
+        if first[job_id] in fleet["labels"][job_id]["faulty_nodes"]:
+            assert jobs.loc[job_id, "fault_class"] == "accelerator"
         flagged = diagnosis.events[diagnosis.events["job_id"] == job_id]
         messages = [m["message"] for m in fleet["labels"][job_id]["indicating_messages"]]
         assert any(any(m in str(s) for m in messages) for s in flagged["sample"]), "no labelled event flagged"
@@ -420,6 +426,54 @@ def test_matches_rank_the_pattern_whose_events_came_first():
     ])
     ranked = rank_matches({"j": [ib, partial, oom]}, scored)["j"]
     assert [m.pattern_id for m in ranked] == ["cuda-oom", "ib-completion-error", "partial"]
+
+
+def test_the_match_printed_on_the_blamed_node_names_the_fault_before_an_earlier_peer_report():
+    """A host's GPU ECC error (untimed, as under Slurm's `N: ` prefix) and the IB completion errors
+    its neighbours print naming it (dated first by their clocks): with the node ranking the
+    suspect's own line names the fault; by time alone the peers' report did."""
+    from l4spark.diagnosis.patterns import PatternMatch
+    from l4spark.diagnosis.scoring import match_locality, rank_matches
+
+    ecc = PatternMatch("gpu-ecc-error", "ECC", "accelerator", 1.0, ("E_ecc",))
+    ib = PatternMatch("ib-completion-error", "IB", "network", 1.0, ("E_ib_peer", "E_ib_flush"))
+    scored = pd.DataFrame([
+        {"job_id": "j", "event_id": "E_ecc", "first_t": float("nan"), "generic": False, "nodes": ["n361"]},
+        {"job_id": "j", "event_id": "E_ib_peer", "first_t": 70.0, "generic": False,
+         "nodes": ["n223", "n412", "n759"]},
+        # the suspect's own flushed work requests, printed by it and by every peer
+        {"job_id": "j", "event_id": "E_ib_flush", "first_t": 71.0, "generic": False,
+         "nodes": ["n223", "n361", "n412", "n759"]},
+        {"job_id": "k", "event_id": "E_ecc", "first_t": 5.0, "generic": False, "nodes": None},
+    ])
+    nodes = pd.DataFrame({"job_id": ["j"] * 4, "node": ["n361", "n223", "n412", "n759"], "rank": [1, 2, 3, 4]})
+    assert [m.pattern_id for m in rank_matches({"j": [ib, ecc]}, scored, nodes)["j"]] == [
+        "gpu-ecc-error", "ib-completion-error"]
+    assert [m.pattern_id for m in rank_matches({"j": [ib, ecc]}, scored)["j"]] == [
+        "ib-completion-error", "gpu-ecc-error"]
+    # a job without a ranking, or an event without printers, falls back to time
+    assert [m.pattern_id for m in rank_matches({"k": [ecc]}, scored, nodes)["k"]] == ["gpu-ecc-error"]
+    assert match_locality([1]) == 1.0
+    assert match_locality([2, 3, 4]) == round((1 / 2 + 1 / 3 + 1 / 4) / 3, 6)
+    assert match_locality([1, None]) == 0.5  # a printer the ranking does not list counts 0
+    assert match_locality([]) == 0.0
+
+
+def test_rank_matches_places_a_match_by_its_unit_at_rank_granularity():
+    """At rank granularity a node has several units; it counts with its best."""
+    from l4spark.diagnosis.patterns import PatternMatch
+    from l4spark.diagnosis.scoring import rank_matches
+
+    disk = PatternMatch("checkpoint-save-failure", "save", "storage", 1.0, ("E_io",))
+    nccl = PatternMatch("nccl-watchdog-timeout", "NCCL", "network", 1.0, ("E_wd",))
+    scored = pd.DataFrame([
+        {"job_id": "j", "event_id": "E_io", "first_t": 200.0, "generic": False, "nodes": ["a"]},
+        {"job_id": "j", "event_id": "E_wd", "first_t": 100.0, "generic": False, "nodes": ["b"]},
+    ])
+    units = pd.DataFrame({"job_id": ["j"] * 4, "node": ["b", "a", "a", "b"], "process_rank": [0, 5, 4, 1],
+                          "rank": [3, 1, 2, 4]})
+    assert [m.pattern_id for m in rank_matches({"j": [nccl, disk]}, scored, units)["j"]] == [
+        "checkpoint-save-failure", "nccl-watchdog-timeout"]
 
 
 def test_untimed_lines_at_the_end_of_a_file_are_its_tail(spark):

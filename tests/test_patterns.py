@@ -154,6 +154,12 @@ NEW_FAULTS = [
     ("loss-nan",  # deepspeed/runtime/fp16/loss_scaler.py
      "Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.",
      ("[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768",)),
+    ("rdma-qp-setup-failure",  # NCCL misc/ibvwrap.cc, as quoted in an NCCL FAQ (GID/RoCE mismatch)
+     "misc/ibvwrap.cc:284 NCCL WARN Call to ibv_modify_qp failed with error Invalid argument",
+     ("include/socket.h:403 NCCL WARN Connect to 10.0.0.2<43391> failed: Connection refused",)),
+    ("rdma-qp-setup-failure",  # the HCA port gone (errno 19), ROCm/rccl#1303 and a debugging write-up
+     "ibvwrap.c:174 NCCL WARN Call to ibv_modify_qp failed with error No such device errno 19",
+     ("NCCL WARN NET/IB : No device found.",)),
     ("checkpoint-rename-race",  # FanqingM/MM-Eureka-V0#8
      "OSError: [Errno 39] Directory not empty: '/root/results/tmp-checkpoint-s0yubqtr' -> '/root/results/checkpoint-50'",
      ()),

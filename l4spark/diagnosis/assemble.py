@@ -150,8 +150,9 @@ def event_evidence(candidates: DataFrame, exit_line_patterns: Sequence[str] = ()
     """Per (job, candidate event) over candidate lines (``prepare_lines`` columns plus
     keep_reason): n_lines, n_nodes, n_ranks, first_t, last_t, severity (highest level, see
     SEVERITY), frame_share, tail (any line in its file's tail), the first line (sample, sample_node, sample_ts, stage, level),
-    keep_reason and exit_nodes (sorted nodes of its lines that match one of ``exit_line_patterns``,
-    a launcher's report of its own failed worker; empty without patterns)."""
+    keep_reason, exit_nodes (sorted nodes of its lines that match one of ``exit_line_patterns``,
+    a launcher's report of its own failed worker; empty without patterns) and nodes (the sorted
+    nodes that printed it: where a pattern match is, ``scoring.rank_matches``)."""
     exit_line = F.lit(False)
     for regex in exit_line_patterns:
         exit_line = exit_line | F.coalesce(F.col("message").rlike(regex), F.lit(False))
@@ -166,11 +167,12 @@ def event_evidence(candidates: DataFrame, exit_line_patterns: Sequence[str] = ()
                  F.avg(F.col("frame").cast("double")).alias("frame_share"),
                  F.max(F.col("tail")).alias("tail"),
                  F.min(first).alias("first"), F.min("keep_reason").alias("keep_reason"),
-                 F.array_sort(F.collect_set("exit_node")).alias("exit_nodes"))
+                 F.array_sort(F.collect_set("exit_node")).alias("exit_nodes"),
+                 F.array_sort(F.collect_set("node")).alias("nodes"))
             .select("job_id", "event_id", "n_lines", "n_nodes", "n_ranks", "first_t", "last_t", "severity",
                     "frame_share", "tail", F.col("first.message").alias("sample"), F.col("first.node").alias("sample_node"),
                     F.col("first.ts").alias("sample_ts"), F.col("first.stage").alias("stage"),
-                    F.col("first.level").alias("level"), "keep_reason", "exit_nodes"))
+                    F.col("first.level").alias("level"), "keep_reason", "exit_nodes", "nodes"))
 
 
 def failed_event_shares(spark: SparkSession, config: Config, job_ids: Sequence[str]) -> pd.DataFrame:
@@ -387,7 +389,7 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     # 5. assembly
     shares = failed_event_shares(spark, config, job_ids)
     scored = score_events(evidence, timing, spatial, temporal, hits, shares, conf, nodes=nodes)
-    matches = rank_matches(matches, scored)
+    matches = rank_matches(matches, scored, nodes if conf.locate_matches else None)
     scored["template"] = scored["event_id"].map(templates)
     flagged = scored[scored["flagged"]]
     report_parts = _report_inputs(spark, lines, flagged)

@@ -82,6 +82,10 @@ class DiagnosisConfig:
     # the suspect's own worker); printed by other nodes only, it stays boilerplate when generic.
     # false: sessions 19 and before (docs/diagnosis.md, "The suspect's own exit line")
     suspect_exit_lines: bool = True
+    # the order of a job's pattern matches after their confidence: true (default), the match whose
+    # events the nodes the ranking blames printed (scoring.match_locality), then the first in time;
+    # false: by time alone, sessions 24 and before (docs/diagnosis.md, "Which match names the fault")
+    locate_matches: bool = True
     exit_line_patterns: tuple = (r"failed \(exitcode: -?[0-9]+\) local_rank: [0-9]+",
                                  r"exits with return code = -?[0-9]+\s*$")
     # consequence and advice lines: the launcher tearing the other processes down after one failed,

@@ -111,19 +111,46 @@ def job_patterns(evidence: pd.DataFrame, templates: dict[str, str], library: Seq
     return matches
 
 
-def rank_matches(matches: dict[str, list[PatternMatch]], scored: pd.DataFrame) -> dict[str, list[PatternMatch]]:
-    """Matches of each job, best first: the most complete signature, then the one whose events
-    came first (the root cause precedes what it causes on peers: an OOM'd rank is followed by its
-    peers' network errors), then the pattern id. Boilerplate events do not date a match."""
+def rank_matches(matches: dict[str, list[PatternMatch]], scored: pd.DataFrame,
+                 nodes: pd.DataFrame | None = None) -> dict[str, list[PatternMatch]]:
+    """Matches of each job, best first: the most complete signature; then, with the node ranking
+    ``nodes`` (job_id, node, rank), the match printed where the ranking points (``match_locality``);
+    then the one whose events came first (the root cause precedes what it causes on peers: an
+    OOM'd rank is followed by its peers' network errors); then the pattern id. Boilerplate events
+    (``generic``) neither place nor date a match while it has others. ``scored``: job_id,
+    event_id, first_t, generic, and nodes (the nodes that printed the event) when ``nodes`` is given.
+    """
     first_t = {(r.job_id, r.event_id): r.first_t for r in scored.itertuples()
                if not r.generic and r.first_t == r.first_t}
+    generic = {(r.job_id, r.event_id) for r in scored.itertuples() if r.generic}
+    printed_by = ({(r.job_id, r.event_id): r.nodes for r in scored.itertuples()}
+                  if nodes is not None and "nodes" in scored.columns else {})
+    node_rank = (nodes.groupby(["job_id", "node"])["rank"].min().to_dict()
+                 if nodes is not None and len(nodes) else {})
     ranked = {}
     for job_id, found in matches.items():
         def key(m: PatternMatch) -> tuple:
-            times = [first_t[(job_id, e)] for e in m.matched_event_ids if (job_id, e) in first_t]
-            return (-m.confidence, min(times) if times else math.inf, m.pattern_id)
+            events = [e for e in m.matched_event_ids if (job_id, e) not in generic] or list(m.matched_event_ids)
+            locality = max((match_locality([node_rank.get((job_id, n)) for n in _listed(printed_by.get((job_id, e)))])
+                            for e in events), default=0.0)
+            times = [first_t[(job_id, e)] for e in events if (job_id, e) in first_t]
+            return (-m.confidence, -locality, min(times) if times else math.inf, m.pattern_id)
         ranked[job_id] = sorted(found, key=key)
     return ranked
+
+
+def match_locality(printer_ranks: Sequence) -> float:
+    """How squarely an event sits on the units the node ranking blames: the mean reciprocal rank
+    of the nodes that printed it (a node's best unit rank; unranked: 0). 1.0 when only the
+    first-ranked node printed it; an event that every node prints scores about ln(n)/n, and a
+    peer's report of the suspect (an IB completion error naming it, printed by its neighbours)
+    scores what its printers' ranks give, below the suspect's own line. 0.0 without printers."""
+    reciprocal = [1.0 / rank if rank is not None and rank == rank and rank > 0 else 0.0 for rank in printer_ranks]
+    return round(sum(reciprocal) / len(reciprocal), 6) if reciprocal else 0.0
+
+
+def _listed(value) -> list:
+    return [] if value is None or (isinstance(value, float) and value != value) else list(value)
 
 
 def pattern_hit_rows(matches: dict[str, list[PatternMatch]]) -> pd.DataFrame:
