@@ -601,6 +601,38 @@ def test_warning_source_lines_keep_what_is_not_a_warnings_source_line(spark):
                                                                   False]
 
 
+def _boilerplate(spark, messages: list[str], conf: DiagnosisConfig) -> list[bool]:
+    from l4spark.diagnosis.assemble import with_line_flags
+
+    data = [("j", "n1/rank-0.log", n, 0, message) for n, message in enumerate(messages, start=1)]
+    lines = spark.createDataFrame(data, "job_id string, file string, line_no long, rank int, message string")
+    return [r.boilerplate for r in with_line_flags(lines, conf).orderBy("line_no").select("boilerplate").collect()]
+
+
+def test_a_configuration_echo_line_is_boilerplate_and_an_error_about_the_setting_is_not(spark):
+    echoed = [
+        # Megatron-LM's _print_args ('  {} {} {}'.format(arg, '.' * (48 - len(arg)), value))
+        "  tensor_model_parallel_size ...................... 8",
+        "  tokenizer_type .................................. GPT2BPETokenizer",
+        "  data_path ....................................... ['/data/pile_text_document']",
+        # DeepSpeed's DeepSpeedConfig.print (29 - len(arg) dots)
+        "  zero_optimization_stage ...... 3",
+    ]
+    kept = [
+        "------------------------ arguments ------------------------",  # letters: not a no-letter line
+        "AssertionError: world size (16) is not divisible by tensor model parallel size (3)",
+        "loading checkpoint from /ckpt at iteration 5000 ... done",  # dots inside a sentence
+        "  what():  CUDA error: unknown error",
+        "  File \"/workspace/Megatron-LM/pretrain_gpt.py\", line 278, in <module>",  # a frame, not an echo
+    ]
+    conf = DiagnosisConfig()
+    assert _boilerplate(spark, echoed + kept, conf) == [True] * 4 + [False, False, False, False, True]
+    off = load_config(overrides={"diagnosis.config_echo_lines": False}).diagnosis
+    assert _boilerplate(spark, echoed, off) == [False] * 4
+    with pytest.raises(ConfigError, match="config_echo_lines"):
+        load_config(overrides={"diagnosis.config_echo_lines": "yes"})
+
+
 # torch elastic's agent logs its node's first failed worker (multiprocessing/api.py, _poll): the
 # faulty node's line and the lines of the peers that died after it are one template
 EXIT_FAULTY = "failed (exitcode: -9) local_rank: 3 (pid: 2811) of binary: /usr/bin/python3"

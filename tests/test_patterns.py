@@ -160,6 +160,17 @@ NEW_FAULTS = [
     ("rdma-qp-setup-failure",  # the HCA port gone (errno 19), ROCm/rccl#1303 and a debugging write-up
      "ibvwrap.c:174 NCCL WARN Call to ibv_modify_qp failed with error No such device errno 19",
      ("NCCL WARN NET/IB : No device found.",)),
+    ("cuda-unknown-error",  # open-mmlab/mmdetection#461
+     "RuntimeError: CUDA error: unknown error",
+     ("RuntimeError: CUDA error: out of memory", "OSError: [Errno 5] unknown error while reading shard")),
+    ("cuda-unknown-error",  # nv-tlabs/3dgrut#191 (c10's what() of the same error)
+     "  what():  CUDA error: unknown error",
+     ("NCCL WARN Cuda failure 'out of memory'",)),
+    ("cuda-unknown-error",  # NCCL's proxy thread on the lost device
+     "gpu-h100-486:1527797:1527950 [3] proxy.cc:1497 NCCL WARN Cuda failure 'unknown error'", ()),
+    ("cuda-unknown-error",  # torch/cutorch#197 (CUDA before 10 numbered it 30)
+     "luajit: cuda runtime error (30) : unknown error at /tmp/luarocks_cutorch-scm-1-9927/cutorch/lib/THC/THCStorage.c:113",
+     ("cuda runtime error (2) : out of memory at /tmp/THCStorage.c:66",)),
     ("checkpoint-rename-race",  # FanqingM/MM-Eureka-V0#8
      "OSError: [Errno 39] Directory not empty: '/root/results/tmp-checkpoint-s0yubqtr' -> '/root/results/checkpoint-50'",
      ()),

@@ -43,7 +43,7 @@ from l4spark.crossjob.normal_pool import (
 from l4spark.diagnosis.pattern_store import enabled_patterns
 from l4spark.diagnosis.patterns import FaultPattern
 from l4spark.crossjob.reasons import NO_HISTORY
-from l4spark.diagnosis.config import INDENTED_PATTERN, WARNING_LINE_PATTERN, DiagnosisConfig
+from l4spark.diagnosis.config import CONFIG_ECHO_PATTERN, INDENTED_PATTERN, WARNING_LINE_PATTERN, DiagnosisConfig
 from l4spark.diagnosis.scoring import SEVERITY, job_patterns, pattern_hit_rows, rank_matches, score_events
 from l4spark.io.frames import computed_once, materialize, session_settings
 from l4spark.io.session import ADAPTIVE, CODEGEN_FACTORY_MODE, WHOLE_STAGE_CODEGEN
@@ -109,8 +109,9 @@ def with_line_flags(lines: DataFrame, conf: DiagnosisConfig) -> DataFrame:
     """Events lines plus ``frame`` (a stack-frame line: ``frame_patterns``, and the C++ exception
     framing when ``native_exception_framing``; or the source line printed under a Python frame,
     ``source_after``, or under a Python warning when ``warning_source_lines``) and
-    ``boilerplate`` (a frame, a line without a letter such as ``====`` or a blank, or a
-    teardown/advice line of ``consequence_patterns``):
+    ``boilerplate`` (a frame, a line without a letter such as ``====`` or a blank, a
+    teardown/advice line of ``consequence_patterns``, or a configuration echo line when
+    ``config_echo_lines``):
     what the cross-job filter removes whatever the history (``normal_pool.BOILERPLATE``). Needs
     job_id, file, line_no, message (rank when the frame has it); a null message is neither."""
     in_file = Window.partitionBy("job_id", "file").orderBy("line_no")
@@ -130,6 +131,8 @@ def with_line_flags(lines: DataFrame, conf: DiagnosisConfig) -> DataFrame:
     consequence = F.lit(False)
     for regex in conf.consequence_patterns:
         consequence = consequence | F.coalesce(F.col("message").rlike(regex), F.lit(False))
+    if conf.config_echo_lines:
+        consequence = consequence | F.coalesce(F.col("message").rlike(CONFIG_ECHO_PATTERN), F.lit(False))
     no_letter = F.coalesce(~F.col("message").rlike(r"\p{L}"), F.lit(False))
     return (lines.withColumn("frame", frame | after_frame)
             .withColumn("boilerplate", F.col("frame") | no_letter | consequence))

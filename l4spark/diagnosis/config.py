@@ -32,6 +32,12 @@ NATIVE_FRAMING_PATTERNS = (
 WARNING_LINE_PATTERN = (r"^\s*(\S*\.py:[0-9]+: )?[A-Za-z_][A-Za-z0-9_]*Warning: "
                         r"|\s\S*\.py:[0-9]+: [A-Za-z_][A-Za-z0-9_]*Warning: ")
 INDENTED_PATTERN = r"^\s+\S"
+# A configuration echo line: Megatron-LM's _print_args ("  {arg} {dots} {value}", dots = '.' * (48 -
+# len(arg)), between "---- arguments ----" and "---- end of arguments ----"; MindSpeed and many
+# Megatron forks copy it) and DeepSpeed's DeepSpeedConfig.print ("  {arg} {dots} {value}", 29 - len).
+# A key, a run of dots, a value: the job's settings as it started, printed by every job, whose
+# values differ from the history's whenever the settings do (a misconfigured job's above all).
+CONFIG_ECHO_PATTERN = r"^\s{1,4}[A-Za-z_][A-Za-z0-9_.]* \.{2,} "
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,9 @@ class DiagnosisConfig:
     # file and rank counts as a stack frame, as source_after's line under a traceback frame;
     # false: sessions 18 and before (docs/diagnosis.md, "Python warnings' source lines")
     warning_source_lines: bool = True
+    # a configuration echo line (CONFIG_ECHO_PATTERN) is boilerplate, as a stack frame: the settings,
+    # not what went wrong; false: sessions 24 and before (docs/diagnosis.md, "Configuration echo")
+    config_echo_lines: bool = True
     # a launcher's line naming its own failed worker and its exit status: torch elastic's agent logs
     # "failed (exitcode: N) local_rank: N (pid: N) of binary: B" for the first failed worker of its
     # node (multiprocessing/api.py, SubprocessContext._poll), DeepSpeed's launcher "<cmd> exits with
@@ -131,7 +140,7 @@ class DiagnosisConfig:
             _check_java_regex(regex, "diagnosis.frame_patterns")
         for regex in NATIVE_FRAMING_PATTERNS:
             _check_java_regex(regex, "diagnosis.native_exception_framing")
-        for regex in (WARNING_LINE_PATTERN, INDENTED_PATTERN):
+        for regex in (WARNING_LINE_PATTERN, INDENTED_PATTERN, CONFIG_ECHO_PATTERN):
             _check_java_regex(regex, "diagnosis.warning_source_lines")
         for regex in self.consequence_patterns:
             _check_java_regex(regex, "diagnosis.consequence_patterns")
