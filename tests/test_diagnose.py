@@ -459,6 +459,30 @@ def test_the_match_printed_on_the_blamed_node_names_the_fault_before_an_earlier_
     assert match_locality([]) == 0.0
 
 
+def test_a_slow_first_ranked_unit_is_the_straggler_fault_before_its_peers_timeouts():
+    """A straggler prints no error; its peers' NCCL watchdog timeouts match the network pattern.
+    When the ranking's first unit is the one the others wait for, the known fault is the straggler."""
+    from l4spark.diagnosis.patterns import PatternMatch, slow_unit_pattern
+    from l4spark.diagnosis.scoring import with_slow_unit
+
+    timeout = PatternMatch("nccl-watchdog-timeout", "NCCL", "network", 1.0, ("E_wd",))
+    nodes = pd.DataFrame({
+        "job_id": ["slow", "slow", "crash", "crash", "quiet"],
+        "rank": [1, 2, 1, 2, 1],
+        "signals": [["named by 1 peer(s)", "slow: the others wait for it (slowness 1.00)"], [],
+                    ["failed first"], ["slow: the others wait for it (slowness 0.40)"],  # a slow unit, not first
+                    None],
+    })
+    got = with_slow_unit({"slow": [timeout], "crash": [timeout]}, nodes, slow_unit_pattern())
+    assert [m.pattern_id for m in got["slow"]] == ["straggler-unit", "nccl-watchdog-timeout"]
+    assert got["slow"][0].fault_class == "slowdown" and got["slow"][0].matched_event_ids == ()
+    assert [m.pattern_id for m in got["crash"]] == ["nccl-watchdog-timeout"]
+    assert "quiet" not in got
+    # a job with no pattern match at all still gets it
+    assert [m.pattern_id for m in with_slow_unit({}, nodes, slow_unit_pattern())["slow"]] == ["straggler-unit"]
+    assert with_slow_unit({"crash": [timeout]}, None, slow_unit_pattern()) == {"crash": [timeout]}
+
+
 def test_rank_matches_places_a_match_by_its_unit_at_rank_granularity():
     """At rank granularity a node has several units; it counts with its best."""
     from l4spark.diagnosis.patterns import PatternMatch

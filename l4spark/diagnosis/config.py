@@ -95,6 +95,10 @@ class DiagnosisConfig:
     # events the nodes the ranking blames printed (scoring.match_locality), then the first in time;
     # false: by time alone, sessions 24 and before (docs/diagnosis.md, "Which match names the fault")
     locate_matches: bool = True
+    # a job whose first-ranked unit is the one the others wait for (its signals say "slow: ...")
+    # matches the straggler fault first (patterns.slow_unit_pattern, class slowdown); false:
+    # sessions 24 and before, such jobs kept what their peers' timeouts matched, or nothing
+    slow_unit_fault: bool = True
     exit_line_patterns: tuple = (r"failed \(exitcode: -?[0-9]+\) local_rank: [0-9]+",
                                  r"exits with return code = -?[0-9]+\s*$")
     # consequence and advice lines: the launcher tearing the other processes down after one failed,

@@ -58,6 +58,25 @@ class PatternMatch:
     missing: tuple[str, ...] = field(default=())
 
 
+# A known fault that no log line names: the straggler. Its signature is matched against the
+# signals of the job's first-ranked unit (``diagnosis_nodes.signals``), where the node ranking
+# writes "slow: the others wait for it (slowness S)" for a unit every other unit waits for
+# (per-rank timers, progress lines, Megatron's straggler detector: docs/spatial.md, "Pace"), not
+# against log events. ``scoring.with_slow_unit`` adds it (``diagnosis.slow_unit_fault``).
+SLOW_UNIT_PATTERN_ID = "straggler-unit"
+
+
+def slow_unit_pattern() -> "FaultPattern":
+    return FaultPattern(
+        pattern_id=SLOW_UNIT_PATTERN_ID, name="Straggler: the unit every other unit waits for",
+        fault_class="slowdown",
+        root_cause=("One node or rank ran its steps slower than its peers (a throttled or degraded GPU, a slow NIC, "
+                    "a loaded host); every synchronous collective waited for it, so the job slowed down or timed out."),
+        remedy=("Check that unit's GPU clocks, temperature and power (nvidia-smi -q -d PERFORMANCE,CLOCK,TEMPERATURE), "
+                "its NIC counters and host load; drain it and restart the job without it."),
+        signature=(r"^slow: the others wait for it",))
+
+
 def validate_pattern(pattern: FaultPattern) -> None:
     """Raise PatternError when a pattern could not be matched safely or means nothing."""
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}", pattern.pattern_id or ""):

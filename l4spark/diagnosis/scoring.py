@@ -153,6 +153,25 @@ def _listed(value) -> list:
     return [] if value is None or (isinstance(value, float) and value != value) else list(value)
 
 
+def with_slow_unit(matches: dict[str, list[PatternMatch]], nodes: pd.DataFrame,
+                   pattern: FaultPattern) -> dict[str, list[PatternMatch]]:
+    """The straggler fault (``patterns.slow_unit_pattern``) first for every job whose first-ranked
+    unit's ``signals`` match its signature: the ranking found the unit the others wait for, which
+    prints no error of its own; whatever its peers printed when they timed out came after it.
+    ``nodes``: job_id, rank, signals (a list of strings, or null). No matched events."""
+    regexes = [re.compile(regex) for regex in pattern.signature]
+    out = {job_id: list(found) for job_id, found in matches.items()}
+    if nodes is None or not len(nodes):
+        return out
+    for row in nodes[nodes["rank"] == 1].drop_duplicates("job_id").itertuples():
+        signals = [] if row.signals is None or (isinstance(row.signals, float) and row.signals != row.signals) \
+            else [str(s) for s in row.signals]
+        if all(any(regex.search(s) for s in signals) for regex in regexes):
+            slow = PatternMatch(pattern.pattern_id, pattern.name, pattern.fault_class, 1.0, ())
+            out[row.job_id] = [slow] + [m for m in out.get(row.job_id, []) if m.pattern_id != pattern.pattern_id]
+    return out
+
+
 def pattern_hit_rows(matches: dict[str, list[PatternMatch]]) -> pd.DataFrame:
     rows = [(job_id, event_id, m.confidence) for job_id, found in matches.items() for m in found
             for event_id in m.matched_event_ids]
