@@ -40,7 +40,7 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from l4spark.diagnosis.pattern_store import pattern_library, save_pattern
-    from l4spark.diagnosis.patterns import FaultPattern
+    from l4spark.diagnosis.patterns import FaultPattern, slow_unit_pattern
 
     config = config_from_args(args)
     pattern = None
@@ -74,4 +74,8 @@ def run(args: argparse.Namespace) -> int:
             origin = f"from job {p.source_job_id}" if p.source_job_id else ("added" if p.created_at else "seed")
             print(f"{p.pattern_id:<26} {p.fault_class:<24} {p.name}  [{origin}]")
             print(f"{'':<26} remedy: {p.remedy}")
+        if config.diagnosis.slow_unit_fault:
+            slow = slow_unit_pattern()
+            print(f"{slow.pattern_id:<26} {slow.fault_class:<24} {slow.name}  [built in: the node ranking's slow unit]")
+            print(f"{'':<26} remedy: {slow.remedy}")
     return 0
