@@ -99,14 +99,13 @@ def test_gpu_ecc_fault_matches_its_seed_pattern_and_flags_the_labelled_events(di
     assert ecc, "the fixture fleet should hold a GPU ECC failure"
     jobs = diagnosis.jobs.set_index("job_id")
     first = diagnosis.nodes[diagnosis.nodes["rank"] == 1].set_index("job_id")["node"]
-    # the class is read where the node ranking points (diagnosis.locate_matches): right where
-    # the faulty node is ranked first (job ...0000 here; ...0006's two-node ranking puts the
-    # peer that printed the IB errors first, and its class follows: network)
-    assert any(first[j] in fleet["labels"][j]["faulty_nodes"] for j in ecc)
+    # the class is read where the node ranking points (diagnosis.locate_matches); in the two-node
+    # job ...0006 the peer that printed the IB errors has more events of its own, and the faulty
+    # node is first only for printing the ECC error alone (diagnosis.known_fault_weight)
     for job_id in ecc:
+        assert first[job_id] in fleet["labels"][job_id]["faulty_nodes"]
         assert "gpu-ecc-error" in list(jobs.loc[job_id, "matched_patterns"])
-        if first[job_id] in fleet["labels"][job_id]["faulty_nodes"]:
-            assert jobs.loc[job_id, "fault_class"] == "accelerator"
+        assert jobs.loc[job_id, "fault_class"] == "accelerator"
         flagged = diagnosis.events[diagnosis.events["job_id"] == job_id]
         messages = [m["message"] for m in fleet["labels"][job_id]["indicating_messages"]]
         assert any(any(m in str(s) for m in messages) for s in flagged["sample"]), "no labelled event flagged"
@@ -457,6 +456,52 @@ def test_the_match_printed_on_the_blamed_node_names_the_fault_before_an_earlier_
     assert match_locality([2, 3, 4]) == round((1 / 2 + 1 / 3 + 1 / 4) / 3, 6)
     assert match_locality([1, None]) == 0.5  # a printer the ranking does not list counts 0
     assert match_locality([]) == 0.0
+
+
+def _ranking(job_id: str, scores: dict) -> pd.DataFrame:
+    ordered = sorted(scores.items(), key=lambda kv: -kv[1])
+    return pd.DataFrame({"job_id": job_id, "node": [n for n, _ in ordered], "process_rank": pd.NA,
+                         "rank": range(1, len(ordered) + 1), "combined_score": [v for _, v in ordered],
+                         "suspect": [v >= 0.55 for _, v in ordered], "signals": [["isolated"]] * len(ordered)})
+
+
+def test_the_only_node_printing_a_node_local_known_fault_gains_in_the_ranking_score():
+    """A DataLoader worker's bus error on one node (its /dev/shm) and its peers' IB errors naming
+    it: the peer with more lines of its own was ranked first; the node that printed the known
+    fault alone gains known_fault_weight and is first. A fault every node prints changes nothing."""
+    from l4spark.diagnosis.patterns import PatternMatch
+    from l4spark.diagnosis.scoring import with_known_fault_printers
+
+    bus = PatternMatch("dataloader-shm-bus-error", "bus", "node", 1.0, ("E_bus",))
+    ib = PatternMatch("ib-completion-error", "IB", "network", 1.0, ("E_ib",))
+    quota = PatternMatch("checkpoint-save-failure", "save", "storage", 1.0, ("E_quota",))
+    nodes = pd.concat([_ranking("one", {"n391": 0.766, "n389": 0.500, "n390": 0.40}),
+                       _ranking("all", {"a1": 0.9, "a2": 0.7})], ignore_index=True)
+    evidence = pd.DataFrame({"job_id": ["one", "one", "all"], "event_id": ["E_bus", "E_ib", "E_quota"],
+                             "nodes": [["n389"], ["n390", "n391"], ["a1", "a2"]]})
+    classes = ("accelerator", "node", "out_of_memory", "storage")
+    got = with_known_fault_printers(nodes, {"one": [ib, bus], "all": [quota]}, evidence, 0.5, classes, 8, 0.55)
+    one = got[got["job_id"] == "one"].sort_values("rank")
+    assert one["node"].tolist() == ["n389", "n391", "n390"]
+    assert one["combined_score"].tolist() == [1.0, 0.766, 0.40]
+    assert one["suspect"].tolist() == [True, True, False]
+    assert one["signals"].iloc[0] == ["isolated", "prints a known fault alone: dataloader-shm-bus-error"]
+    assert list(got.columns) == list(nodes.columns)
+    # printed by both nodes of "all": no term; weight 0: the ranking as it was
+    pd.testing.assert_frame_equal(got[got["job_id"] == "all"].reset_index(drop=True),
+                                  nodes[nodes["job_id"] == "all"].reset_index(drop=True))
+    assert with_known_fault_printers(nodes, {"one": [ib, bus]}, evidence, 0.0, classes, 8, 0.55) is nodes
+    # a class outside known_fault_classes (network) lifts nobody
+    same = with_known_fault_printers(nodes, {"one": [ib]}, evidence, 0.5, classes, 8, 0.55)
+    assert same[same["job_id"] == "one"]["node"].tolist() == ["n391", "n389", "n390"]
+
+
+def test_known_fault_settings_are_checked():
+    assert load_config(overrides={"diagnosis.known_fault_weight": 0}).diagnosis.known_fault_weight == 0
+    with pytest.raises(ConfigError, match="known_fault_weight"):
+        load_config(overrides={"diagnosis.known_fault_weight": 7})
+    with pytest.raises(ConfigError, match="known_fault_classes"):
+        load_config(overrides={"diagnosis.known_fault_classes": ["node", ""]})
 
 
 def test_a_slow_first_ranked_unit_is_the_straggler_fault_before_its_peers_timeouts():

@@ -45,7 +45,7 @@ from l4spark.diagnosis.patterns import FaultPattern, slow_unit_pattern
 from l4spark.crossjob.reasons import NO_HISTORY
 from l4spark.diagnosis.config import CONFIG_ECHO_PATTERN, INDENTED_PATTERN, WARNING_LINE_PATTERN, DiagnosisConfig
 from l4spark.diagnosis.scoring import (SEVERITY, job_patterns, pattern_hit_rows, rank_matches, score_events,
-                                      with_slow_unit)
+                                      with_known_fault_printers, with_slow_unit)
 from l4spark.io.frames import computed_once, materialize, session_settings
 from l4spark.io.session import ADAPTIVE, CODEGEN_FACTORY_MODE, WHOLE_STAGE_CODEGEN
 from l4spark.spatial.pace import PACE_COLUMNS, timer_readings, unit_pace
@@ -377,6 +377,12 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     # the per-rank timer blocks are parsed once, for the ranking's slowness and for the pace rows
     timers = materialize(timer_readings(events, tconf))
     nodes = rank_nodes(events, config.spatial, candidate_events, timers).toPandas()
+    # the library's matches, over every candidate event: a known fault of a node-local class that
+    # one node alone printed is a term of the ranking's score (known_fault_weight)
+    templates = _templates(spark, config, evidence["event_id"].unique().tolist())
+    matches = job_patterns(evidence, templates, library, conf.pattern_min_confidence)
+    nodes = with_known_fault_printers(nodes, matches, evidence, conf.known_fault_weight, conf.known_fault_classes,
+                                      config.spatial.top_k, config.spatial.threshold)
     spatial = spatial_events(nodes)[["job_id", "event_id", "score"]]
     pace = unit_pace(events, tconf, config.spatial.granularity, timers).toPandas()
     # 3. temporal
@@ -386,9 +392,7 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     temporal = temporal_events(iterations)[["job_id", "event_id", "score"]]
     points = job_failure_points(lines.select(*events.columns, *MARK_COLUMNS), progress_df, tconf).toPandas()
     progress(f"spatial and temporal steps done ({len(nodes)} units, {len(iterations)} iterations)")
-    # 4. patterns, over every candidate event
-    templates = _templates(spark, config, evidence["event_id"].unique().tolist())
-    matches = job_patterns(evidence, templates, library, conf.pattern_min_confidence)
+    # 4. patterns (matched above), their events' evidence
     hits = pattern_hit_rows(matches)
     # 5. assembly
     shares = failed_event_shares(spark, config, job_ids)

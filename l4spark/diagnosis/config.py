@@ -99,6 +99,12 @@ class DiagnosisConfig:
     # matches the straggler fault first (patterns.slow_unit_pattern, class slowdown); false:
     # sessions 24 and before, such jobs kept what their peers' timeouts matched, or nothing
     slow_unit_fault: bool = True
+    # the node ranking's one score gains known_fault_weight for the units of the only node that
+    # printed a known fault of a node-local class (known_fault_classes): a GPU's ECC error, the
+    # kernel's OOM kill, a stale handle on its mount are that node's own words; 0: off, sessions 24
+    # and before (docs/diagnosis.md, "A known fault printed by one node")
+    known_fault_weight: float = 0.5
+    known_fault_classes: tuple = ("accelerator", "node", "out_of_memory", "storage", "software_incompatibility")
     exit_line_patterns: tuple = (r"failed \(exitcode: -?[0-9]+\) local_rank: [0-9]+",
                                  r"exits with return code = -?[0-9]+\s*$")
     # consequence and advice lines: the launcher tearing the other processes down after one failed,
@@ -136,6 +142,11 @@ class DiagnosisConfig:
         if self.interpreted_max_lines < 0:
             raise ConfigError("diagnosis.interpreted_max_lines: expected an integer >= 0, found "
                               f"{self.interpreted_max_lines!r}")
+        if not 0.0 <= self.known_fault_weight <= 5.0:
+            raise ConfigError(f"diagnosis.known_fault_weight: expected a number in [0, 5], found {self.known_fault_weight!r}")
+        if not all(isinstance(c, str) and c.strip() for c in self.known_fault_classes):
+            raise ConfigError("diagnosis.known_fault_classes: expected a list of fault class names, found "
+                              f"{list(self.known_fault_classes)!r}")
         if self.max_events < 1:
             raise ConfigError(f"diagnosis.max_events: expected an integer >= 1, found {self.max_events!r}")
         if not 0.0 < self.generic_share <= 1.0:

@@ -16,6 +16,7 @@ import pandas as pd
 from l4spark.crossjob.reasons import NO_EVENT_ID, NO_HISTORY
 from l4spark.diagnosis.config import SOURCES, DiagnosisConfig
 from l4spark.diagnosis.patterns import FaultPattern, PatternMatch, match_patterns
+from l4spark.spatial.score import order_units, unit_key
 
 SEVERITY = {"FATAL": 4, "CRITICAL": 4, "ERROR": 3, "WARN": 2, "WARNING": 2, "INFO": 1, "DEBUG": 0}
 
@@ -151,6 +152,52 @@ def match_locality(printer_ranks: Sequence) -> float:
 
 def _listed(value) -> list:
     return [] if value is None or (isinstance(value, float) and value != value) else list(value)
+
+
+def with_known_fault_printers(nodes: pd.DataFrame, matches: dict[str, list[PatternMatch]], evidence: pd.DataFrame,
+                              weight: float, classes: Sequence[str], top_k: int, threshold: float) -> pd.DataFrame:
+    """The node ranking with one more term in its one score: a job's units on the only node that
+    printed a known fault of a node-local class (``classes``: a GPU's ECC error, the kernel's OOM
+    kill, a stale handle on that node's mount) gain ``weight`` in ``combined_score``; the units are
+    then ordered again by that score alone (``spatial.score.order_units``) and ``suspect`` is
+    recomputed (rank <= ``top_k`` and combined >= ``threshold``). A fault several nodes print
+    (a shared file system down for all) says nothing about one of them and changes nothing.
+
+    ``nodes``: the ranking (job_id, node, process_rank, rank, combined_score, suspect, signals, ...);
+    ``matches``: ``job_patterns`` per job; ``evidence``: job_id, event_id, nodes (the nodes that
+    printed the event). Output: ``nodes``' columns, re-ranked; a lifted unit's signals say why.
+    """
+    if nodes is None or not len(nodes) or weight <= 0:
+        return nodes
+    printed_by = {(r.job_id, r.event_id): _listed(r.nodes) for r in evidence.itertuples()} \
+        if "nodes" in evidence.columns else {}
+    lifted = {}
+    for job_id, found in matches.items():
+        local = [m for m in found if m.fault_class in set(classes)]
+        printers = {n for m in local for e in m.matched_event_ids for n in printed_by.get((job_id, e), [])}
+        if len(printers) == 1:
+            lifted[job_id] = (printers.pop(), sorted({m.pattern_id for m in local}))
+    if not lifted:
+        return nodes
+    parts = []
+    for job_id, job in nodes.groupby("job_id", sort=False):
+        if job_id not in lifted:
+            parts.append(job)
+            continue
+        node, pattern_ids = lifted[job_id]
+        job = job.copy()
+        on_node = job["node"] == node
+        job.loc[on_node, "combined_score"] = (job.loc[on_node, "combined_score"].astype(float) + weight).round(6)
+        job.loc[on_node, "signals"] = pd.Series(
+            [[*_listed(sig), f"prints a known fault alone: {', '.join(pattern_ids)}"] for sig in job.loc[on_node, "signals"]],
+            index=job.index[on_node], dtype=object)
+        keys = unit_key(job)
+        order = order_units(pd.Series(job["combined_score"].astype(float).to_numpy(), index=keys.to_numpy()))
+        job = job.set_index(keys.to_numpy()).loc[order].reset_index(drop=True)
+        job["rank"] = range(1, len(job) + 1)
+        job["suspect"] = (job["rank"] <= top_k) & (job["combined_score"].astype(float) >= threshold)
+        parts.append(job)
+    return pd.concat(parts, ignore_index=True)[list(nodes.columns)]
 
 
 def with_slow_unit(matches: dict[str, list[PatternMatch]], nodes: pd.DataFrame,

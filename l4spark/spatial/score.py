@@ -42,7 +42,7 @@ from l4spark.spatial.signals import (
 DIAGNOSIS_NODES_COLUMNS = columns(DIAGNOSIS_NODES.schema)
 
 
-def _unit_key(frame: pd.DataFrame) -> pd.Series:
+def unit_key(frame: pd.DataFrame) -> pd.Series:
     rank = frame["process_rank"]
     return frame["node"].astype(str) + np.where(rank.isna(), "", "#" + rank.astype("Int64").astype(str))
 
@@ -58,11 +58,11 @@ def unit_signals(counts: pd.DataFrame, activity: pd.DataFrame, config: SpatialCo
     rows and their ``signals`` text need: activity, silent, evidence, named, onsets). The
     weights of ``combine`` are applied later, so an ablation or a weight search reuses them.
     """
-    activity = activity.assign(unit=_unit_key(activity)).set_index("unit").sort_index()
+    activity = activity.assign(unit=unit_key(activity)).set_index("unit").sort_index()
     for column in ("first_s", "last_s"):
         if column not in activity.columns:
             activity[column] = np.nan
-    counts = counts.assign(unit=_unit_key(counts)) if len(counts) else counts.assign(unit=pd.Series(dtype=str))
+    counts = counts.assign(unit=unit_key(counts)) if len(counts) else counts.assign(unit=pd.Series(dtype=str))
     if "candidate" not in counts.columns:
         counts = counts.assign(candidate=True)
     is_fact = counts["token"].isna() if "token" in counts.columns else pd.Series(True, index=counts.index)
