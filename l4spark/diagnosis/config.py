@@ -155,8 +155,9 @@ class DiagnosisConfig:
             _check_java_regex(regex, "diagnosis.frame_patterns")
         for regex in NATIVE_FRAMING_PATTERNS:
             _check_java_regex(regex, "diagnosis.native_exception_framing")
-        for regex in (WARNING_LINE_PATTERN, INDENTED_PATTERN, CONFIG_ECHO_PATTERN):
+        for regex in (WARNING_LINE_PATTERN, INDENTED_PATTERN):
             _check_java_regex(regex, "diagnosis.warning_source_lines")
+        _check_java_regex(CONFIG_ECHO_PATTERN, "diagnosis.config_echo_lines")
         for regex in self.consequence_patterns:
             _check_java_regex(regex, "diagnosis.consequence_patterns")
         for regex in self.exit_line_patterns:
