@@ -471,6 +471,7 @@ def test_the_only_node_printing_a_node_local_known_fault_gains_in_the_ranking_sc
     fault alone gains known_fault_weight and is first. A fault every node prints changes nothing."""
     from l4spark.diagnosis.patterns import PatternMatch
     from l4spark.diagnosis.scoring import with_known_fault_printers
+    from l4spark.spatial.config import SpatialConfig
 
     bus = PatternMatch("dataloader-shm-bus-error", "bus", "node", 1.0, ("E_bus",))
     ib = PatternMatch("ib-completion-error", "IB", "network", 1.0, ("E_ib",))
@@ -480,7 +481,7 @@ def test_the_only_node_printing_a_node_local_known_fault_gains_in_the_ranking_sc
     evidence = pd.DataFrame({"job_id": ["one", "one", "all"], "event_id": ["E_bus", "E_ib", "E_quota"],
                              "nodes": [["n389"], ["n390", "n391"], ["a1", "a2"]]})
     classes = ("accelerator", "node", "out_of_memory", "storage")
-    got = with_known_fault_printers(nodes, {"one": [ib, bus], "all": [quota]}, evidence, 0.5, classes, 8, 0.55)
+    got = with_known_fault_printers(nodes, {"one": [ib, bus], "all": [quota]}, evidence, 0.5, classes, SpatialConfig())
     one = got[got["job_id"] == "one"].sort_values("rank")
     assert one["node"].tolist() == ["n389", "n391", "n390"]
     assert one["combined_score"].tolist() == [1.0, 0.766, 0.40]
@@ -490,9 +491,9 @@ def test_the_only_node_printing_a_node_local_known_fault_gains_in_the_ranking_sc
     # printed by both nodes of "all": no term; weight 0: the ranking as it was
     pd.testing.assert_frame_equal(got[got["job_id"] == "all"].reset_index(drop=True),
                                   nodes[nodes["job_id"] == "all"].reset_index(drop=True))
-    assert with_known_fault_printers(nodes, {"one": [ib, bus]}, evidence, 0.0, classes, 8, 0.55) is nodes
+    assert with_known_fault_printers(nodes, {"one": [ib, bus]}, evidence, 0.0, classes, SpatialConfig()) is nodes
     # a class outside known_fault_classes (network) lifts nobody
-    same = with_known_fault_printers(nodes, {"one": [ib]}, evidence, 0.5, classes, 8, 0.55)
+    same = with_known_fault_printers(nodes, {"one": [ib]}, evidence, 0.5, classes, SpatialConfig())
     assert same[same["job_id"] == "one"]["node"].tolist() == ["n391", "n389", "n390"]
 
 

@@ -70,12 +70,11 @@ def run(args: argparse.Namespace) -> int:
             save_pattern(spark, config.storage, pattern, replace=args.replace)
             print(f"added pattern {pattern.pattern_id} to {config.storage.warehouse}/fault_patterns")
             return 0
-        for p in pattern_library(spark, config.storage):
-            origin = f"from job {p.source_job_id}" if p.source_job_id else ("added" if p.created_at else "seed")
+        listed = [(p, f"from job {p.source_job_id}" if p.source_job_id else ("added" if p.created_at else "seed"))
+                  for p in pattern_library(spark, config.storage)]
+        if config.diagnosis.slow_unit_fault:
+            listed.append((slow_unit_pattern(), "built in: the node ranking's slow unit"))
+        for p, origin in listed:
             print(f"{p.pattern_id:<26} {p.fault_class:<24} {p.name}  [{origin}]")
             print(f"{'':<26} remedy: {p.remedy}")
-        if config.diagnosis.slow_unit_fault:
-            slow = slow_unit_pattern()
-            print(f"{slow.pattern_id:<26} {slow.fault_class:<24} {slow.name}  [built in: the node ranking's slow unit]")
-            print(f"{'':<26} remedy: {slow.remedy}")
     return 0

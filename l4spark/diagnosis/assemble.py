@@ -132,11 +132,11 @@ def with_line_flags(lines: DataFrame, conf: DiagnosisConfig) -> DataFrame:
     consequence = F.lit(False)
     for regex in conf.consequence_patterns:
         consequence = consequence | F.coalesce(F.col("message").rlike(regex), F.lit(False))
-    if conf.config_echo_lines:
-        consequence = consequence | F.coalesce(F.col("message").rlike(CONFIG_ECHO_PATTERN), F.lit(False))
+    echo = (F.coalesce(F.col("message").rlike(CONFIG_ECHO_PATTERN), F.lit(False)) if conf.config_echo_lines
+            else F.lit(False))
     no_letter = F.coalesce(~F.col("message").rlike(r"\p{L}"), F.lit(False))
     return (lines.withColumn("frame", frame | after_frame)
-            .withColumn("boilerplate", F.col("frame") | no_letter | consequence))
+            .withColumn("boilerplate", F.col("frame") | no_letter | consequence | echo))
 
 
 def job_timing(lines: DataFrame, tconf) -> DataFrame:
@@ -382,7 +382,7 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     templates = _templates(spark, config, evidence["event_id"].unique().tolist())
     matches = job_patterns(evidence, templates, library, conf.pattern_min_confidence)
     nodes = with_known_fault_printers(nodes, matches, evidence, conf.known_fault_weight, conf.known_fault_classes,
-                                      config.spatial.top_k, config.spatial.threshold)
+                                      config.spatial)
     spatial = spatial_events(nodes)[["job_id", "event_id", "score"]]
     pace = unit_pace(events, tconf, config.spatial.granularity, timers).toPandas()
     # 3. temporal

@@ -16,7 +16,8 @@ import pandas as pd
 from l4spark.crossjob.reasons import NO_EVENT_ID, NO_HISTORY
 from l4spark.diagnosis.config import SOURCES, DiagnosisConfig
 from l4spark.diagnosis.patterns import FaultPattern, PatternMatch, match_patterns
-from l4spark.spatial.score import order_units, unit_key
+from l4spark.spatial.config import SpatialConfig
+from l4spark.spatial.score import order_units, suspect_flags, unit_key
 
 SEVERITY = {"FATAL": 4, "CRITICAL": 4, "ERROR": 3, "WARN": 2, "WARNING": 2, "INFO": 1, "DEBUG": 0}
 
@@ -155,12 +156,12 @@ def _listed(value) -> list:
 
 
 def with_known_fault_printers(nodes: pd.DataFrame, matches: dict[str, list[PatternMatch]], evidence: pd.DataFrame,
-                              weight: float, classes: Sequence[str], top_k: int, threshold: float) -> pd.DataFrame:
+                              weight: float, classes: Sequence[str], spatial: SpatialConfig) -> pd.DataFrame:
     """The node ranking with one more term in its one score: a job's units on the only node that
     printed a known fault of a node-local class (``classes``: a GPU's ECC error, the kernel's OOM
     kill, a stale handle on that node's mount) gain ``weight`` in ``combined_score``; the units are
     then ordered again by that score alone (``spatial.score.order_units``) and ``suspect`` is
-    recomputed (rank <= ``top_k`` and combined >= ``threshold``). A fault several nodes print
+    recomputed (``spatial.score.suspect_flags`` with ``spatial``). A fault several nodes print
     (a shared file system down for all) says nothing about one of them and changes nothing.
 
     ``nodes``: the ranking (job_id, node, process_rank, rank, combined_score, suspect, signals, ...);
@@ -171,9 +172,9 @@ def with_known_fault_printers(nodes: pd.DataFrame, matches: dict[str, list[Patte
         return nodes
     printed_by = {(r.job_id, r.event_id): _listed(r.nodes) for r in evidence.itertuples()} \
         if "nodes" in evidence.columns else {}
-    lifted = {}
+    lifted, classes = {}, set(classes)
     for job_id, found in matches.items():
-        local = [m for m in found if m.fault_class in set(classes)]
+        local = [m for m in found if m.fault_class in classes]
         printers = {n for m in local for e in m.matched_event_ids for n in printed_by.get((job_id, e), [])}
         if len(printers) == 1:
             lifted[job_id] = (printers.pop(), sorted({m.pattern_id for m in local}))
@@ -195,7 +196,7 @@ def with_known_fault_printers(nodes: pd.DataFrame, matches: dict[str, list[Patte
         order = order_units(pd.Series(job["combined_score"].astype(float).to_numpy(), index=keys.to_numpy()))
         job = job.set_index(keys.to_numpy()).loc[order].reset_index(drop=True)
         job["rank"] = range(1, len(job) + 1)
-        job["suspect"] = (job["rank"] <= top_k) & (job["combined_score"].astype(float) >= threshold)
+        job["suspect"] = suspect_flags(job["rank"], job["combined_score"].astype(float), spatial)
         parts.append(job)
     return pd.concat(parts, ignore_index=True)[list(nodes.columns)]
 
@@ -211,8 +212,7 @@ def with_slow_unit(matches: dict[str, list[PatternMatch]], nodes: pd.DataFrame,
     if nodes is None or not len(nodes):
         return out
     for row in nodes[nodes["rank"] == 1].drop_duplicates("job_id").itertuples():
-        signals = [] if row.signals is None or (isinstance(row.signals, float) and row.signals != row.signals) \
-            else [str(s) for s in row.signals]
+        signals = [str(s) for s in _listed(row.signals)]
         if all(any(regex.search(s) for s in signals) for regex in regexes):
             slow = PatternMatch(pattern.pattern_id, pattern.name, pattern.fault_class, 1.0, ())
             out[row.job_id] = [slow] + [m for m in out.get(row.job_id, []) if m.pattern_id != pattern.pattern_id]

@@ -155,6 +155,11 @@ def order_units(combined: pd.Series) -> np.ndarray:
     return frame.sort_values(["combined", "unit"], ascending=[False, True], kind="stable")["unit"].to_numpy()
 
 
+def suspect_flags(rank, combined, config: SpatialConfig):
+    """Suspect: among the first ``top_k`` units by rank and a combined score of ``threshold`` or more."""
+    return (rank <= config.top_k) & (combined >= config.threshold)
+
+
 def rank_units(job_id: str, counts: pd.DataFrame, activity: pd.DataFrame, config: SpatialConfig) -> pd.DataFrame:
     """Rank the units of one job by their one combined score.
 
@@ -178,7 +183,7 @@ def rank_units(job_id: str, counts: pd.DataFrame, activity: pd.DataFrame, config
     score, slowness = signals["score"], parts["slowness"]
     order = order_units(combined)
     rank = np.arange(1, len(order) + 1)
-    suspect = (rank <= config.top_k) & (combined.loc[order].to_numpy() >= config.threshold)
+    suspect = suspect_flags(rank, combined.loc[order].to_numpy(), config)
     unit_info = activity.loc[order]
     return pd.DataFrame({
         "job_id": job_id,
