@@ -190,7 +190,7 @@ def test_of_two_nodes_the_one_that_stopped_first_is_silent_and_neither_is_trunca
     assert result["silent"].tolist() == [False, True] and not result["truncated"].any()
     assert result["silent_gap_s"].tolist() == [-600.0, 600.0]
     # a gap under silent_min_gap_s is no silence
-    close = silence(_activity(2, last_s={0: 1030.0, 1: 1000.0}).set_index("node"), SpatialConfig())
+    close = silence(_activity(2, last_s={0: 1020.0, 1: 1000.0}).set_index("node"), SpatialConfig())
     assert not close["silent"].any()
 
 
@@ -600,6 +600,47 @@ def test_a_node_down_whose_one_error_line_is_untimed_and_early_is_silent():
     # an untimed error after the unit's last timed line has no date: it may have gone down with it
     undated = activity.assign(last_error_by_s=[np.nan] + [990.0] * 7).set_index("node")
     assert not silence(undated, SpatialConfig())["silent"].any()
+
+
+def _dead_node_job(stop_s: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Four nodes; n02 goes down (kernel panic) at ``stop_s`` and writes nothing more; the peers'
+    NCCL watchdogs time out on it 40-45 s later, n01's first, and take their ranks down. No
+    line names anybody (the simulator's node_down of fresh seeds 26021, 26031, 26035)."""
+    rows = []
+    for i in range(4):
+        node = f"n{i:02d}"
+        rows += [_fact(node, "init", 4, 10.0 + 0.01 * i), _fact(node, "iteration", 200, 20.0)]
+    for node, t in (("n01", 985.0), ("n00", 989.0), ("n03", 989.5)):
+        rows += [_fact(node, "watchdog_timeout", 8, t), _fact(node, "take_down", 8, t + 0.1),
+                 _fact(node, "abort", 4, t + 0.2)]
+    facts = pd.DataFrame(rows, columns=UNIT_FACTS_COLUMNS[1:])
+    activity = _activity(4, last_s={0: 990.0, 1: 986.0, 2: stop_s, 3: 990.0}, n_error={2: 0},
+                         first_error_s={2: np.nan})
+    return facts, activity
+
+
+def test_a_dead_node_failed_when_it_stopped_not_when_its_peers_timed_out():
+    # issue #18, node_down: n02 stopped 45 s before its peers without a word. Its stop is its
+    # failure onset (stop_is_onset), so it failed first, 40 s before n01's watchdog
+    facts, activity = _dead_node_job(945.0)
+    ranked = rank_units("job-d", facts, activity, SpatialConfig()).set_index("node")
+    assert ranked["rank"].idxmin() == "n02"
+    assert bool(ranked.loc["n02", "silent"]) and ranked.loc["n02", "onset_lag_s"] == 0.0
+    assert ranked.loc["n01", "onset_lag_s"] == pytest.approx(40.0, abs=0.01)  # clocks aligned on init
+    assert "failed first, 40.0 s before the next unit" in ranked.loc["n02", "signals"]
+    # session 25's ranking: silent only after a minute, and a silent unit without an onset
+    before = SpatialConfig(silent_min_gap_s=60.0, stop_is_onset=False)
+    assert rank_units("job-d", facts, activity, before).iloc[0]["node"] == "n01"
+    # each part alone: silence after 30 s is not enough to outweigh n01's lead in time, and the
+    # stop is no onset while the unit is not found silent
+    assert rank_units("job-d", facts, activity, SpatialConfig(stop_is_onset=False)).iloc[0]["node"] == "n01"
+    assert rank_units("job-d", facts, activity, SpatialConfig(silent_min_gap_s=60.0)).iloc[0]["node"] == "n01"
+    # a node that stopped with its peers (the last line of a quiet rank seconds before the end)
+    # has no onset of its own: the peers' watchdogs decide, as before
+    close, near = _dead_node_job(975.0)
+    ranked = rank_units("job-d", close, near, SpatialConfig()).set_index("node")
+    assert not ranked.loc["n02", "silent"] and np.isnan(ranked.loc["n02", "onset_lag_s"])
+    assert ranked["rank"].idxmin() == "n01"
 
 
 def test_silence_judges_a_unit_against_the_others_of_its_group_without_itself():

@@ -26,7 +26,7 @@ class SpatialConfig:
     n_estimators: int = 200
     seed: int = 20250325
     max_evidence: int = 10
-    silent_min_gap_s: float = 60.0  # a silent unit stops at least this long before its peers...
+    silent_min_gap_s: float = 30.0  # a silent unit stops at least this long before its peers (60 s until session 26)...
     silent_z: float = 5.0  # ...and this many robust spreads (1.4826 MAD) below their median
     truncated_share: float = 0.5  # fewer lines than this share of the peers' median: truncated
     evidence_required: bool = True  # isolation above 0.5 counts only for a unit with evidence
@@ -82,6 +82,11 @@ class SpatialConfig:
     # needed 386 s with itself in a four-unit MAD. False: the group's own median and spread.
     # Off: net 0 with store_client_not_blame on (+1 there, -1 of f17005's four-unit jobs), -2 without.
     silence_without_self: bool = False
+    # Session 26: a unit that stopped early without an error line (``silence``'s stopped) and has
+    # no failure onset of its own failed when it stopped: its last line is its onset, so a dead
+    # node is the first to fail, not the first peer whose watchdog reported it (docs/spatial.md,
+    # "A dead node failed when it stopped"). False: such a unit has no onset, as before.
+    stop_is_onset: bool = True
     # The c10d TCPStore client's texts that state the endpoint it connects to (Java regexes; group 1
     # is the store's host or address): pytorch/pytorch torch/csrc/distributed/c10d/TCPStore.cpp
     # ("TCP client failed to connect/validate to host {host}:{port} - retrying|timed out (...)"),
@@ -141,7 +146,7 @@ class SpatialConfig:
         for key in ("evidence_required", "blame_discount", "pair_quiet_for_nobody", "pair_silence",
                     "silent_despite_errors", "small_job_timing", "pair_onset_without_remote",
                     "blame_follows_onsets", "store_client_not_blame", "untimed_errors_dated",
-                    "silence_without_self"):
+                    "silence_without_self", "stop_is_onset"):
             if not isinstance(getattr(self, key), bool):
                 raise ConfigError(f"spatial.{key}: expected true or false, found {getattr(self, key)!r}")
         if self.granularity not in GRANULARITIES:

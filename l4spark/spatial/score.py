@@ -92,11 +92,12 @@ def unit_signals(counts: pd.DataFrame, activity: pd.DataFrame, config: SpatialCo
         first_seen = _pivot(facts, "first_s", activity.index)
         offsets = clock_offsets(first_seen, activity)
         first_seen = first_seen.reindex(columns=_candidate_events(facts))
-        onsets = failure_onsets(first_seen, activity, offsets, config)
+        onsets = failure_onsets(first_seen, activity, offsets, config, stopped=silent["stopped"])
         timed = onsets
         if len(activity.index) == 2 and config.pair_onset_without_remote:
             # of two units, a failure that begins with a line saying a peer failed is a reaction: no onset
-            timed = failure_onsets(first_seen, activity, offsets, config, _reactions(facts, config, activity.index))
+            timed = failure_onsets(first_seen, activity, offsets, config, _reactions(facts, config, activity.index),
+                                   silent["stopped"])
     else:
         offsets, onsets = pd.Series(0.0, index=activity.index), pd.Series(np.nan, index=activity.index)
         timed = onsets

@@ -140,7 +140,8 @@ def silence(activity: pd.DataFrame, config: SpatialConfig, candidate_lines: pd.S
     optional: roles; last_error_s optional); ``candidate_lines``: per unit, its lines of
     candidate events (optional). Output (same index): silent (bool), silent_gap_s (how long
     before its peers' median last line the unit stopped; null without timestamps),
-    missing_files, truncated. The peers of a unit are the units of its role (``roles``) when that role has at
+    missing_files, truncated, stopped (silent by time: it stopped that long before its peers
+    without an error line to show for it, whatever its files and lines). The peers of a unit are the units of its role (``roles``) when that role has at
     least 3 members, else every unit: the node of rank 0 or of the last pipeline stage logs
     more, and HF Trainer's non-main ranks less, by role, not by fault. Of a job's two units
     each is compared with the other: silent when it stopped ``silent_min_gap_s`` before it (no
@@ -212,9 +213,11 @@ def silence(activity: pd.DataFrame, config: SpatialConfig, candidate_lines: pd.S
     errors_long_before = (activity[dated] < activity["last_s"] - config.silent_min_gap_s) \
         if dated in activity.columns and despite else False
     quiet = (activity["n_error"] == 0) | no_candidates | errors_long_before | (len(activity) == 2 and config.pair_silence)
-    silent = (by_time.fillna(False) & quiet) | (missing > 0) | truncated
+    stopped = by_time.fillna(False) & quiet
+    silent = stopped | (missing > 0) | truncated
     return pd.DataFrame({"silent": silent.astype(bool), "silent_gap_s": gap.where(last.notna()),
-                         "missing_files": missing.astype(int), "truncated": truncated.astype(bool)})
+                         "missing_files": missing.astype(int), "truncated": truncated.astype(bool),
+                         "stopped": stopped.astype(bool)})
 
 
 def deviations(features: pd.DataFrame) -> pd.DataFrame:
@@ -254,7 +257,8 @@ def clock_offsets(first_seen: pd.DataFrame, activity: pd.DataFrame, early_share:
 
 
 def failure_onsets(first_seen: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Series,
-                   config: SpatialConfig, reactions: pd.DataFrame | None = None) -> pd.Series:
+                   config: SpatialConfig, reactions: pd.DataFrame | None = None,
+                   stopped: pd.Series | None = None) -> pd.Series:
     """When each unit's failure began, on aligned clocks (epoch seconds; NaN: unknown).
 
     ``first_seen``: unit x event first timestamps over the candidate events; ``activity``
@@ -282,6 +286,13 @@ def failure_onsets(first_seen: pd.DataFrame, activity: pd.DataFrame, offsets: pd
     abort, and the ncclRemoteError text with "Last error:" and the abort; leaving out only the
     matching events left those to start the same onset (docs/spatial.md, "A pair's onsets").
     ``score.unit_signals`` passes them for two-unit jobs only (``pair_onset_without_remote``).
+
+    ``stopped`` (optional; per unit, true where ``silence`` found it stopped early without an
+    error line): such a unit without an onset of its own failed when it stopped, at its last
+    line (``stop_is_onset``). A machine that dies (kernel panic, power loss) writes nothing;
+    its peers' NCCL, HCCL or store errors come seconds to minutes later, so without its stop
+    the first peer to report it was the first to fail (issue #18, node_down; docs/spatial.md,
+    "A dead node failed when it stopped").
     """
     onset = pd.Series(np.nan, index=activity.index)
     if first_seen.empty:
@@ -305,6 +316,9 @@ def failure_onsets(first_seen: pd.DataFrame, activity: pd.DataFrame, offsets: pd
             only_reactions[unit] = bool((times[reacting.loc[unit]] <= start).any())
             if not only_reactions[unit]:
                 onset[unit] = start
+    if stopped is not None and config.stop_is_onset:
+        stops = stopped.reindex(activity.index).eq(True) & onset.isna() & ~only_reactions
+        onset = onset.where(~stops, end)
     onset = onset - offsets.reindex(activity.index).fillna(0.0)
     needed = config.min_timed_units
     if config.small_job_timing:
