@@ -682,7 +682,8 @@ def test_spatial_eval_re_ranks_cached_inputs_under_each_left_out_rule():
     variants = ablations(defaults)
     changed = {name: {f for f in ("remote_patterns", "pair_quiet_for_nobody", "pair_silence", "silent_despite_errors",
                                   "small_job_timing", "pair_onset_without_remote", "blame_follows_onsets",
-                                  "pair_isolation_weight", "store_client_not_blame", "untimed_errors_dated")
+                                  "pair_isolation_weight", "store_client_not_blame", "untimed_errors_dated",
+                                  "stop_is_onset", "silent_min_gap_s")
                       if getattr(variants[name], f) != getattr(defaults, f)} for name in PAIR_VARIANTS}
     assert changed == {"- remote patterns (pairs)": {"remote_patterns"},
                        "- quiet for nobody (pairs)": {"pair_quiet_for_nobody"},
@@ -694,7 +695,8 @@ def test_spatial_eval_re_ranks_cached_inputs_under_each_left_out_rule():
                        "- pair isolation weight": {"pair_isolation_weight"},
                        "± store-client names": {"store_client_not_blame"},
                        "± untimed errors dated": {"untimed_errors_dated"},
-                       "± dated, ± store-client": {"untimed_errors_dated", "store_client_not_blame"}}
+                       "± dated, ± store-client": {"untimed_errors_dated", "store_client_not_blame"},
+                       "± stop is onset": {"stop_is_onset"}, "± silent after 60 s": {"silent_min_gap_s"}}
     # a cached fleet of one two-node job: its remote flags were set in Spark
     counts, activity = _pair([_fact("n01", "cuda_error", 1, 900.0),
                               _fact("n00", "nccl_remote_error", 8, 960.0, remote=True),
@@ -705,7 +707,8 @@ def test_spatial_eval_re_ranks_cached_inputs_under_each_left_out_rule():
                       "- pair silence": "n01", "- silent despite errors": "n01", "- all three pair rules": "n00",
                       "- small-job timing": "n01", "- pair onsets without remote": "n01",
                       "- blame follows onsets": "n01", "- pair isolation weight": "n01",
-                      "± store-client names": "n01", "± untimed errors dated": "n01", "± dated, ± store-client": "n01"}
+                      "± store-client names": "n01", "± untimed errors dated": "n01", "± dated, ± store-client": "n01",
+                      "± stop is onset": "n01", "± silent after 60 s": "n01"}
 
 
 def _cached_fleet(root: Path, name: str, job_id: str, faulty: str) -> Path:

@@ -65,7 +65,7 @@ PAIR_VARIANTS = ("- remote patterns (pairs)", "- quiet for nobody (pairs)", "- p
                  "- silent despite errors", "- all three pair rules", "- small-job timing",
                  "- pair onsets without remote", "- blame follows onsets",
                  "- pair isolation weight", "± store-client names", "± untimed errors dated",
-                 "± dated, ± store-client")
+                 "± dated, ± store-client", "± stop is onset", "± silent after 60 s")
 
 
 def ablations(base) -> dict[str, object]:
@@ -103,6 +103,10 @@ def ablations(base) -> dict[str, object]:
         "± untimed errors dated": replace(base, untimed_errors_dated=not base.untimed_errors_dated),
         "± dated, ± store-client": replace(base, untimed_errors_dated=not base.untimed_errors_dated,
                                            store_client_not_blame=not base.store_client_not_blame),
+        # session 26: a unit that stopped early without an error line failed at its last line
+        # (toggled), and the minute that silence needed until session 26 (toggled with 30 s)
+        "± stop is onset": replace(base, stop_is_onset=not base.stop_is_onset),
+        "± silent after 60 s": replace(base, silent_min_gap_s=60.0 if base.silent_min_gap_s != 60.0 else 30.0),
         "isolation + evidence": replace(base, **none),
         "isolation only": replace(base, evidence_required=False, **none),
     }
