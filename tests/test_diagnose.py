@@ -497,6 +497,32 @@ def test_the_only_node_printing_a_node_local_known_fault_gains_in_the_ranking_sc
     assert same[same["job_id"] == "one"]["node"].tolist() == ["n391", "n389", "n390"]
 
 
+def test_a_node_whose_cpus_throttle_alone_is_lifted_and_names_the_slowdown():
+    """Issue #18, the slowdown kind: the kernel of one node reports its CPUs' thermal throttling
+    (therm_throt.c) while the job slows to a crawl and is cancelled; every unit stops at once,
+    and a node with fewer lines (its role) was ranked first. The seed pattern matches the
+    kernel's words, its class (slowdown) is node-local by default, and the throttled node is first."""
+    from l4spark.diagnosis.patterns import match_patterns, seed_patterns
+    from l4spark.diagnosis.scoring import with_known_fault_printers
+    from l4spark.spatial.config import SpatialConfig
+
+    conf = load_config().diagnosis
+    assert "slowdown" in conf.known_fault_classes
+    line = "mce: CPU19: Package temperature above threshold, cpu clock throttled (total events = 84)"
+    found = match_patterns(seed_patterns(), [("E_hot", "mce: CPU<*>: Package temperature above threshold, cpu clock "
+                                                        "throttled (total events = <*>)", line)])
+    assert [(m.pattern_id, m.fault_class) for m in found] == [("cpu-thermal-throttle", "slowdown")]
+    nodes = _ranking("slow", {"gpu-h100-409": 0.9, "gpu-h100-314": 0.8, "gpu-h100-421": 0.8})
+    evidence = pd.DataFrame({"job_id": ["slow"], "event_id": ["E_hot"], "nodes": [["gpu-h100-314"]]})
+    got = with_known_fault_printers(nodes, {"slow": found}, evidence, conf.known_fault_weight,
+                                    conf.known_fault_classes, SpatialConfig())
+    assert got.sort_values("rank")["node"].tolist() == ["gpu-h100-314", "gpu-h100-409", "gpu-h100-421"]
+    # session 25's classes: the throttled node stays second
+    before = with_known_fault_printers(nodes, {"slow": found}, evidence, conf.known_fault_weight,
+                                       tuple(c for c in conf.known_fault_classes if c != "slowdown"), SpatialConfig())
+    assert before.sort_values("rank")["node"].iloc[0] == "gpu-h100-409"
+
+
 def test_known_fault_settings_are_checked():
     assert load_config(overrides={"diagnosis.known_fault_weight": 0}).diagnosis.known_fault_weight == 0
     with pytest.raises(ConfigError, match="known_fault_weight"):

@@ -163,6 +163,13 @@ NEW_FAULTS = [
     ("rdma-qp-setup-failure",  # the HCA port gone (errno 19), ROCm/rccl#1303 and a debugging write-up
      "ibvwrap.c:174 NCCL WARN Call to ibv_modify_qp failed with error No such device errno 19",
      ("NCCL WARN NET/IB : No device found.",)),
+    ("cpu-thermal-throttle",  # Linux therm_throt.c up to 5.4, as journalctl prints it (a Fedora 28 laptop)
+     "[26670.911222] CPU2: Package temperature above threshold, cpu clock throttled (total events = 1)",
+     ("[26670.911300] CPU2: Package temperature/speed normal",)),
+    ("cpu-thermal-throttle",  # since 5.5 (pr_warn "... is above threshold, cpu clock is throttled")
+     "kernel: mce: CPU9: Core temperature is above threshold, cpu clock is throttled (total events = 412)",
+     ("kernel: mce: CPU9: Core temperature/speed normal (total events = 412)",
+      "nvidia-smi: GPU 3 Clocks Event Reasons: SW Thermal Slowdown : Not Active")),
     ("cuda-unknown-error",  # open-mmlab/mmdetection#461
      "RuntimeError: CUDA error: unknown error",
      ("RuntimeError: CUDA error: out of memory", "OSError: [Errno 5] unknown error while reading shard")),

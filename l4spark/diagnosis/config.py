@@ -102,9 +102,11 @@ class DiagnosisConfig:
     # the node ranking's one score gains known_fault_weight for the units of the only node that
     # printed a known fault of a node-local class (known_fault_classes): a GPU's ECC error, the
     # kernel's OOM kill, a stale handle on its mount are that node's own words; 0: off, sessions 24
-    # and before (docs/diagnosis.md, "A known fault printed by one node")
+    # and before (docs/diagnosis.md, "A known fault printed by one node"); slowdown since session 26
+    # (the kernel's thermal throttling of one node's CPUs, cpu-thermal-throttle)
     known_fault_weight: float = 0.5
-    known_fault_classes: tuple = ("accelerator", "node", "out_of_memory", "storage", "software_incompatibility")
+    known_fault_classes: tuple = ("accelerator", "node", "out_of_memory", "storage", "software_incompatibility",
+                                  "slowdown")
     exit_line_patterns: tuple = (r"failed \(exitcode: -?[0-9]+\) local_rank: [0-9]+",
                                  r"exits with return code = -?[0-9]+\s*$")
     # consequence and advice lines: the launcher tearing the other processes down after one failed,
