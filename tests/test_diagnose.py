@@ -791,3 +791,40 @@ def test_event_evidence_lists_the_nodes_of_its_exit_lines(spark):
     got = {r.event_id: list(r.exit_nodes) for r in event_evidence(lines, conf.exit_line_patterns).collect()}
     assert got == {"E1": ["n1", "n2"], "E2": ["n3"], "E3": []}
     assert {r.event_id: list(r.exit_nodes) for r in event_evidence(lines).collect()} == {"E1": [], "E2": [], "E3": []}
+
+
+def _study_dump(folder) -> None:
+    """An ``evaluate --dump`` folder of two failed jobs: "hot", where one node's CPUs throttle and
+    a peer with fewer lines was ranked first; "ib", an IB completion error on its faulty node."""
+    folder.mkdir()
+    hot = "mce: CPU19: Package temperature above threshold, cpu clock throttled (total events = 84)"
+    ib = "NET/IB : Got completion from peer 10.0.0.2<4242> with error 12, opcode 0, len 0, vendor err 129 (Send)"
+    pd.DataFrame({"job_id": ["hot", "ib"], "event_id": ["E_hot", "E_ib"], "template": [hot, ib], "sample": [hot, ib],
+                  "first_t": [100.0, 200.0], "generic": [False, False],
+                  "nodes": [["gpu-h100-314"], ["n2"]]}).to_parquet(folder / "scored.parquet")
+    pd.concat([_ranking("hot", {"gpu-h100-409": 0.9, "gpu-h100-314": 0.8, "gpu-h100-421": 0.8}),
+               _ranking("ib", {"n2": 0.9, "n1": 0.5})], ignore_index=True).to_parquet(folder / "nodes.parquet")
+    pd.DataFrame({"job_id": ["hot", "ib"], "fault_kind": ["slowdown", "ib_completion_error"],
+                  "has_faulty_nodes": [True, True], "faulty_nodes": [["gpu-h100-314"], ["n2"]],
+                  "fault_class": ["slowdown", "network"]}).to_parquet(folder / "per_job.parquet")
+
+
+def test_known_faults_study_recomputes_a_library_change_from_a_dump(tmp_path, capsys):
+    from l4spark.evaluation.known_faults import main
+
+    _study_dump(tmp_path / "d1")
+    assert main(["--dump", str(tmp_path / "d1"), "--without", "cpu-thermal-throttle",
+                 "--classes", "accelerator,node,out_of_memory,storage,software_incompatibility"]) == 0
+    out = capsys.readouterr().out
+    # the baseline (session 25's library and classes) against the defaults: the throttled node
+    # first and the slowdown named; the IB job right under both
+    assert "total: node top-1 1 -> 2 of 2, fault class 1 -> 2 of 2" in out
+    changed = [line.split() for line in out.splitlines() if line.rstrip().endswith(("gained", "lost"))]
+    assert [row[1:] for row in changed] == [["hot", "slowdown", "node_first", "gained"],
+                                            ["hot", "slowdown", "class_ok", "gained"]]
+    # the same settings both sides: nothing changes
+    assert main(["--dump", str(tmp_path / "d1")]) == 0
+    assert "total: node top-1 2 -> 2 of 2, fault class 2 -> 2 of 2" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["--dump", str(tmp_path / "d1"), "--without", "no-such-pattern"])
+    assert "no seed pattern" in capsys.readouterr().err

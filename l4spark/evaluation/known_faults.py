@@ -1,0 +1,125 @@
+"""The pattern library's and the known-fault term's effect, recomputed from evaluation dumps.
+
+    python -m l4spark.evaluation.known_faults --dump D [--dump D2 ...]
+        [--without PATTERN_ID ...] [--classes C1,C2,...] [--weight W] [--conf F.toml]
+
+Each ``--dump`` is a folder written by ``l4spark evaluate --fleet F --dump D`` (``scored``,
+``nodes`` and ``per_job`` Parquet; ``scored`` with each event's ``nodes``, sessions 25 and
+after). No Spark: the library is matched again over each job's candidate events
+(``scoring.job_patterns``), the known-fault term applied to the dump's node ranking
+(``scoring.with_known_fault_printers``), the matches ordered as the diagnosis orders them
+(``rank_matches``, then ``with_slow_unit``), in seconds.
+
+Two settings are compared: the configuration's (``--conf``, default the defaults) and a
+baseline that differs from it by ``--without`` (seed patterns left out), ``--classes`` (the
+baseline's ``known_fault_classes``) and ``--weight`` (its ``known_fault_weight``). Printed per
+dump and in total: the jobs with a faulty node whose first-ranked node is faulty (node top-1)
+and the failed jobs whose first match's class is the label's (fault class), under both; then
+every job that one setting gets right and the other not. A dump's ranking already holds the
+term of the code that wrote it; applying it again lifts a node that was lifted already and
+moves nothing else (docs/diagnosis.md, "A node whose CPUs throttle").
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class Setting:
+    library: tuple
+    classes: tuple
+    weight: float
+
+
+def outcomes(dump: Path, setting: Setting, min_confidence: float, spatial, slow_unit: bool = True) -> pd.DataFrame:
+    """Per failed job of ``dump``: node_first (None without a labelled faulty node) and class_ok."""
+    from l4spark.diagnosis.patterns import slow_unit_pattern
+    from l4spark.diagnosis.scoring import job_patterns, rank_matches, with_known_fault_printers, with_slow_unit
+
+    scored = pd.read_parquet(dump / "scored.parquet")
+    nodes = pd.read_parquet(dump / "nodes.parquet")
+    per_job = pd.read_parquet(dump / "per_job.parquet")
+    if "nodes" not in scored.columns:
+        raise SystemExit(f"{dump}: scored.parquet has no nodes column (a dump of session 25 or later is needed)")
+    templates = dict(zip(scored["event_id"], scored["template"]))
+    matches = job_patterns(scored, templates, list(setting.library), min_confidence)
+    ranked = with_known_fault_printers(nodes, matches, scored, setting.weight, setting.classes, spatial)
+    ordered = rank_matches(matches, scored, ranked)
+    if slow_unit:
+        ordered = with_slow_unit(ordered, ranked, slow_unit_pattern())
+    first = ranked[ranked["rank"] == 1].drop_duplicates("job_id").set_index("job_id")["node"]
+    rows = []
+    for job in per_job.itertuples():
+        found = ordered.get(job.job_id) or []
+        node_first = bool(first.get(job.job_id) in set(job.faulty_nodes)) if job.has_faulty_nodes else None
+        rows.append({"job_id": job.job_id, "fault_kind": job.fault_kind, "node_first": node_first,
+                     "class_ok": bool(found) and found[0].fault_class == job.fault_class})
+    return pd.DataFrame(rows)
+
+
+def compare(dumps: list[Path], base: Setting, current: Setting, min_confidence: float, spatial,
+            slow_unit: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per-dump totals, the jobs whose outcome differs) of ``base`` against ``current``."""
+    totals, changed = [], []
+    for dump in dumps:
+        before = outcomes(dump, base, min_confidence, spatial, slow_unit)
+        after = outcomes(dump, current, min_confidence, spatial, slow_unit)
+        with_nodes = before["node_first"].notna()
+        totals.append({"dump": str(dump), "node_jobs": int(with_nodes.sum()), "jobs": len(before),
+                       "node_first_base": int(before.loc[with_nodes, "node_first"].astype(bool).sum()),
+                       "node_first": int(after.loc[with_nodes, "node_first"].astype(bool).sum()),
+                       "class_ok_base": int(before["class_ok"].sum()), "class_ok": int(after["class_ok"].sum())})
+        for what in ("node_first", "class_ok"):
+            differs = before[what].ne(after[what]) & before[what].notna()
+            for i in before.index[differs]:
+                changed.append({"dump": str(dump), "job_id": before.at[i, "job_id"], "fault_kind": before.at[i, "fault_kind"],
+                                "what": what, "change": "gained" if after.at[i, what] else "lost"})
+    return pd.DataFrame(totals), pd.DataFrame(changed, columns=["dump", "job_id", "fault_kind", "what", "change"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    from l4spark.config import load_config
+    from l4spark.diagnosis.patterns import seed_patterns
+
+    parser = argparse.ArgumentParser(prog="python -m l4spark.evaluation.known_faults", description=__doc__.split("\n")[0])
+    parser.add_argument("--dump", type=Path, action="append", required=True, help="an evaluate --dump folder; repeatable")
+    parser.add_argument("--without", action="append", default=[], metavar="PATTERN_ID",
+                        help="a seed pattern the baseline leaves out; repeatable")
+    parser.add_argument("--classes", help="the baseline's known_fault_classes, comma-separated (default: the conf's)")
+    parser.add_argument("--weight", type=float, help="the baseline's known_fault_weight (default: the conf's)")
+    parser.add_argument("--conf", type=Path, help="a configuration file over the defaults")
+    args = parser.parse_args(argv)
+    config = load_config(args.conf) if args.conf else load_config()
+    conf = config.diagnosis
+    library = tuple(seed_patterns())
+    unknown = set(args.without) - {p.pattern_id for p in library}
+    if unknown:
+        parser.error(f"--without: no seed pattern {sorted(unknown)}")
+    missing = [d for d in args.dump if not (d / "per_job.parquet").is_file()]
+    if missing:
+        parser.error(f"--dump: no per_job.parquet in {', '.join(map(str, missing))}")
+    current = Setting(library, tuple(conf.known_fault_classes), conf.known_fault_weight)
+    base = Setting(tuple(p for p in library if p.pattern_id not in set(args.without)),
+                   tuple(c.strip() for c in args.classes.split(",") if c.strip()) if args.classes else current.classes,
+                   conf.known_fault_weight if args.weight is None else args.weight)
+    totals, changed = compare(args.dump, base, current, conf.pattern_min_confidence, config.spatial,
+                              conf.slow_unit_fault)
+    print(f"baseline: without {sorted(args.without) or 'nothing'}, classes {list(base.classes)}, weight {base.weight}")
+    print(f"current:  the seed library ({len(library)}), classes {list(current.classes)}, weight {current.weight}\n")
+    print(totals.to_string(index=False))
+    total = totals.drop(columns=["dump"]).sum()
+    print(f"\ntotal: node top-1 {total['node_first_base']} -> {total['node_first']} of {total['node_jobs']}, "
+          f"fault class {total['class_ok_base']} -> {total['class_ok']} of {total['jobs']}")
+    if len(changed):
+        print("\n" + changed.to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
