@@ -27,6 +27,7 @@ from l4spark.spatial.signals import (
     address_book,
     blame_scores,
     clock_offsets,
+    collectives_behind,
     failure_onsets,
     peer_mentions,
     roles,
@@ -1006,6 +1007,51 @@ def test_unit_mentions_read_the_store_endpoint_of_c10d_client_lines(spark):
                    ("h3", "store_retry", "store:10.1.0.1")]
     # without patterns, no store token
     assert not unit_mentions(events).toPandas()["token"].str.startswith("store:").any()
+
+
+def test_unit_mentions_read_the_collective_each_nccl_watchdog_line_says_timed_out(spark):
+    # PyTorch's ProcessGroupNCCL: the watchdog's message and, since 2.2, its "Timeout at NCCL work" line
+    rows = [("job-w", "h1", 0, "h1/rank-0.log", 1, T0, "ERROR", "watchdog",
+             "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=18308, OpType=ALLREDUCE, "
+             "NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600072 milliseconds before timing out."),
+            ("job-w", "h2", 4, "h2/rank-4.log", 1, T0, "ERROR", "last_work",
+             "[PG ID 0 PG GUID 0(default_pg) Rank 4] Timeout at NCCL work: 18307, last enqueued NCCL work: 18307, "
+             "last completed NCCL work: 18306."),
+            ("job-w", "h2", 4, "h2/rank-4.log", 2, T0, "INFO", "coll", "NCCL INFO AllReduce: opCount 4790 sendbuff")]
+    mentions = unit_mentions(spark.createDataFrame(rows, MESSAGES_SCHEMA)).toPandas()
+    got = sorted((r.node, r.event_id, r.token) for r in mentions.itertuples() if r.token.startswith("seq:"))
+    assert got == [("h1", "watchdog", "seq:18308"), ("h2", "last_work", "seq:18307")]
+
+
+def test_the_unit_stuck_a_collective_behind_is_the_one_the_others_wait_for():
+    # RoCE transmit timeouts stall n02's collectives: its watchdog times out in collective 18307
+    # while the others wait in 18308 for it. A skewed clock puts n01's timeout 2 s before n02's,
+    # so the first to fail is n01; n02 is behind, and first
+    rows = []
+    for i in range(4):
+        node = f"n{i:02d}"
+        rows += [_fact(node, "init", 4, 10.0 + 0.01 * i), _fact(node, "iteration", 200, 20.0)]
+    for node, t, seq in (("n01", 958.0, 18308), ("n02", 960.0, 18307), ("n00", 960.5, 18308), ("n03", 960.6, 18308)):
+        rows += [_fact(node, "watchdog_timeout", 8, t), _fact(node, "take_down", 8, t + 0.1),
+                 _mention(node, "watchdog_timeout", f"seq:{seq}", t)]
+    facts = pd.DataFrame(rows, columns=UNIT_FACTS_COLUMNS[1:])
+    ranked = rank_units("job-w", facts, _activity(4), SpatialConfig()).set_index("node")
+    assert ranked["rank"].idxmin() == "n02"
+    assert "behind: its watchdog timed out in an older collective than its peers'" in ranked.loc["n02", "signals"]
+    assert rank_units("job-w", facts, _activity(4), SpatialConfig(behind_weight=0.0)).iloc[0]["node"] == "n01"
+    # everyone in the same collective (a dead peer, a link down for all): nobody is behind
+    same = facts.assign(token=facts["token"].replace({"seq:18307": "seq:18308"}))
+    assert rank_units("job-w", same, _activity(4), SpatialConfig()).iloc[0]["node"] == "n01"
+
+
+def test_collectives_behind_needs_two_reporting_units_that_disagree():
+    activity = pd.DataFrame(index=["a", "b", "c"])
+    tokens = lambda pairs: pd.DataFrame([(u, t) for u, t in pairs], columns=["unit", "token"])
+    assert collectives_behind(tokens([("a", "seq:7"), ("b", "seq:9"), ("b", "seq:8"), ("c", "ip:10.0.0.1")]),
+                              activity).tolist() == [1.0, 0.0, 0.0]  # b's oldest is 8, still newer than a's
+    assert collectives_behind(tokens([("a", "seq:7")]), activity).tolist() == [0.0, 0.0, 0.0]
+    assert collectives_behind(tokens([("a", "seq:7"), ("b", "seq:7")]), activity).tolist() == [0.0, 0.0, 0.0]
+    assert collectives_behind(tokens([]), activity).tolist() == [0.0, 0.0, 0.0]
 
 
 @pytest.mark.spark

@@ -73,7 +73,8 @@ def ablations(base) -> dict[str, object]:
     from l4spark.spatial.config import NORMALISATIONS
 
     replace = dataclasses.replace
-    none = dict(blame_weight=0.0, timing_weight=0.0, silence_weight=0.0, slowness_weight=0.0, truncated_bonus=0.0)
+    none = dict(blame_weight=0.0, timing_weight=0.0, silence_weight=0.0, slowness_weight=0.0, truncated_bonus=0.0,
+                behind_weight=0.0)
     variants = {
         f"l4spark ({base.normalisation})": base,
         "- peer blame": replace(base, blame_weight=0.0),
@@ -81,6 +82,7 @@ def ablations(base) -> dict[str, object]:
         "- first to fail": replace(base, timing_weight=0.0),
         "- silence": replace(base, silence_weight=0.0, truncated_bonus=0.0),
         "- slowness": replace(base, slowness_weight=0.0),
+        "- collectives behind": replace(base, behind_weight=0.0),
         "- evidence rule": replace(base, evidence_required=False),
         # session 15's rules, one left out at a time (docs/spatial.md, "Two-unit jobs")
         "- remote patterns (pairs)": replace(base, remote_patterns=()),
@@ -255,7 +257,7 @@ class Ranker:
     """Ranks every job of some fleets under SpatialConfig variants, from per-unit signals computed
     once per signal-shaping setting (normalisation and the rest); the weights only re-sum them."""
 
-    _WEIGHTS = ("blame_weight", "timing_weight", "silence_weight", "slowness_weight", "truncated_bonus",
+    _WEIGHTS = ("blame_weight", "timing_weight", "silence_weight", "slowness_weight", "truncated_bonus", "behind_weight",
                 "evidence_required", "blame_discount", "slow_z_min", "timing_scale_s", "top_k", "threshold",
                 "pair_isolation_weight")
 
@@ -295,9 +297,9 @@ class Ranker:
         return out
 
 
-PARTS = ("isolation", "blame", "timing", "silence", "truncated", "slowness")
+PARTS = ("isolation", "blame", "timing", "silence", "truncated", "slowness", "behind")
 WEIGHT_OF_PART = {"blame": "blame_weight", "timing": "timing_weight", "silence": "silence_weight",
-                  "truncated": "truncated_bonus", "slowness": "slowness_weight"}
+                  "truncated": "truncated_bonus", "slowness": "slowness_weight", "behind": "behind_weight"}
 
 
 def _parts(ranker: Ranker, base) -> dict[str, tuple]:

@@ -34,6 +34,10 @@ class SpatialConfig:
     blame_discount: bool = True  # discount a name by how many units give it (the store host is named by all by design)
     silence_weight: float = 0.25  # combined score added for stopping early without an error line / missing rank files
     slowness_weight: float = 0.5  # combined score added for being the unit every other unit waits for (a straggler)
+    # Session 26: combined score added when the unit's NCCL watchdog timed out in an older
+    # collective (SeqNum) than another unit's: stuck behind, the others wait for it
+    # (signals.collectives_behind; docs/spatial.md, "Stuck a collective behind")
+    behind_weight: float = 0.5
     slow_z_min: float = 6.0  # a per-rank timer this many robust spreads above the others starts to count as slow
     truncated_bonus: float = 0.1  # combined score added for far fewer lines than the peers (role can explain it)
     timing_weight: float = 0.3  # combined score added for the earliest failure onset...
@@ -159,7 +163,7 @@ class SpatialConfig:
         if not 0.0 <= self.threshold <= 1.0:
             raise ConfigError(f"spatial.threshold: expected a score in [0, 1], found {self.threshold!r}")
         for key in ("blame_weight", "timing_weight", "mention_window_s", "truncated_bonus", "silence_weight",
-                    "slowness_weight", "pair_isolation_weight"):
+                    "slowness_weight", "pair_isolation_weight", "behind_weight"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"spatial.{key}: expected a number >= 0, found {getattr(self, key)!r}")
         for key in ("timing_scale_s", "burst_gap_s", "slow_z_min"):

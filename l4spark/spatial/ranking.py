@@ -39,6 +39,11 @@ HOST_PATTERN = r"\b[A-Za-z][A-Za-z0-9_.-]*[0-9][A-Za-z0-9_.-]*\b"
 RANK_PATTERN = r"(?i)\brank\W{0,3}(\d+)"
 # Megatron's straggler detector names the slowest rank: `` | MnRtt/Slo: 1234.56ms/17 | ...``
 SLOW_RANK_PATTERN = r"MnRtt/Slo: [0-9.]+ms/(\d+)"
+# PyTorch's NCCL watchdog names the collective that timed out by its sequence number:
+# ``Watchdog caught collective operation timeout: WorkNCCL(SeqNum=18308, OpType=...`` and, since
+# 2.2, ``Timeout at NCCL work: 18308, last enqueued NCCL work: ..., last completed NCCL work: ...``
+# (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp)
+TIMEOUT_SEQ_PATTERNS = (r"WorkNCCL\(SeqNum=(\d+)", r"Timeout at NCCL work: (\d+)")
 
 
 # Long-form per-job input of rank_units: one row per unit x event (token null) with its line
@@ -117,7 +122,9 @@ def unit_mentions(events: DataFrame, granularity: str = "node",
 
     Input: ``events`` (job_id, node, rank, ts, level, event_id, message; without a message
     column nothing is named). Output: UNIT_FACTS_COLUMNS with token = ``ip:<a.b.c.d>``,
-    ``rank:<n>``, ``host:<node>``, ``store:<host>`` or ``slow:<n>`` (the rank a straggler-detector line names); n_lines / n_loud: lines / loud lines naming it; first_s:
+    ``rank:<n>``, ``host:<node>``, ``store:<host>``, ``slow:<n>`` (the rank a straggler-detector line names) or
+    ``seq:<n>`` (the sequence number of the collective a loud NCCL watchdog line says timed out,
+    ``TIMEOUT_SEQ_PATTERNS``); n_lines / n_loud: lines / loud lines naming it; first_s:
     the first timestamp of a loud line naming it. Token extraction is JVM regex, no Python.
     """
     if "message" not in events.columns:
@@ -137,6 +144,7 @@ def unit_mentions(events: DataFrame, granularity: str = "node",
                 F.explode(F.array_distinct(F.concat(tagged("ip", IPV4_PATTERN, 0, False),
                                                     tagged("rank", RANK_PATTERN, 1, True),
                                                     tagged("slow", SLOW_RANK_PATTERN, 1, False),
+                                                    *(tagged("seq", regex, 1, True) for regex in TIMEOUT_SEQ_PATTERNS),
                                                     tagged("host", HOST_PATTERN, 0, True), *stores))).alias("token"))
     )
     # a host token counts only when it is one of the job's node names (or their first label)

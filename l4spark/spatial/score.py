@@ -4,7 +4,8 @@
 inline in a unit test), computes every signal of ``signals.py`` and adds them up:
 
 ``combined_score = isolation + blame_weight * blame + timing_weight * timing
-+ silence_weight * silent + truncated_bonus * truncated + slowness_weight * slowness``
++ silence_weight * silent + truncated_bonus * truncated + slowness_weight * slowness
++ behind_weight * behind``
 
 (of two units, isolation is ``0.5 + pair_isolation_weight * (pair_isolation - 0.5)``)
 
@@ -27,6 +28,7 @@ from l4spark.spatial.signals import (
     _evidence,
     blame_scores,
     clock_offsets,
+    collectives_behind,
     detector_votes,
     deviations,
     failure_onsets,
@@ -48,7 +50,7 @@ def unit_key(frame: pd.DataFrame) -> pd.Series:
 
 
 SIGNAL_COLUMNS = ["score", "has_evidence", "named_by", "named_weight", "onset_lag_s", "stopped", "only_truncated",
-                  "slow_z", "detector_votes"]
+                  "slow_z", "detector_votes", "behind"]
 
 
 def unit_signals(counts: pd.DataFrame, activity: pd.DataFrame, config: SpatialConfig) -> tuple[pd.DataFrame, dict]:
@@ -119,6 +121,7 @@ def unit_signals(counts: pd.DataFrame, activity: pd.DataFrame, config: SpatialCo
         "stopped": silent["silent"] & ~only_truncated, "only_truncated": only_truncated,
         "slow_z": activity["slow_z"].astype(float) if "slow_z" in activity.columns else np.nan,
         "detector_votes": detector_votes(mentions, activity),
+        "behind": collectives_behind(mentions, activity),
     }, index=activity.index)
     details = {"activity": activity, "silent": silent, "evidence": evidence, "named": named, "onsets": timed,
                "own": own}
@@ -130,7 +133,7 @@ def combine(signals: pd.DataFrame, config: SpatialConfig) -> pd.DataFrame:
 
     Output columns: isolation (the forest's score, 0.5 at most for a unit without evidence when
     ``evidence_required``; of two units ``pair_isolation``'s distance from 0.5 times
-    ``pair_isolation_weight``), blame, timing, silence, slowness (each in [0, 1] before its
+    ``pair_isolation_weight``), blame, timing, silence, slowness, behind (each in [0, 1] before its
     weight), combined. ``blame_discount=False`` counts naming units without the by-design
     discount (the ablation of the discount).
     """
@@ -144,10 +147,12 @@ def combine(signals: pd.DataFrame, config: SpatialConfig) -> pd.DataFrame:
     slowness = slowness_scores(signals[["slow_z"]], signals["detector_votes"], config)
     silence_part = signals["stopped"].astype(float) * config.silence_weight + \
         signals["only_truncated"].astype(float) * config.truncated_bonus
+    behind = signals["behind"] if "behind" in signals.columns else pd.Series(0.0, index=signals.index)
     combined = (isolation + config.blame_weight * blame + config.timing_weight * timing + silence_part
-                + config.slowness_weight * slowness)
+                + config.slowness_weight * slowness + config.behind_weight * behind)
     return pd.DataFrame({"isolation": isolation, "blame": blame, "timing": timing,
-                         "silence": signals["stopped"].astype(float), "slowness": slowness, "combined": combined})
+                         "silence": signals["stopped"].astype(float), "slowness": slowness, "behind": behind,
+                         "combined": combined})
 
 
 def order_units(combined: pd.Series) -> np.ndarray:
@@ -202,6 +207,8 @@ def rank_units(job_id: str, counts: pd.DataFrame, activity: pd.DataFrame, config
         "onset_lag_s": onset_lag.loc[order].round(3).to_numpy(),
         "combined_score": combined.loc[order].round(6).to_numpy(),
         "signals": [_signals(u, silent, score, evidence, named, onset_lag, onsets, slowness, details["own"])
+                    + (["behind: its watchdog timed out in an older collective than its peers'"]
+                       if parts["behind"].get(u, 0.0) > 0 else [])
                     for u in order],
     })
 

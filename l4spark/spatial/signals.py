@@ -534,6 +534,26 @@ def slowness_scores(activity: pd.DataFrame, detector_votes: pd.Series, config: S
     return np.maximum(by_timer, votes)
 
 
+def collectives_behind(mentions: pd.DataFrame, activity: pd.DataFrame) -> pd.Series:
+    """Per unit, 1.0 when the oldest collective its NCCL watchdog lines say timed out (``seq:<n>``
+    tokens of ``unit_mentions``) is older than another unit's: it is stuck a collective or more
+    behind, and the others time out waiting for it to join theirs (PyTorch's flight recorder
+    reads desyncs the same way: the rank whose last collective is the oldest). 0.0 otherwise,
+    and for every unit when fewer than two units report a timed-out collective or all report the
+    same one (a dead peer, a link down for all: everyone waits in the same collective).
+    ``mentions``: unit, token rows; ``activity`` indexed by unit."""
+    behind = pd.Series(0.0, index=activity.index)
+    seq = mentions[mentions["token"].str.startswith("seq:")] if len(mentions) else mentions
+    if seq.empty:
+        return behind
+    oldest = seq.assign(n=seq["token"].str[4:].astype("int64")).groupby("unit")["n"].min()
+    oldest = oldest[oldest.index.isin(activity.index)]
+    if len(oldest) < 2 or oldest.nunique() < 2:
+        return behind
+    behind[oldest.index[oldest < oldest.max()]] = 1.0
+    return behind
+
+
 def detector_votes(mentions: pd.DataFrame, activity: pd.DataFrame) -> pd.Series:
     """Per unit, the share of the job's straggler-detector lines (``slow:<rank>`` tokens) naming
     one of its ranks. ``mentions``: unit, token, n_lines rows; ``activity`` indexed by unit."""
