@@ -1020,7 +1020,8 @@ def test_unit_mentions_read_the_collective_each_nccl_watchdog_line_says_timed_ou
             ("job-w", "h2", 4, "h2/rank-4.log", 2, T0, "INFO", "coll", "NCCL INFO AllReduce: opCount 4790 sendbuff")]
     mentions = unit_mentions(spark.createDataFrame(rows, MESSAGES_SCHEMA)).toPandas()
     got = sorted((r.node, r.event_id, r.token) for r in mentions.itertuples() if r.token.startswith("seq:"))
-    assert got == [("h1", "watchdog", "seq:18308"), ("h2", "last_work", "seq:18307")]
+    # the first line names no process group, the second the default group (PyTorch 2.4's prefix)
+    assert got == [("h1", "watchdog", "seq::18308"), ("h2", "last_work", "seq:0:18307")]
 
 
 def test_the_unit_stuck_a_collective_behind_is_the_one_the_others_wait_for():
@@ -1052,6 +1053,12 @@ def test_collectives_behind_needs_two_reporting_units_that_disagree():
     assert collectives_behind(tokens([("a", "seq:7")]), activity).tolist() == [0.0, 0.0, 0.0]
     assert collectives_behind(tokens([("a", "seq:7"), ("b", "seq:7")]), activity).tolist() == [0.0, 0.0, 0.0]
     assert collectives_behind(tokens([]), activity).tolist() == [0.0, 0.0, 0.0]
+    # process groups number their collectives apart: a tensor-parallel group's 120,000th collective
+    # and the data-parallel group's 4,000th say nothing of who is behind
+    assert collectives_behind(tokens([("a", "seq:1:4000"), ("b", "seq:2:120000"), ("c", "seq:2:120000")]),
+                              activity).tolist() == [0.0, 0.0, 0.0]
+    assert collectives_behind(tokens([("a", "seq:0:7"), ("b", "seq:0:8"), ("c", "seq::3")]),
+                              activity).tolist() == [1.0, 0.0, 0.0]
 
 
 @pytest.mark.spark

@@ -44,6 +44,9 @@ SLOW_RANK_PATTERN = r"MnRtt/Slo: [0-9.]+ms/(\d+)"
 # 2.2, ``Timeout at NCCL work: 18308, last enqueued NCCL work: ..., last completed NCCL work: ...``
 # (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp)
 TIMEOUT_SEQ_PATTERNS = (r"WorkNCCL\(SeqNum=(\d+)", r"Timeout at NCCL work: (\d+)")
+# each process group numbers its collectives apart; PyTorch 2.3+ prefixes the lines with it:
+# ``[PG ID 1 PG GUID 1 Rank 4]`` (2.4+), ``[PG 1 Rank 4]`` (2.3); older lines name none
+PROCESS_GROUP_PATTERN = r"\[PG (?:ID )?(\d+)\b"
 
 
 # Long-form per-job input of rank_units: one row per unit x event (token null) with its line
@@ -123,8 +126,9 @@ def unit_mentions(events: DataFrame, granularity: str = "node",
     Input: ``events`` (job_id, node, rank, ts, level, event_id, message; without a message
     column nothing is named). Output: UNIT_FACTS_COLUMNS with token = ``ip:<a.b.c.d>``,
     ``rank:<n>``, ``host:<node>``, ``store:<host>``, ``slow:<n>`` (the rank a straggler-detector line names) or
-    ``seq:<n>`` (the sequence number of the collective a loud NCCL watchdog line says timed out,
-    ``TIMEOUT_SEQ_PATTERNS``); n_lines / n_loud: lines / loud lines naming it; first_s:
+    ``seq:<pg>:<n>`` (the sequence number of the collective a loud NCCL watchdog line says timed
+    out, ``TIMEOUT_SEQ_PATTERNS``, in process group ``<pg>``: ``PROCESS_GROUP_PATTERN``, empty when the
+    line names none); n_lines / n_loud: lines / loud lines naming it; first_s:
     the first timestamp of a loud line naming it. Token extraction is JVM regex, no Python.
     """
     if "message" not in events.columns:
@@ -132,9 +136,12 @@ def unit_mentions(events: DataFrame, granularity: str = "node",
     loud = _is_loud()
     empty = F.array().cast("array<string>")
 
-    def tagged(kind: str, pattern: str, group: int, only_loud: bool) -> F.Column:
+    def tagged(kind: str, pattern: str, group: int, only_loud: bool, group_of: str | None = None) -> F.Column:
+        # group_of: a regex whose group 1 qualifies the value (``<kind>:<qualifier>:<value>``; empty when absent)
+        prefix = F.lit(kind + ":") if group_of is None else \
+            F.concat(F.lit(kind + ":"), F.regexp_extract(F.col("message"), group_of, 1), F.lit(":"))
         found = F.transform(F.regexp_extract_all(F.col("message"), F.lit(pattern), group),
-                            lambda value: F.concat(F.lit(kind + ":"), value))
+                            lambda value: F.concat(prefix, value))
         return F.when(loud, found).otherwise(empty) if only_loud else found
 
     stores = [tagged("store", regex, 1, True) for regex in store_patterns]
@@ -144,7 +151,8 @@ def unit_mentions(events: DataFrame, granularity: str = "node",
                 F.explode(F.array_distinct(F.concat(tagged("ip", IPV4_PATTERN, 0, False),
                                                     tagged("rank", RANK_PATTERN, 1, True),
                                                     tagged("slow", SLOW_RANK_PATTERN, 1, False),
-                                                    *(tagged("seq", regex, 1, True) for regex in TIMEOUT_SEQ_PATTERNS),
+                                                    *(tagged("seq", regex, 1, True, group_of=PROCESS_GROUP_PATTERN)
+                                                      for regex in TIMEOUT_SEQ_PATTERNS),
                                                     tagged("host", HOST_PATTERN, 0, True), *stores))).alias("token"))
     )
     # a host token counts only when it is one of the job's node names (or their first label)

@@ -535,8 +535,10 @@ def slowness_scores(activity: pd.DataFrame, detector_votes: pd.Series, config: S
 
 
 def collectives_behind(mentions: pd.DataFrame, activity: pd.DataFrame) -> pd.Series:
-    """Per unit, 1.0 when the oldest collective its NCCL watchdog lines say timed out (``seq:<n>``
-    tokens of ``unit_mentions``) is older than another unit's: it is stuck a collective or more
+    """Per unit, 1.0 when the oldest collective its NCCL watchdog lines say timed out
+    (``seq:<pg>:<n>`` tokens of ``unit_mentions``; ``seq:<n>`` reads as no group) is older than
+    another unit's of the same process group (each group numbers its collectives apart; lines
+    that name no group are compared with each other): it is stuck a collective or more
     behind, and the others time out waiting for it to join theirs (PyTorch's flight recorder
     reads desyncs the same way: the rank whose last collective is the oldest). 0.0 otherwise,
     and for every unit when fewer than two units report a timed-out collective or all report the
@@ -546,11 +548,12 @@ def collectives_behind(mentions: pd.DataFrame, activity: pd.DataFrame) -> pd.Ser
     seq = mentions[mentions["token"].str.startswith("seq:")] if len(mentions) else mentions
     if seq.empty:
         return behind
-    oldest = seq.assign(n=seq["token"].str[4:].astype("int64")).groupby("unit")["n"].min()
-    oldest = oldest[oldest.index.isin(activity.index)]
-    if len(oldest) < 2 or oldest.nunique() < 2:
-        return behind
-    behind[oldest.index[oldest < oldest.max()]] = 1.0
+    parts = seq["token"].str[4:].str.rpartition(":")
+    seq = seq.assign(group=parts[0], n=parts[2].astype("int64"))
+    for _, in_group in seq[seq["unit"].isin(activity.index)].groupby("group"):
+        oldest = in_group.groupby("unit")["n"].min()
+        if len(oldest) >= 2 and oldest.nunique() >= 2:
+            behind[oldest.index[oldest < oldest.max()]] = 1.0
     return behind
 
 
