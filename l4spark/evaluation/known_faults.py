@@ -78,8 +78,9 @@ def compare(dumps: list[Path], base: Setting, current: Setting, min_confidence: 
         for what in ("node_first", "class_ok"):
             differs = before[what].ne(after[what]) & before[what].notna()
             for i in before.index[differs]:
-                changed.append({"dump": str(dump), "job_id": before.at[i, "job_id"], "fault_kind": before.at[i, "fault_kind"],
-                                "what": what, "change": "gained" if after.at[i, what] else "lost"})
+                changed.append({"dump": str(dump), "job_id": before.at[i, "job_id"],
+                                "fault_kind": before.at[i, "fault_kind"], "what": what,
+                                "change": "gained" if after.at[i, what] else "lost"})
     return pd.DataFrame(totals), pd.DataFrame(changed, columns=["dump", "job_id", "fault_kind", "what", "change"])
 
 
@@ -87,8 +88,10 @@ def main(argv: list[str] | None = None) -> int:
     from l4spark.config import load_config
     from l4spark.diagnosis.patterns import seed_patterns
 
-    parser = argparse.ArgumentParser(prog="python -m l4spark.evaluation.known_faults", description=__doc__.split("\n")[0])
-    parser.add_argument("--dump", type=Path, action="append", required=True, help="an evaluate --dump folder; repeatable")
+    parser = argparse.ArgumentParser(prog="python -m l4spark.evaluation.known_faults",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("--dump", type=Path, action="append", required=True,
+                        help="an evaluate --dump folder; repeatable")
     parser.add_argument("--without", action="append", default=[], metavar="PATTERN_ID",
                         help="a seed pattern the baseline leaves out; repeatable")
     parser.add_argument("--classes", help="the baseline's known_fault_classes, comma-separated (default: the conf's)")
