@@ -144,8 +144,8 @@ def silence(activity: pd.DataFrame, config: SpatialConfig, candidate_lines: pd.S
     without an error line to show for it, whatever its files and lines). The peers of a unit
     are the units of its role (``roles``) when that role has at least 3 members, else every
     unit: the node of rank 0 or of the last pipeline stage logs more, and HF Trainer's non-main
-    ranks less, by role, not by fault. Of a job's two units each is compared with the other: silent when it stopped ``silent_min_gap_s`` before it (no
-    spread to scale by), never truncated (one of the two holds rank 0 and logs more by role;
+    ranks less, by role, not by fault. Of a job's two units each is compared with the other:
+    silent when it stopped ``silent_min_gap_s`` before it (no spread to scale by), never truncated (one of the two holds rank 0 and logs more by role;
     the truncation bonus put the wrong node first in 2 of 28 two-node jobs of fresh seed
     15017). ``pair_silence`` false: two units are judged as a group of peers (their median and
     spread: never silent by time), as before session 15; ``silent_despite_errors`` false: the
