@@ -258,8 +258,8 @@ class Ranker:
     once per signal-shaping setting (normalisation and the rest); the weights only re-sum them."""
 
     _WEIGHTS = ("blame_weight", "timing_weight", "silence_weight", "slowness_weight", "truncated_bonus",
-                "behind_weight", "evidence_required", "blame_discount", "slow_z_min", "timing_scale_s", "top_k", "threshold",
-                "pair_isolation_weight")
+                "behind_weight", "evidence_required", "blame_discount", "slow_z_min", "timing_scale_s", "top_k",
+                "threshold", "pair_isolation_weight")
 
     def __init__(self, inputs: dict[str, dict[str, pd.DataFrame]]) -> None:
         self.inputs = inputs  # fleet name -> frames

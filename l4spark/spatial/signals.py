@@ -136,23 +136,23 @@ def pair_isolation(matrix: pd.DataFrame, limit: int, remote: Iterable[str] = (),
 def silence(activity: pd.DataFrame, config: SpatialConfig, candidate_lines: pd.Series | None = None) -> pd.DataFrame:
     """Which units went silent, each judged against the peers of its own role.
 
-    Input indexed by unit: n_files, n_lines, n_error, last_s (min_rank, max_rank or ranks
-    optional: roles; last_error_s optional); ``candidate_lines``: per unit, its lines of
-    candidate events (optional). Output (same index): silent (bool), silent_gap_s (how long
-    before its peers' median last line the unit stopped; null without timestamps),
-    missing_files, truncated, stopped (silent by time: it stopped that long before its peers
-    without an error line to show for it, whatever its files and lines). The peers of a unit
-    are the units of its role (``roles``) when that role has at least 3 members, else every
-    unit: the node of rank 0 or of the last pipeline stage logs more, and HF Trainer's non-main
-    ranks less, by role, not by fault. Of a job's two units each is compared with the other:
-    silent when it stopped ``silent_min_gap_s`` before it (no spread to scale by), never truncated (one of the two holds rank 0 and logs more by role;
-    the truncation bonus put the wrong node first in 2 of 28 two-node jobs of fresh seed
-    15017). ``pair_silence`` false: two units are judged as a group of peers (their median and
-    spread: never silent by time), as before session 15; ``silent_despite_errors`` false: the
-    first two exceptions for units with error lines (below) are off. ``untimed_errors_dated``:
-    a unit's last error is dated by ``last_error_by_s`` (optional column; its untimed error
-    lines dated by the timed lines after them) rather than by its timestamped error lines alone
-    (``last_error_s``, also without that column).
+    Input indexed by unit: n_files, n_lines, n_error, last_s (min_rank, max_rank or ranks optional:
+    roles; last_error_s optional); ``candidate_lines``: per unit, its lines of candidate events
+    (optional). Output (same index): silent (bool), silent_gap_s (how long before its peers' median
+    last line the unit stopped; null without timestamps), missing_files, truncated, stopped (silent
+    by time: it stopped that long before its peers without an error line to show for it, whatever
+    its files and lines). The peers of a unit are the units of its role (``roles``) when that role
+    has at least 3 members, else every unit: the node of rank 0 or of the last pipeline stage logs
+    more, and HF Trainer's non-main ranks less, by role, not by fault. Of a job's two units each is
+    compared with the other: silent when it stopped ``silent_min_gap_s`` before it (no spread to
+    scale by), never truncated (one of the two holds rank 0 and logs more by role; the truncation
+    bonus put the wrong node first in 2 of 28 two-node jobs of fresh seed 15017). ``pair_silence``
+    false: two units are judged as a group of peers (their median and spread: never silent by time),
+    as before session 15; ``silent_despite_errors`` false: the first two exceptions for units with
+    error lines (below) are off. ``untimed_errors_dated``: a unit's last error is dated by
+    ``last_error_by_s`` (optional column; its untimed error lines dated by the timed lines after
+    them) rather than by its timestamped error lines alone (``last_error_s``, also without that
+    column).
     """
     role = roles(activity) if {"min_rank", "max_rank"} <= set(activity.columns) else pd.Series("peer", index=activity.index)
     sizes = role.map(role.value_counts())
