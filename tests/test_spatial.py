@@ -14,6 +14,8 @@ import pytest
 from l4spark.errors import ConfigError
 from l4spark.spatial.config import SpatialConfig
 from l4spark.spatial.ranking import (
+    PROCESS_GROUP_PATTERN,
+    TIMEOUT_SEQ_PATTERNS,
     UNIT_FACTS_COLUMNS,
     baseline_rankings,
     rank_nodes,
@@ -729,7 +731,8 @@ def _cached_fleet(root: Path, name: str, job_id: str, faulty: str) -> Path:
     spatial = SpatialConfig()
     (cache / "settings.json").write_text(json.dumps({"granularity": spatial.granularity,
                                                      "remote_patterns": list(spatial.remote_patterns),
-                                                     "store_client_patterns": list(spatial.store_client_patterns)}))
+                                                     "store_client_patterns": list(spatial.store_client_patterns),
+                                                     "seq_patterns": [*TIMEOUT_SEQ_PATTERNS, PROCESS_GROUP_PATTERN]}))
     return fleet
 
 

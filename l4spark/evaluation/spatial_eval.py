@@ -176,15 +176,19 @@ def build_inputs(fleet: Path, warehouse: Path, master: str, spatial, job_ids: li
     """facts, activity and baselines of ``job_ids`` (Spark once, then Parquet under the warehouse).
 
     The cache is reused only if it was built at ``spatial``'s granularity with its
-    ``remote_patterns`` and ``store_client_patterns`` (``_spatial_inputs/settings.json``): the facts'
-    ``remote`` flag and the ``store:`` tokens are set in Spark, and a cache of older patterns would
-    rank with them."""
+    ``remote_patterns`` and ``store_client_patterns`` and with this code's watchdog sequence
+    patterns (``_spatial_inputs/settings.json``): the facts' ``remote`` flag and the ``store:`` and
+    ``seq:`` tokens are set in Spark, and a cache of older patterns would rank with them (a cache
+    of before session 26 has no ``seq:`` token: nobody would be behind)."""
     import json
+
+    from l4spark.spatial.ranking import PROCESS_GROUP_PATTERN, TIMEOUT_SEQ_PATTERNS
 
     cache = warehouse / "_spatial_inputs"
     names = ("facts", "activity", "baselines")
     settings = {"granularity": spatial.granularity, "remote_patterns": list(spatial.remote_patterns),
-                "store_client_patterns": list(spatial.store_client_patterns)}
+                "store_client_patterns": list(spatial.store_client_patterns),
+                "seq_patterns": [*TIMEOUT_SEQ_PATTERNS, PROCESS_GROUP_PATTERN]}
     stored = cache / "settings.json"
     if stored.exists() and json.loads(stored.read_text("utf-8")) == settings \
             and all((cache / f"{n}.parquet").exists() for n in names):
