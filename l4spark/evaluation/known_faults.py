@@ -37,16 +37,21 @@ class Setting:
     weight: float
 
 
-def outcomes(dump: Path, setting: Setting, min_confidence: float, spatial, slow_unit: bool = True) -> pd.DataFrame:
-    """Per failed job of ``dump``: node_first (None without a labelled faulty node) and class_ok."""
+def read_dump(dump: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(scored, nodes, per_job) of an ``evaluate --dump`` folder."""
+    scored = pd.read_parquet(dump / "scored.parquet")
+    if "nodes" not in scored.columns:
+        raise SystemExit(f"{dump}: scored.parquet has no nodes column (a dump of session 25 or later is needed)")
+    return scored, pd.read_parquet(dump / "nodes.parquet"), pd.read_parquet(dump / "per_job.parquet")
+
+
+def outcomes(frames: tuple, setting: Setting, min_confidence: float, spatial, slow_unit: bool = True) -> pd.DataFrame:
+    """Per failed job of a dump (``read_dump``): node_first (None without a labelled faulty node)
+    and class_ok."""
     from l4spark.diagnosis.patterns import slow_unit_pattern
     from l4spark.diagnosis.scoring import job_patterns, rank_matches, with_known_fault_printers, with_slow_unit
 
-    scored = pd.read_parquet(dump / "scored.parquet")
-    nodes = pd.read_parquet(dump / "nodes.parquet")
-    per_job = pd.read_parquet(dump / "per_job.parquet")
-    if "nodes" not in scored.columns:
-        raise SystemExit(f"{dump}: scored.parquet has no nodes column (a dump of session 25 or later is needed)")
+    scored, nodes, per_job = frames
     templates = dict(zip(scored["event_id"], scored["template"]))
     matches = job_patterns(scored, templates, list(setting.library), min_confidence)
     ranked = with_known_fault_printers(nodes, matches, scored, setting.weight, setting.classes, spatial)
@@ -68,8 +73,9 @@ def compare(dumps: list[Path], base: Setting, current: Setting, min_confidence: 
     """(per-dump totals, the jobs whose outcome differs) of ``base`` against ``current``."""
     totals, changed = [], []
     for dump in dumps:
-        before = outcomes(dump, base, min_confidence, spatial, slow_unit)
-        after = outcomes(dump, current, min_confidence, spatial, slow_unit)
+        frames = read_dump(dump)
+        before = outcomes(frames, base, min_confidence, spatial, slow_unit)
+        after = outcomes(frames, current, min_confidence, spatial, slow_unit)
         with_nodes = before["node_first"].notna()
         totals.append({"dump": str(dump), "node_jobs": int(with_nodes.sum()), "jobs": len(before),
                        "node_first_base": int(before.loc[with_nodes, "node_first"].astype(bool).sum()),

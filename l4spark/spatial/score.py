@@ -206,10 +206,8 @@ def rank_units(job_id: str, counts: pd.DataFrame, activity: pd.DataFrame, config
         "named_by": named["named_by"].loc[order].astype("int32").to_numpy(),
         "onset_lag_s": onset_lag.loc[order].round(3).to_numpy(),
         "combined_score": combined.loc[order].round(6).to_numpy(),
-        "signals": [_signals(u, silent, score, evidence, named, onset_lag, onsets, slowness, details["own"])
-                    + (["behind: its watchdog timed out in an older collective than its peers'"]
-                       if parts["behind"].get(u, 0.0) > 0 else [])
-                    for u in order],
+        "signals": [_signals(u, silent, score, evidence, named, onset_lag, onsets, slowness, details["own"],
+                             parts["behind"]) for u in order],
     })
 
 
@@ -236,7 +234,8 @@ def _candidate_events(facts: pd.DataFrame) -> list[str]:
 
 
 def _signals(unit: str, silent: pd.DataFrame, score: pd.Series, evidence: dict, named: pd.DataFrame,
-             onset_lag: pd.Series, onsets: pd.Series, slowness: pd.Series, own: dict) -> list[str]:
+             onset_lag: pd.Series, onsets: pd.Series, slowness: pd.Series, own: dict,
+             behind: pd.Series) -> list[str]:
     """The reasons behind a unit's place, for people: which signals fired and how strongly."""
     out = []
     row = silent.loc[unit]
@@ -261,6 +260,8 @@ def _signals(unit: str, silent: pd.DataFrame, score: pd.Series, evidence: dict, 
                    f"after discounting names given by design): {', '.join(named.at[unit, 'names'])}")
     if slowness[unit] > 0:
         out.append(f"slow: the others wait for it (slowness {slowness[unit]:.2f})")
+    if behind.get(unit, 0.0) > 0:
+        out.append("behind: its watchdog timed out in an older collective than its peers'")
     lag = onset_lag.get(unit, np.nan)
     if not pd.isna(lag):
         if lag == 0.0:
