@@ -1020,11 +1020,45 @@ def test_unit_mentions_read_the_collective_each_nccl_watchdog_line_says_timed_ou
             ("job-w", "h2", 4, "h2/rank-4.log", 1, T0, "ERROR", "last_work",
              "[PG ID 0 PG GUID 0(default_pg) Rank 4] Timeout at NCCL work: 18307, last enqueued NCCL work: 18307, "
              "last completed NCCL work: 18306."),
-            ("job-w", "h2", 4, "h2/rank-4.log", 2, T0, "INFO", "coll", "NCCL INFO AllReduce: opCount 4790 sendbuff")]
+            ("job-w", "h2", 4, "h2/rank-4.log", 2, T0, "INFO", "coll", "NCCL INFO AllReduce: opCount 4790 sendbuff"),
+            # PyTorch 2.6+: the timed-out collective, and the last one enqueued (past it)
+            ("job-w", "h3", 8, "h3/rank-8.log", 1, T0, "ERROR", "detected",
+             "[PG ID 1 PG GUID 1 Rank 8]  failure detected by watchdog at work sequence id: 20585 PG status: "
+             "last enqueued work: 20589, last completed work: 20584"),
+            # a rank that hangs outside NCCL times out in nothing: when a peer's timeout signals a
+            # dump it prints the last collective it enqueued
+            ("job-w", "h4", 13, "h4/rank-13.log", 1, T0, "ERROR", "dump",
+             "[PG ID 0 PG GUID 0(default_pg) Rank 13] Received a dump signal due to a collective timeout from  rank 7 "
+             "and we will try our best to dump the debug info. Last enqueued NCCL work: 56115, last completed NCCL "
+             "work: 56115.This is most likely caused by incorrect usages of collectives, e.g., wrong sizes used "
+             "across ranks, the order of collectives is not same for all ranks or the scheduled collective, for "
+             "some reason, didn't run.")]
     mentions = unit_mentions(spark.createDataFrame(rows, MESSAGES_SCHEMA)).toPandas()
     got = sorted((r.node, r.event_id, r.token) for r in mentions.itertuples() if r.token.startswith("seq:"))
-    # the first line names no process group, the second the default group (PyTorch 2.4's prefix)
-    assert got == [("h1", "watchdog", "seq::18308"), ("h2", "last_work", "seq:0:18307")]
+    # the first line names no process group, the others their group (PyTorch 2.4's prefix)
+    assert got == [("h1", "watchdog", "seq::18308"), ("h2", "last_work", "seq:0:18307"),
+                   ("h3", "detected", "seq:1:20585"), ("h3", "detected", "seq:1:20589"),
+                   ("h4", "dump", "seq:0:56115")]
+
+
+@pytest.mark.spark
+def test_a_rank_that_hung_outside_nccl_is_behind_by_the_last_collective_it_enqueued(spark):
+    # rank 5 (on h3) hangs in Python before collective 56116; every other rank times out in it.
+    # The hung rank prints no timeout, only the dump-signal line with its last enqueued work
+    rows = []
+    for rank in range(8):
+        node = f"h{rank // 2 + 1}"
+        prefix = f"[PG ID 0 PG GUID 0(default_pg) Rank {rank}]"
+        if rank == 5:
+            line = (f"{prefix} Received a dump signal due to a collective timeout from  rank 0 and we will try our "
+                    "best to dump the debug info. Last enqueued NCCL work: 56115, last completed NCCL work: 56115.")
+        else:
+            line = (f"{prefix} Timeout at NCCL work: 56116, last enqueued NCCL work: 56116, "
+                    "last completed NCCL work: 56115.")
+        rows.append(("job-h", node, rank, f"{node}/rank-{rank}.log", 1, T0, "ERROR", "wd", line))
+    mentions = unit_mentions(spark.createDataFrame(rows, MESSAGES_SCHEMA)).toPandas().rename(columns={"node": "unit"})
+    activity = pd.DataFrame(index=["h1", "h2", "h3", "h4"])
+    assert collectives_behind(mentions, activity).to_dict() == {"h1": 0.0, "h2": 0.0, "h3": 1.0, "h4": 0.0}
 
 
 def test_the_unit_stuck_a_collective_behind_is_the_one_the_others_wait_for():
@@ -1041,7 +1075,7 @@ def test_the_unit_stuck_a_collective_behind_is_the_one_the_others_wait_for():
     facts = pd.DataFrame(rows, columns=UNIT_FACTS_COLUMNS[1:])
     ranked = rank_units("job-w", facts, _activity(4), SpatialConfig()).set_index("node")
     assert ranked["rank"].idxmin() == "n02"
-    assert "behind: its watchdog timed out in an older collective than its peers'" in ranked.loc["n02", "signals"]
+    assert "behind: it stopped in an older collective than the one its peers timed out in" in ranked.loc["n02", "signals"]
     assert rank_units("job-w", facts, _activity(4), SpatialConfig(behind_weight=0.0)).iloc[0]["node"] == "n01"
     # everyone in the same collective (a dead peer, a link down for all): nobody is behind
     same = facts.assign(token=facts["token"].replace({"seq:18307": "seq:18308"}))

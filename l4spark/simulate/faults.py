@@ -66,6 +66,16 @@ NATURAL_CAUSES = ("root", "net", "net2", "wd")  # a rank that ends by itself, no
 T_WATCHDOG = "[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn={n}, NumelOut={n2}, Timeout(ms)={tmo}) ran for {ran} milliseconds before timing out."
 T_WATCHDOG_OLD = "[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, Timeout(ms)={tmo}) ran for {ran} milliseconds before timing out."
 T_LAST_WORK = "[PG ID 0 PG GUID 0(default_pg) Rank {r}] Exception (either an error or timeout) detected by watchdog at work: {seq}, last enqueued NCCL work: {enq}, last completed NCCL work: {done}."
+# PyTorch 2.3+ (ProcessGroupNCCL.cpp, getNCCLWatchdogTimeoutErrorMsg): every rank's heartbeat
+# monitor prints it once a timeout signals a dump, "from this local rank" on a rank that timed out
+# itself, "from  rank N" (two spaces, as printed) on one that learned it from the store; seen in
+# public logs, e.g. "[rank6]:[E703 21:51:54 ProcessGroupNCCL.cpp:1987] [PG ID 0 PG GUID
+# 0(default_pg) Rank 6] Received a dump signal due to a collective timeout from  rank 7 ..."
+T_DUMP = ("[PG ID 0 PG GUID 0(default_pg) Rank {r}] Received a dump signal due to a collective timeout from {src} and we will "
+          "try our best to dump the debug info. Last enqueued NCCL work: {enq}, last completed NCCL work: {done}.This is most "
+          "likely caused by incorrect usages of collectives, e.g., wrong sizes used across ranks, the order of collectives is "
+          "not same for all ranks or the scheduled collective, for some reason, didn't run. Additionally, this can be caused by "
+          "GIL deadlock or other reasons such as network errors or bugs in the communications library (e.g. NCCL), etc. ")
 T_NET_TRACE = "transport/net.cc:{line} -> {code}"
 T_PROXY_TRACE = "proxy.cc:{line} -> {code} [Proxy Thread]"
 T_NCCL_REMOTE = "[PG ID 0 PG GUID 0(default_pg) Rank {r}] Process group watchdog thread terminated with exception: NCCL error: remote process exited or there was a network error, NCCL version {v}"
@@ -514,13 +524,18 @@ class FaultPlan(ExtraKinds, BehaviourMixin):
         self._add(t, r.c10, "E", src, wd, tmpl=wd_t)
         pg = "[PG ID 0 PG GUID 0(default_pg) Rank %d]" % r.rank if st >= 3 else "[Rank %d]" % r.rank
         if st >= 3:
-            lw, lw_t = fill(T_LAST_WORK, r=r.rank, seq=seq, enq=seq, done=seq - 1)
+            # the rank may have enqueued a few more collectives behind the one that timed out
+            enq = seq + rank_rng(spec, r.rank, 31).choice((0, 0, 1, 2, 4))
+            lw, lw_t = fill(T_LAST_WORK, r=r.rank, seq=seq, enq=enq, done=seq - 1)
             self._add(t + 0.0004, r.c10, "E", "ProcessGroupNCCL.cpp:1785", lw, tmpl=lw_t)
-            self._add(t + 0.0005, r.c10, "E", "ProcessGroupNCCL.cpp:1834", "%s Timeout at NCCL work: %d, last enqueued NCCL work: %d, last completed NCCL work: %d." % (pg, seq, seq, seq - 1))
+            self._add(t + 0.0005, r.c10, "E", "ProcessGroupNCCL.cpp:1834", "%s Timeout at NCCL work: %d, last enqueued NCCL work: %d, last completed NCCL work: %d." % (pg, seq, enq, seq - 1))
             self._add(t + 0.0006, r.c10, "E", "ProcessGroupNCCL.cpp:630", "%s Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data." % pg)
             self._add(t + 0.0007, r.c10, "E", "ProcessGroupNCCL.cpp:636", "%s To avoid data inconsistency, we are taking the entire process down." % pg)
             term = "%s Process group watchdog thread terminated with exception: %s" % (pg, wd)
             self._add(t + 0.0008, r.c10, "E", "ProcessGroupNCCL.cpp:1595", term, tmpl=wd_t, mark=wd)
+            if spec.accelerator == "cuda":  # its own timeout signalled the dump (TORCH_NCCL_DUMP_ON_TIMEOUT)
+                dump, dump_t = fill(T_DUMP, r=r.rank, src="this local rank", enq=enq, done=seq - 1)
+                self._add(t + 0.0009, r.c10, "E", "ProcessGroupNCCL.cpp:1664", dump, tmpl=dump_t)
         else:
             self._add(t + 0.0005, r.c10, "E", "ProcessGroupNCCL.cpp:489", "Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.")
             self._add(t + 0.0006, r.c10, "E", "ProcessGroupNCCL.cpp:495", "To avoid data inconsistency, we are taking the entire process down.")
@@ -624,8 +639,7 @@ class FaultPlan(ExtraKinds, BehaviourMixin):
         if t >= self.end[r.rank]:
             return
         seq = self._seq() - 1
-        msg, tm = fill("[PG ID 0 PG GUID 0(default_pg) Rank {r}] Received a dump signal due to a collective timeout from  rank {src} and we will try our best to dump the debug info. Last enqueued NCCL work: {enq}, last completed NCCL work: {done}.This is most likely caused by incorrect usages of collectives, e.g., wrong sizes used across ranks, the order of collectives is not same for all ranks or the scheduled collective, for some reason, didn't run. Additionally, this can be caused by GIL deadlock or other reasons such as network errors or bugs in the communications library (e.g. NCCL), etc. ",
-                       r=r.rank, src=self.natural.index(first_wd), enq=seq, done=seq)
+        msg, tm = fill(T_DUMP, r=r.rank, src=" rank %d" % self.natural.index(first_wd), enq=seq, done=seq)
         self._add(t, r.c10, "E", "ProcessGroupNCCL.cpp:1664", msg, tmpl=tm)
 
     def _root_nccl_timeout(self, r, rng, t):

@@ -39,11 +39,20 @@ HOST_PATTERN = r"\b[A-Za-z][A-Za-z0-9_.-]*[0-9][A-Za-z0-9_.-]*\b"
 RANK_PATTERN = r"(?i)\brank\W{0,3}(\d+)"
 # Megatron's straggler detector names the slowest rank: `` | MnRtt/Slo: 1234.56ms/17 | ...``
 SLOW_RANK_PATTERN = r"MnRtt/Slo: [0-9.]+ms/(\d+)"
-# PyTorch's NCCL watchdog names the collective that timed out by its sequence number:
-# ``Watchdog caught collective operation timeout: WorkNCCL(SeqNum=18308, OpType=...`` and, since
-# 2.2, ``Timeout at NCCL work: 18308, last enqueued NCCL work: ..., last completed NCCL work: ...``
-# (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp)
-TIMEOUT_SEQ_PATTERNS = (r"WorkNCCL\(SeqNum=(\d+)", r"Timeout at NCCL work: (\d+)")
+# How far a rank got in a process group's collectives, as PyTorch's NCCL watchdog prints it
+# (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp). The collective that timed out, by its
+# sequence number: ``Watchdog caught collective operation timeout: WorkNCCL(SeqNum=18308,
+# OpType=...``; since 2.2 ``Timeout at NCCL work: 18308, last enqueued NCCL work: ...``; 2.3-2.5
+# ``Exception (either an error or timeout) detected by watchdog at work: 18308, ...``; 2.6+
+# ``failure detected by watchdog at work sequence id: 18308 PG status: ...``. And the last
+# collective a rank enqueued, which every rank prints once a peer's timeout signals a dump
+# (2.3+: ``Received a dump signal due to a collective timeout from rank 7 ... Last enqueued NCCL
+# work: 18307, last completed NCCL work: 18307.``; the timeout lines above print it too, at or
+# past the timed-out one): a rank that never enqueued the collective its peers time out in is
+# stuck outside it, a hang that prints no timeout of its own.
+TIMEOUT_SEQ_PATTERNS = (r"WorkNCCL\(SeqNum=(\d+)", r"Timeout at NCCL work: (\d+)",
+                        r"detected by watchdog at work(?: sequence id)?: (\d+)",
+                        r"[Ll]ast enqueued (?:[A-Z]+ )?work: (\d+)")
 # each process group numbers its collectives apart; PyTorch 2.3+ prefixes the lines with it:
 # ``[PG ID 1 PG GUID 1 Rank 4]`` (2.4+), ``[PG 1 Rank 4]`` (2.3); older lines name none
 PROCESS_GROUP_PATTERN = r"\[PG (?:ID )?(\d+)\b"
@@ -127,8 +136,8 @@ def unit_mentions(events: DataFrame, granularity: str = "node",
     column nothing is named). Output: UNIT_FACTS_COLUMNS with token = ``ip:<a.b.c.d>``,
     ``rank:<n>``, ``host:<node>``, ``store:<host>``, ``slow:<n>`` (the rank a straggler-detector line names) or
     ``seq:<pg>:<n>`` (the sequence number of the collective a loud NCCL watchdog line says timed
-    out, ``TIMEOUT_SEQ_PATTERNS``, in process group ``<pg>``: ``PROCESS_GROUP_PATTERN``, empty when the
-    line names none); n_lines / n_loud: lines / loud lines naming it; first_s:
+    out, or the last one it says the rank enqueued, ``TIMEOUT_SEQ_PATTERNS``, in process group
+    ``<pg>``: ``PROCESS_GROUP_PATTERN``, empty when the line names none); n_lines / n_loud: lines / loud lines naming it; first_s:
     the first timestamp of a loud line naming it. Token extraction is JVM regex, no Python.
     """
     if "message" not in events.columns:

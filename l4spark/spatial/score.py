@@ -261,7 +261,7 @@ def _signals(unit: str, silent: pd.DataFrame, score: pd.Series, evidence: dict, 
     if slowness[unit] > 0:
         out.append(f"slow: the others wait for it (slowness {slowness[unit]:.2f})")
     if behind.get(unit, 0.0) > 0:
-        out.append("behind: its watchdog timed out in an older collective than its peers'")
+        out.append("behind: it stopped in an older collective than the one its peers timed out in")
     lag = onset_lag.get(unit, np.nan)
     if not pd.isna(lag):
         if lag == 0.0:

@@ -535,14 +535,15 @@ def slowness_scores(activity: pd.DataFrame, detector_votes: pd.Series, config: S
 
 
 def collectives_behind(mentions: pd.DataFrame, activity: pd.DataFrame) -> pd.Series:
-    """Per unit, 1.0 when the oldest collective its NCCL watchdog lines say timed out
-    (``seq:<pg>:<n>`` tokens of ``unit_mentions``; ``seq:<n>`` reads as no group) is older than
-    another unit's of the same process group (each group numbers its collectives apart; lines
-    that name no group are compared with each other): it is stuck a collective or more
-    behind, and the others time out waiting for it to join theirs (PyTorch's flight recorder
-    reads desyncs the same way: the rank whose last collective is the oldest). 0.0 otherwise,
-    and for every unit when fewer than two units report a timed-out collective or all report the
-    same one (a dead peer, a link down for all: everyone waits in the same collective).
+    """Per unit, 1.0 when the oldest collective its NCCL watchdog lines name (``seq:<pg>:<n>``
+    tokens of ``unit_mentions``: one that timed out, or the last one a rank enqueued, which a
+    rank that hangs outside NCCL prints when a peer's timeout signals a dump; ``seq:<n>`` reads
+    as no group) is older than another unit's of the same process group (each group numbers its
+    collectives apart; lines that name no group are compared with each other): it is stuck a
+    collective or more behind, and the others time out waiting for it to join theirs (PyTorch's
+    flight recorder reads desyncs the same way: the rank whose last collective is the oldest).
+    0.0 otherwise, and for every unit when fewer than two units name a collective or all name
+    the same one (a dead peer, a link down for all: everyone waits in the same collective).
     ``mentions``: unit, token rows; ``activity`` indexed by unit."""
     behind = pd.Series(0.0, index=activity.index)
     seq = mentions[mentions["token"].str.startswith("seq:")] if len(mentions) else mentions
