@@ -535,7 +535,7 @@ def test_a_slow_first_ranked_unit_is_the_straggler_fault_before_its_peers_timeou
     """A straggler prints no error; its peers' NCCL watchdog timeouts match the network pattern.
     When the ranking's first unit is the one the others wait for, the known fault is the straggler."""
     from l4spark.diagnosis.patterns import PatternMatch, slow_unit_pattern
-    from l4spark.diagnosis.scoring import with_slow_unit
+    from l4spark.diagnosis.scoring import with_unit_fault
 
     timeout = PatternMatch("nccl-watchdog-timeout", "NCCL", "network", 1.0, ("E_wd",))
     nodes = pd.DataFrame({
@@ -545,14 +545,46 @@ def test_a_slow_first_ranked_unit_is_the_straggler_fault_before_its_peers_timeou
                     ["failed first"], ["slow: the others wait for it (slowness 0.40)"],  # a slow unit, not first
                     None],
     })
-    got = with_slow_unit({"slow": [timeout], "crash": [timeout]}, nodes, slow_unit_pattern())
+    got = with_unit_fault({"slow": [timeout], "crash": [timeout]}, nodes, slow_unit_pattern())
     assert [m.pattern_id for m in got["slow"]] == ["straggler-unit", "nccl-watchdog-timeout"]
     assert got["slow"][0].fault_class == "slowdown" and got["slow"][0].matched_event_ids == ()
     assert [m.pattern_id for m in got["crash"]] == ["nccl-watchdog-timeout"]
     assert "quiet" not in got
     # a job with no pattern match at all still gets it
-    assert [m.pattern_id for m in with_slow_unit({}, nodes, slow_unit_pattern())["slow"]] == ["straggler-unit"]
-    assert with_slow_unit({"crash": [timeout]}, None, slow_unit_pattern()) == {"crash": [timeout]}
+    assert [m.pattern_id for m in with_unit_fault({}, nodes, slow_unit_pattern())["slow"]] == ["straggler-unit"]
+    assert with_unit_fault({"crash": [timeout]}, None, slow_unit_pattern()) == {"crash": [timeout]}
+
+
+def test_a_first_ranked_unit_behind_outside_nccl_is_the_hang_fault_before_its_peers_timeouts():
+    """A rank that hangs outside NCCL prints no timeout; every peer's watchdog does, and those
+    lines match the network pattern. When the first-ranked unit never enqueued the collective
+    its peers wait in, the known fault is the hang; a unit stuck inside an older collective (a
+    stalled link) keeps the network fault."""
+    from l4spark.diagnosis.patterns import PatternMatch, hung_unit_pattern, unit_fault_patterns
+    from l4spark.diagnosis.scoring import with_unit_fault
+
+    timeout = PatternMatch("nccl-watchdog-timeout", "NCCL", "network", 1.0, ("E_wd",))
+    nodes = pd.DataFrame({
+        "job_id": ["hang", "hang", "stall"],
+        "rank": [1, 2, 1],
+        "signals": [["behind, outside NCCL: it never enqueued the collective its peers timed out in"], ["failed first"],
+                    ["behind: it stopped in an older collective than the one its peers timed out in"]],
+    })
+    got = with_unit_fault({"hang": [timeout], "stall": [timeout]}, nodes, hung_unit_pattern())
+    assert [m.pattern_id for m in got["hang"]] == ["hang-unit", "nccl-watchdog-timeout"]
+    assert got["hang"][0].fault_class == "hang"
+    assert [m.pattern_id for m in got["stall"]] == ["nccl-watchdog-timeout"]
+    assert [p.pattern_id for p in unit_fault_patterns()] == ["straggler-unit", "hang-unit"]
+    assert [p.pattern_id for p in unit_fault_patterns(hung=False)] == ["straggler-unit"]
+
+
+def test_the_built_in_fault_ids_are_reserved(spark, tmp_path):
+    from l4spark.config import StorageConfig
+    from l4spark.diagnosis.pattern_store import save_pattern
+    from l4spark.diagnosis.patterns import PatternError, hung_unit_pattern
+
+    with pytest.raises(PatternError, match="reserved for the built-in hang fault"):
+        save_pattern(spark, StorageConfig(warehouse=str(tmp_path / "wh")), hung_unit_pattern())
 
 
 def test_rank_matches_places_a_match_by_its_unit_at_rank_granularity():

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -27,6 +29,7 @@ from l4spark.spatial.ranking import (
 from l4spark.spatial.score import DIAGNOSIS_NODES_COLUMNS, rank_units, top_k_hit
 from l4spark.spatial.signals import (
     address_book,
+    behind_outside_nccl,
     blame_scores,
     clock_offsets,
     collectives_behind,
@@ -714,6 +717,33 @@ def test_spatial_eval_re_ranks_cached_inputs_under_each_left_out_rule():
                       "± stop is onset": "n01", "± silent after 60 s": "n01"}
 
 
+def test_spatial_eval_sweeps_one_setting_and_counts_the_jobs_each_value_gains_and_loses():
+    from l4spark.evaluation.spatial_eval import GRID, Ranker, parse_sweep, sweep_table
+
+    assert "behind_weight" in GRID  # --lofo chooses it with the other weights
+    defaults = SpatialConfig()
+    # a two-node job whose faulty unit n01 is first only while the remote rules hold
+    counts, activity = _pair([_fact("n01", "cuda_error", 1, 900.0),
+                              _fact("n00", "nccl_remote_error", 8, 960.0, remote=True),
+                              _fact("n00", "watchdog_timeout", 8, 961.0, remote=True)])
+    ranker = Ranker({"fleet": {"facts": counts.assign(job_id="job-p"), "activity": activity.assign(job_id="job-p")}})
+    faulty, family = {"job-p": ("n01",)}, {"job-p": {"framework": "megatron", "fault class": "accelerator"}}
+    key, values = parse_sweep("pair_silence=true,false", defaults)
+    assert (key, values) == ("pair_silence", [True, False])
+    table = sweep_table(ranker, defaults, key, values, faulty, family)
+    lines = {line.split()[0] + " " + line.split()[1]: line.split()[-2:] for line in table.splitlines()[1:]}
+    assert lines["all 1"] == ["1", "1"] and lines["framework megatron"] == ["1", "1"]
+    removed = sweep_table(ranker, dataclasses.replace(defaults, remote_patterns=()), "pair_silence", [True],
+                          faulty, family)
+    assert removed.splitlines()[1].split()[-1] == "0"  # without the remote rules the survivor is first
+    key, values = parse_sweep("silent_min_gap_s=15,30", defaults)
+    assert values == [15.0, 30.0]
+    for bad in ("nonsense=1", "behind_weight=", "behind_weight=x", "behind_weight=-1", "pair_silence=yes",
+                "remote_patterns=1"):
+        with pytest.raises((SystemExit, ConfigError)):
+            parse_sweep(bad, defaults)
+
+
 def _cached_fleet(root: Path, name: str, job_id: str, faulty: str) -> Path:
     """A generated fleet's labels and its cached spatial_eval inputs: one two-node job."""
     fleet = root / name
@@ -1034,11 +1064,12 @@ def test_unit_mentions_read_the_collective_each_nccl_watchdog_line_says_timed_ou
              "across ranks, the order of collectives is not same for all ranks or the scheduled collective, for "
              "some reason, didn't run.")]
     mentions = unit_mentions(spark.createDataFrame(rows, MESSAGES_SCHEMA)).toPandas()
-    got = sorted((r.node, r.event_id, r.token) for r in mentions.itertuples() if r.token.startswith("seq:"))
-    # the first line names no process group, the others their group (PyTorch 2.4's prefix)
-    assert got == [("h1", "watchdog", "seq::18308"), ("h2", "last_work", "seq:0:18307"),
-                   ("h3", "detected", "seq:1:20585"), ("h3", "detected", "seq:1:20589"),
-                   ("h4", "dump", "seq:0:56115")]
+    got = sorted((r.node, r.event_id, r.token) for r in mentions.itertuples() if r.token.startswith(("seq:", "enq:")))
+    # the first line names no process group, the others their group (PyTorch 2.4's prefix);
+    # seq: the collective that timed out, enq: the last one the rank enqueued
+    assert got == [("h1", "watchdog", "seq::18308"), ("h2", "last_work", "enq:0:18307"),
+                   ("h2", "last_work", "seq:0:18307"), ("h3", "detected", "enq:1:20589"),
+                   ("h3", "detected", "seq:1:20585"), ("h4", "dump", "enq:0:56115")]
 
 
 @pytest.mark.spark
@@ -1059,6 +1090,36 @@ def test_a_rank_that_hung_outside_nccl_is_behind_by_the_last_collective_it_enque
     mentions = unit_mentions(spark.createDataFrame(rows, MESSAGES_SCHEMA)).toPandas().rename(columns={"node": "unit"})
     activity = pd.DataFrame(index=["h1", "h2", "h3", "h4"])
     assert collectives_behind(mentions, activity).to_dict() == {"h1": 0.0, "h2": 0.0, "h3": 1.0, "h4": 0.0}
+    # h3's other rank timed out in 56116 with the rest: h3 is behind only by its hung rank,
+    # which never enqueued 56116: stuck outside NCCL
+    assert behind_outside_nccl(mentions, activity).to_dict() == {"h1": False, "h2": False, "h3": True, "h4": False}
+
+
+def test_a_unit_behind_outside_nccl_is_said_so_in_its_signals_and_matches_the_hang_fault():
+    from l4spark.diagnosis.patterns import hung_unit_pattern
+
+    hang = hung_unit_pattern()
+    rows = []
+    for i in range(4):
+        node = f"n{i:02d}"
+        rows += [_fact(node, "init", 4, 10.0 + 0.01 * i), _fact(node, "iteration", 200, 20.0),
+                 _fact(node, "watchdog_timeout", 8, 958.0 + i), _mention(node, "watchdog_timeout", "seq:0:18308",
+                                                                         958.0 + i),
+                 _mention(node, "watchdog_timeout", "enq:0:18308", 958.0 + i)]
+    # n02's hung rank prints only the dump-signal line: its last enqueued work is 18307
+    rows += [_fact("n02", "dump_signal", 1, 958.5), _mention("n02", "dump_signal", "enq:0:18307", 958.5)]
+    facts = pd.DataFrame(rows, columns=UNIT_FACTS_COLUMNS[1:])
+    ranked = rank_units("job-h", facts, _activity(4), SpatialConfig()).set_index("node")
+    assert ranked["rank"].idxmin() == "n02"
+    said = [s for s in ranked.loc["n02", "signals"] if s.startswith("behind")]
+    assert said == ["behind, outside NCCL: it never enqueued the collective its peers timed out in"]
+    assert any(re.search(hang.signature[0], s) for s in ranked.loc["n02", "signals"])
+    # its ranks timed out in the older collective instead: stuck inside NCCL, not the hang
+    inside = pd.concat([facts, pd.DataFrame([_mention("n02", "dump_signal", "seq:0:18307", 958.5)],
+                                            columns=UNIT_FACTS_COLUMNS[1:])])
+    ranked = rank_units("job-h", inside, _activity(4), SpatialConfig()).set_index("node")
+    assert ranked["rank"].idxmin() == "n02"
+    assert not any(re.search(hang.signature[0], s) for s in ranked.loc["n02", "signals"])
 
 
 def test_the_unit_stuck_a_collective_behind_is_the_one_the_others_wait_for():

@@ -41,11 +41,11 @@ from l4spark.crossjob.normal_pool import (
     with_message_form,
 )
 from l4spark.diagnosis.pattern_store import enabled_patterns
-from l4spark.diagnosis.patterns import FaultPattern, slow_unit_pattern
+from l4spark.diagnosis.patterns import FaultPattern, unit_fault_patterns
 from l4spark.crossjob.reasons import NO_HISTORY
 from l4spark.diagnosis.config import CONFIG_ECHO_PATTERN, INDENTED_PATTERN, WARNING_LINE_PATTERN, DiagnosisConfig
 from l4spark.diagnosis.scoring import (SEVERITY, job_patterns, pattern_hit_rows, rank_matches, score_events,
-                                      with_known_fault_printers, with_slow_unit)
+                                      with_known_fault_printers, with_unit_fault)
 from l4spark.io.frames import computed_once, materialize, session_settings
 from l4spark.io.session import ADAPTIVE, CODEGEN_FACTORY_MODE, WHOLE_STAGE_CODEGEN
 from l4spark.spatial.pace import PACE_COLUMNS, timer_readings, unit_pace
@@ -398,12 +398,12 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     shares = failed_event_shares(spark, config, job_ids)
     scored = score_events(evidence, timing, spatial, temporal, hits, shares, conf, nodes=nodes)
     matches = rank_matches(matches, scored, nodes if conf.locate_matches else None)
-    if conf.slow_unit_fault:
-        matches = with_slow_unit(matches, nodes, slow_unit_pattern())
+    for pattern in unit_fault_patterns(conf.slow_unit_fault, conf.hung_unit_fault):
+        matches = with_unit_fault(matches, nodes, pattern)
     scored["template"] = scored["event_id"].map(templates)
     flagged = scored[scored["flagged"]]
     report_parts = _report_inputs(spark, lines, flagged)
-    by_id = {p.pattern_id: p for p in (*library, slow_unit_pattern())}
+    by_id = {p.pattern_id: p for p in (*library, *unit_fault_patterns())}
     job_rows, extra, pattern_rows = [], {}, {}
     point_by_job = points.set_index("job_id").to_dict("index") if len(points) else {}
     history_by_job = history.set_index("job_id")["history"].to_dict() if len(history) else {}

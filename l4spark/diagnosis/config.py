@@ -99,6 +99,10 @@ class DiagnosisConfig:
     # matches the straggler fault first (patterns.slow_unit_pattern, class slowdown); false:
     # sessions 24 and before, such jobs kept what their peers' timeouts matched, or nothing
     slow_unit_fault: bool = True
+    # a job whose first-ranked unit never enqueued the collective its peers timed out in (its
+    # signals say "behind, outside NCCL: ...") matches the hang fault first (patterns.hung_unit_pattern,
+    # class hang); false: session 26 and before, such jobs kept what their peers' timeouts matched
+    hung_unit_fault: bool = True
     # the node ranking's one score gains known_fault_weight for the units of the only node that
     # printed a known fault of a node-local class (known_fault_classes): a GPU's ECC error, the
     # kernel's OOM kill, a stale handle on its mount are that node's own words; 0: off, sessions 24

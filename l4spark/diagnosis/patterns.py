@@ -77,6 +77,33 @@ def slow_unit_pattern() -> "FaultPattern":
         signature=(r"^slow: the others wait for it",))
 
 
+# A known fault no log line names either: the hang. The ranking writes "behind, outside NCCL: ..."
+# (``spatial.score.BEHIND_OUTSIDE_TEXT``) for a unit whose ranks never enqueued the collective its
+# peers' watchdogs timed out in (PyTorch's "Last enqueued NCCL work" of the dump-signal line is
+# older than the collective every other rank waits in): the rank everyone waits for is stuck
+# outside NCCL. ``scoring.with_unit_fault`` adds it (``diagnosis.hung_unit_fault``).
+HUNG_UNIT_PATTERN_ID = "hang-unit"
+
+
+def hung_unit_pattern() -> "FaultPattern":
+    return FaultPattern(
+        pattern_id=HUNG_UNIT_PATTERN_ID, name="Hang: a rank stopped outside NCCL; every peer waits for it",
+        fault_class="hang",
+        root_cause=("A rank stopped making progress outside the collectives (a Python deadlock, a stuck data loader "
+                    "or file read, a host problem): it never enqueued the collective every other rank waits in, so "
+                    "their NCCL watchdogs timed out and the job was taken down."),
+        remedy=("Read that rank's Python stacks (py-spy dump, the flight recorder's dump, faulthandler) and its "
+                "host's kernel log and file systems; restart the job from the last checkpoint, without the node if "
+                "it hangs again."),
+        signature=(r"^behind, outside NCCL: ",))
+
+
+def unit_fault_patterns(slow: bool = True, hung: bool = True) -> list["FaultPattern"]:
+    """The built-in faults matched against the first-ranked unit's signals, in the order they are
+    applied (the last that matches is the job's first): the straggler, then the hang."""
+    return [p for p, on in ((slow_unit_pattern(), slow), (hung_unit_pattern(), hung)) if on]
+
+
 def validate_pattern(pattern: FaultPattern) -> None:
     """Raise PatternError when a pattern could not be matched safely or means nothing."""
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}", pattern.pattern_id or ""):

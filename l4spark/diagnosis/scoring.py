@@ -201,12 +201,13 @@ def with_known_fault_printers(nodes: pd.DataFrame, matches: dict[str, list[Patte
     return pd.concat(parts, ignore_index=True)[list(nodes.columns)]
 
 
-def with_slow_unit(matches: dict[str, list[PatternMatch]], nodes: pd.DataFrame,
-                   pattern: FaultPattern) -> dict[str, list[PatternMatch]]:
-    """The straggler fault (``patterns.slow_unit_pattern``) first for every job whose first-ranked
-    unit's ``signals`` match its signature: the ranking found the unit the others wait for, which
-    prints no error of its own; whatever its peers printed when they timed out came after it.
-    ``nodes``: job_id, rank, signals (a list of strings, or null). No matched events."""
+def with_unit_fault(matches: dict[str, list[PatternMatch]], nodes: pd.DataFrame,
+                    pattern: FaultPattern) -> dict[str, list[PatternMatch]]:
+    """A built-in fault of the first-ranked unit (``patterns.unit_fault_patterns``: the straggler,
+    the hang) first for every job whose first-ranked unit's ``signals`` match its signature: the
+    ranking found the unit the others wait for, which prints no error of its own; whatever its
+    peers printed when they timed out came after it. ``nodes``: job_id, rank, signals (a list of
+    strings, or null). No matched events."""
     regexes = [re.compile(regex) for regex in pattern.signature]
     out = {job_id: list(found) for job_id, found in matches.items()}
     if nodes is None or not len(nodes):

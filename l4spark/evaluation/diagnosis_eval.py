@@ -116,7 +116,7 @@ def evaluate_fleet(spark, config, fleet: Path, ablation: bool = True, dump: Path
 
     from l4spark.diagnosis.assemble import diagnose_jobs, write_diagnosis
     from l4spark.diagnosis.pattern_store import enabled_patterns
-    from l4spark.diagnosis.patterns import slow_unit_pattern
+    from l4spark.diagnosis.patterns import unit_fault_patterns
     from l4spark.evaluation.labels import indicating_events, load_labels
     from l4spark.nightly.batch import catch_up
     from l4spark.spatial.ranking import baseline_rankings
@@ -138,8 +138,8 @@ def evaluate_fleet(spark, config, fleet: Path, ablation: bool = True, dump: Path
         plain = dataclasses.replace(config, diagnosis=dataclasses.replace(config.diagnosis, use_normal_pool=False))
         no_filter = diagnose_jobs(spark, plain, job_ids, progress=progress).events
     library_classes = {p.fault_class for p in enabled_patterns(spark, config.storage, config.diagnosis.disabled_patterns)}
-    if config.diagnosis.slow_unit_fault:
-        library_classes.add(slow_unit_pattern().fault_class)
+    library_classes |= {p.fault_class for p in unit_fault_patterns(config.diagnosis.slow_unit_fault,
+                                                                   config.diagnosis.hung_unit_fault)}
     per_job = _per_job(diagnosis, indicating, baselines, labels, library_classes)
     if dump is not None:
         _dump(dump, diagnosis, indicating, per_job)

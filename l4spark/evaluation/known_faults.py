@@ -8,7 +8,7 @@ Each ``--dump`` is a folder written by ``l4spark evaluate --fleet F --dump D`` (
 after). No Spark: the library is matched again over each job's candidate events
 (``scoring.job_patterns``), the known-fault term applied to the dump's node ranking
 (``scoring.with_known_fault_printers``), the matches ordered as the diagnosis orders them
-(``rank_matches``, then ``with_slow_unit``), in seconds.
+(``rank_matches``, then ``with_unit_fault``), in seconds.
 
 Two settings are compared: the configuration's (``--conf``, default the defaults) and a
 baseline that differs from it by ``--without`` (seed patterns left out), ``--classes`` (the
@@ -45,19 +45,20 @@ def read_dump(dump: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     return scored, pd.read_parquet(dump / "nodes.parquet"), pd.read_parquet(dump / "per_job.parquet")
 
 
-def outcomes(frames: tuple, setting: Setting, min_confidence: float, spatial, slow_unit: bool = True) -> pd.DataFrame:
+def outcomes(frames: tuple, setting: Setting, min_confidence: float, spatial, slow_unit: bool = True,
+             hung_unit: bool = True) -> pd.DataFrame:
     """Per failed job of a dump (``read_dump``): node_first (None without a labelled faulty node)
     and class_ok."""
-    from l4spark.diagnosis.patterns import slow_unit_pattern
-    from l4spark.diagnosis.scoring import job_patterns, rank_matches, with_known_fault_printers, with_slow_unit
+    from l4spark.diagnosis.patterns import unit_fault_patterns
+    from l4spark.diagnosis.scoring import job_patterns, rank_matches, with_known_fault_printers, with_unit_fault
 
     scored, nodes, per_job = frames
     templates = dict(zip(scored["event_id"], scored["template"]))
     matches = job_patterns(scored, templates, list(setting.library), min_confidence)
     ranked = with_known_fault_printers(nodes, matches, scored, setting.weight, setting.classes, spatial)
     ordered = rank_matches(matches, scored, ranked)
-    if slow_unit:
-        ordered = with_slow_unit(ordered, ranked, slow_unit_pattern())
+    for pattern in unit_fault_patterns(slow_unit, hung_unit):
+        ordered = with_unit_fault(ordered, ranked, pattern)
     first = ranked[ranked["rank"] == 1].drop_duplicates("job_id").set_index("job_id")["node"]
     rows = []
     for job in per_job.itertuples():
@@ -69,13 +70,13 @@ def outcomes(frames: tuple, setting: Setting, min_confidence: float, spatial, sl
 
 
 def compare(dumps: list[Path], base: Setting, current: Setting, min_confidence: float, spatial,
-            slow_unit: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+            slow_unit: bool = True, hung_unit: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(per-dump totals, the jobs whose outcome differs) of ``base`` against ``current``."""
     totals, changed = [], []
     for dump in dumps:
         frames = read_dump(dump)
-        before = outcomes(frames, base, min_confidence, spatial, slow_unit)
-        after = outcomes(frames, current, min_confidence, spatial, slow_unit)
+        before = outcomes(frames, base, min_confidence, spatial, slow_unit, hung_unit)
+        after = outcomes(frames, current, min_confidence, spatial, slow_unit, hung_unit)
         with_nodes = before["node_first"].notna()
         totals.append({"dump": str(dump), "node_jobs": int(with_nodes.sum()), "jobs": len(before),
                        "node_first_base": int(before.loc[with_nodes, "node_first"].astype(bool).sum()),
@@ -118,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
                    tuple(c.strip() for c in args.classes.split(",") if c.strip()) if args.classes else current.classes,
                    conf.known_fault_weight if args.weight is None else args.weight)
     totals, changed = compare(args.dump, base, current, conf.pattern_min_confidence, config.spatial,
-                              conf.slow_unit_fault)
+                              conf.slow_unit_fault, conf.hung_unit_fault)
     print(f"baseline: without {sorted(args.without) or 'nothing'}, classes {list(base.classes)}, weight {base.weight}")
     print(f"current:  the seed library ({len(library)}), classes {list(current.classes)}, weight {current.weight}\n")
     print(totals.to_string(index=False))

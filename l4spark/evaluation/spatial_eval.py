@@ -27,7 +27,11 @@ per-unit signals (``score.unit_signals``, computed once per setting that shapes 
 weight search over several fleets takes seconds. ``--lofo`` chooses the weights on a grid with
 each family left out (a framework, or a fault class) and reports the held-out family's top-1
 with the weights chosen without it, next to the defaults', and then the pair isolation weight alone
-on its own grid (``PAIR_GRID``; ``--lofo-pairs`` runs that part only, in seconds). ``--conf F.toml`` ranks with a
+on its own grid (``PAIR_GRID``; ``--lofo-pairs`` runs that part only, in seconds). ``--sweep
+KEY=V1,V2,...`` ranks with each value of one ``[spatial]`` setting, a weight or a setting that
+shapes the signals (``behind_weight=0,0.25,0.5,1``, ``silent_min_gap_s=15,30,60``), and prints
+the jobs with a faulty node first per value, per framework and fault class, gained and lost
+against the defaults. ``--conf F.toml`` ranks with a
 configuration file over the defaults (e.g. a ``[spatial]`` table with other ``remote_patterns``:
 the cache is then rebuilt, or kept apart in another warehouse).
 """
@@ -55,7 +59,8 @@ def generate_fleet(out: Path, seed: int, jobs: int = 48) -> None:
 
 
 GRID = {"blame_weight": (0.1, 0.2, 0.4, 0.8, 1.2), "timing_weight": (0.05, 0.1, 0.2, 0.3, 0.4),
-        "silence_weight": (0.25, 0.5, 1.0), "slowness_weight": (0.25, 0.5, 1.0)}
+        "silence_weight": (0.25, 0.5, 1.0), "slowness_weight": (0.25, 0.5, 1.0),
+        "behind_weight": (0.25, 0.5, 1.0)}
 # the weight of a pair's isolation, chosen apart (``--lofo``): it moves two-unit jobs only
 PAIR_GRID = (0.2, 0.4, 0.6, 0.8, 1.0)
 
@@ -182,13 +187,14 @@ def build_inputs(fleet: Path, warehouse: Path, master: str, spatial, job_ids: li
     of before session 26 has no ``seq:`` token: nobody would be behind)."""
     import json
 
-    from l4spark.spatial.ranking import PROCESS_GROUP_PATTERN, TIMEOUT_SEQ_PATTERNS
+    from l4spark.spatial.ranking import ENQUEUED_SEQ_PATTERNS, PROCESS_GROUP_PATTERN, TIMEOUT_SEQ_PATTERNS
 
     cache = warehouse / "_spatial_inputs"
     names = ("facts", "activity", "baselines")
     settings = {"granularity": spatial.granularity, "remote_patterns": list(spatial.remote_patterns),
                 "store_client_patterns": list(spatial.store_client_patterns),
-                "seq_patterns": [*TIMEOUT_SEQ_PATTERNS, PROCESS_GROUP_PATTERN]}
+                "seq_patterns": [*TIMEOUT_SEQ_PATTERNS, PROCESS_GROUP_PATTERN],
+                "enqueued_patterns": list(ENQUEUED_SEQ_PATTERNS)}
     stored = cache / "settings.json"
     if stored.exists() and json.loads(stored.read_text("utf-8")) == settings \
             and all((cache / f"{n}.parquet").exists() for n in names):
@@ -368,6 +374,55 @@ def _choose_pair_weight(ranker: Ranker, base, faulty: dict) -> float:
     return max(scored)[2]
 
 
+def parse_sweep(text: str, base) -> tuple[str, list]:
+    """``--sweep KEY=V1,V2,...``: a ``SpatialConfig`` field and the values to rank with (each
+    checked as a configuration file's value would be)."""
+    key, _, values = text.partition("=")
+    key = key.strip()
+    fields = {f.name: f for f in dataclasses.fields(base)}
+    if key not in fields or not values:
+        raise SystemExit(f"--sweep: expected KEY=V1,V2,... with KEY a [spatial] setting, found {text!r}")
+    kind = type(getattr(base, key))
+    if kind not in (int, float, bool):
+        raise SystemExit(f"--sweep: spatial.{key} is not a number or a switch")
+
+    def value(raw: str):
+        raw = raw.strip()
+        if kind is bool:
+            if raw not in ("true", "false"):
+                raise SystemExit(f"--sweep: spatial.{key}: expected true or false, found {raw!r}")
+            return raw == "true"
+        try:
+            return kind(float(raw)) if kind is int else float(raw)
+        except ValueError:
+            raise SystemExit(f"--sweep: spatial.{key}: expected a number, found {raw!r}") from None
+
+    swept = [value(v) for v in values.split(",")]
+    for v in swept:
+        dataclasses.replace(base, **{key: v})  # the configuration's own checks
+    return key, swept
+
+
+def sweep_table(ranker: Ranker, base, key: str, values: list, faulty: dict, family: dict) -> str:
+    """Jobs with a faulty node first under each value of ``key`` (the others at ``base``'s): all
+    jobs, per framework and per fault class, and the jobs gained and lost against ``base``."""
+    ranked = {f"{key}={v:g}" if not isinstance(v, bool) else f"{key}={str(v).lower()}":
+              ranker.rankings(dataclasses.replace(base, **{key: v})) for v in values}
+    default = ranker.rankings(base)
+    rows = [("all", "", len(faulty), *(first_count(order, faulty) for order in ranked.values()))]
+    for axis in ("framework", "fault class"):
+        for value in sorted({family[j][axis] for j in faulty}):
+            jobs = {j: n for j, n in faulty.items() if family[j][axis] == value}
+            rows.append((axis, value, len(jobs), *(first_count(order, jobs) for order in ranked.values())))
+    gained = {name: sum(order[j][:1] != default[j][:1] and bool(order[j]) and order[j][0] in faulty[j]
+                        for j in faulty if j in order and j in default) for name, order in ranked.items()}
+    lost = {name: sum(order[j][:1] != default[j][:1] and bool(default[j]) and default[j][0] in faulty[j]
+                      for j in faulty if j in order and j in default) for name, order in ranked.items()}
+    rows.append(("gained", f"against {key}={getattr(base, key)}", "", *gained.values()))
+    rows.append(("lost", "", "", *lost.values()))
+    return pd.DataFrame(rows, columns=["axis", "family", "jobs", *ranked]).to_string(index=False)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="spatial_eval", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -383,6 +438,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lofo-pairs", action="store_true",
                         help="only the pair isolation weight's part of --lofo (seconds, not minutes)")
     parser.add_argument("--misses", action="store_true", help="print every miss with its signals")
+    parser.add_argument("--sweep", action="append", default=[], metavar="KEY=V1,V2,...",
+                        help="rank with each value of one [spatial] setting (e.g. behind_weight=0,0.25,0.5,1 or "
+                             "silent_min_gap_s=15,30,60): faulty node first per value, per family, gained and "
+                             "lost against the defaults; repeatable")
     parser.add_argument("--conf", type=Path, action="append", default=[],
                         help="a TOML file over the defaults (e.g. a [spatial] table); repeatable")
     parser.add_argument("--master", default="local[2]")
@@ -400,6 +459,7 @@ def main(argv: list[str] | None = None) -> int:
     base = load_config(*args.conf).spatial
     if args.normalisation:
         base = dataclasses.replace(base, normalisation=args.normalisation)
+    sweeps = [parse_sweep(text, base) for text in args.sweep]  # checked before any fleet is read
     labels, faulty, family, inputs = load_fleets(fleets, base, args.master, args.warehouse)
     ranker = Ranker(inputs)
     variants = ablations(base) if args.compare else {f"l4spark ({base.normalisation})": base}
@@ -437,9 +497,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {kind:<22} n={len(jobs):<3}" + "".join(f"{ours_acc[k]:>7.2f}" for k in K_VALUES)
               + f"  | {accuracy(rankings['error_time'], jobs)[1]:.2f} | {accuracy(rankings['error_count'], jobs)[1]:.2f}")
 
+    for key, values in sweeps:
+        print(f"\nsweep of spatial.{key} (the other settings as configured): jobs with a faulty node first")
+        print(sweep_table(ranker, base, key, values, faulty, family))
+
     if args.lofo:
         print("\nleave-one-family-out: weights chosen on the other families, top-1 on the held-out one")
-        print(f"  {'held out':<34} {'n':>3} {'defaults':>9} {'chosen':>7}  weights chosen (blame, timing, silence, slowness)")
+        print(f"  {'held out':<34} {'n':>3} {'defaults':>9} {'chosen':>7}  weights chosen (blame, timing, silence, slowness, behind)")
         for axis, value, held, train in _family_folds(family, faulty, faulty):
             if not train:
                 continue

@@ -51,8 +51,8 @@ SLOW_RANK_PATTERN = r"MnRtt/Slo: [0-9.]+ms/(\d+)"
 # past the timed-out one): a rank that never enqueued the collective its peers time out in is
 # stuck outside it, a hang that prints no timeout of its own.
 TIMEOUT_SEQ_PATTERNS = (r"WorkNCCL\(SeqNum=(\d+)", r"Timeout at NCCL work: (\d+)",
-                        r"detected by watchdog at work(?: sequence id)?: (\d+)",
-                        r"[Ll]ast enqueued (?:[A-Z]+ )?work: (\d+)")
+                        r"detected by watchdog at work(?: sequence id)?: (\d+)")
+ENQUEUED_SEQ_PATTERNS = (r"[Ll]ast enqueued (?:[A-Z]+ )?work: (\d+)",)
 # each process group numbers its collectives apart; PyTorch 2.3+ prefixes the lines with it:
 # ``[PG ID 1 PG GUID 1 Rank 4]`` (2.4+), ``[PG 1 Rank 4]`` (2.3); older lines name none
 PROCESS_GROUP_PATTERN = r"\[PG (?:ID )?(\d+)\b"
@@ -136,8 +136,9 @@ def unit_mentions(events: DataFrame, granularity: str = "node",
     column nothing is named). Output: UNIT_FACTS_COLUMNS with token = ``ip:<a.b.c.d>``,
     ``rank:<n>``, ``host:<node>``, ``store:<host>``, ``slow:<n>`` (the rank a straggler-detector line names) or
     ``seq:<pg>:<n>`` (the sequence number of the collective a loud NCCL watchdog line says timed
-    out, or the last one it says the rank enqueued, ``TIMEOUT_SEQ_PATTERNS``, in process group
-    ``<pg>``: ``PROCESS_GROUP_PATTERN``, empty when the line names none); n_lines / n_loud: lines / loud lines naming it; first_s:
+    out, ``TIMEOUT_SEQ_PATTERNS``, in process group ``<pg>``: ``PROCESS_GROUP_PATTERN``, empty when
+    the line names none), ``enq:<pg>:<n>`` (the last collective it says the rank enqueued,
+    ``ENQUEUED_SEQ_PATTERNS``); n_lines / n_loud: lines / loud lines naming it; first_s:
     the first timestamp of a loud line naming it. Token extraction is JVM regex, no Python.
     """
     if "message" not in events.columns:
@@ -162,6 +163,8 @@ def unit_mentions(events: DataFrame, granularity: str = "node",
                                                     tagged("slow", SLOW_RANK_PATTERN, 1, False),
                                                     *(tagged("seq", regex, 1, True, group_of=PROCESS_GROUP_PATTERN)
                                                       for regex in TIMEOUT_SEQ_PATTERNS),
+                                                    *(tagged("enq", regex, 1, True, group_of=PROCESS_GROUP_PATTERN)
+                                                      for regex in ENQUEUED_SEQ_PATTERNS),
                                                     tagged("host", HOST_PATTERN, 0, True), *stores))).alias("token"))
     )
     # a host token counts only when it is one of the job's node names (or their first label)

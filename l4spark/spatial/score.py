@@ -26,6 +26,7 @@ from l4spark.io.tables import DIAGNOSIS_NODES, columns
 from l4spark.spatial.config import SpatialConfig
 from l4spark.spatial.signals import (
     _evidence,
+    behind_outside_nccl,
     blame_scores,
     clock_offsets,
     collectives_behind,
@@ -48,6 +49,10 @@ def unit_key(frame: pd.DataFrame) -> pd.Series:
     rank = frame["process_rank"]
     return frame["node"].astype(str) + np.where(rank.isna(), "", "#" + rank.astype("Int64").astype(str))
 
+
+# the text of a unit behind that never enqueued the collective its peers wait in (a hang outside
+# NCCL): the signature of the built-in hang fault (diagnosis.patterns.hung_unit_pattern)
+BEHIND_OUTSIDE_TEXT = "behind, outside NCCL"
 
 SIGNAL_COLUMNS = ["score", "has_evidence", "named_by", "named_weight", "onset_lag_s", "stopped", "only_truncated",
                   "slow_z", "detector_votes", "behind"]
@@ -124,7 +129,7 @@ def unit_signals(counts: pd.DataFrame, activity: pd.DataFrame, config: SpatialCo
         "behind": collectives_behind(mentions, activity),
     }, index=activity.index)
     details = {"activity": activity, "silent": silent, "evidence": evidence, "named": named, "onsets": timed,
-               "own": own}
+               "own": own, "outside_nccl": behind_outside_nccl(mentions, activity)}
     return signals, details
 
 
@@ -207,7 +212,7 @@ def rank_units(job_id: str, counts: pd.DataFrame, activity: pd.DataFrame, config
         "onset_lag_s": onset_lag.loc[order].round(3).to_numpy(),
         "combined_score": combined.loc[order].round(6).to_numpy(),
         "signals": [_signals(u, silent, score, evidence, named, onset_lag, onsets, slowness, details["own"],
-                             parts["behind"]) for u in order],
+                             parts["behind"], details["outside_nccl"]) for u in order],
     })
 
 
@@ -235,7 +240,7 @@ def _candidate_events(facts: pd.DataFrame) -> list[str]:
 
 def _signals(unit: str, silent: pd.DataFrame, score: pd.Series, evidence: dict, named: pd.DataFrame,
              onset_lag: pd.Series, onsets: pd.Series, slowness: pd.Series, own: dict,
-             behind: pd.Series) -> list[str]:
+             behind: pd.Series, outside_nccl: pd.Series) -> list[str]:
     """The reasons behind a unit's place, for people: which signals fired and how strongly."""
     out = []
     row = silent.loc[unit]
@@ -260,7 +265,9 @@ def _signals(unit: str, silent: pd.DataFrame, score: pd.Series, evidence: dict, 
                    f"after discounting names given by design): {', '.join(named.at[unit, 'names'])}")
     if slowness[unit] > 0:
         out.append(f"slow: the others wait for it (slowness {slowness[unit]:.2f})")
-    if behind.get(unit, 0.0) > 0:
+    if behind.get(unit, 0.0) > 0 and outside_nccl.get(unit, False):
+        out.append(f"{BEHIND_OUTSIDE_TEXT}: it never enqueued the collective its peers timed out in")
+    elif behind.get(unit, 0.0) > 0:
         out.append("behind: it stopped in an older collective than the one its peers timed out in")
     lag = onset_lag.get(unit, np.nan)
     if not pd.isna(lag):

@@ -534,28 +534,63 @@ def slowness_scores(activity: pd.DataFrame, detector_votes: pd.Series, config: S
     return np.maximum(by_timer, votes)
 
 
-def collectives_behind(mentions: pd.DataFrame, activity: pd.DataFrame) -> pd.Series:
-    """Per unit, 1.0 when the oldest collective its NCCL watchdog lines name (``seq:<pg>:<n>``
-    tokens of ``unit_mentions``: one that timed out, or the last one a rank enqueued, which a
-    rank that hangs outside NCCL prints when a peer's timeout signals a dump; ``seq:<n>`` reads
-    as no group) is older than another unit's of the same process group (each group numbers its
-    collectives apart; lines that name no group are compared with each other): it is stuck a
-    collective or more behind, and the others time out waiting for it to join theirs (PyTorch's
-    flight recorder reads desyncs the same way: the rank whose last collective is the oldest).
-    0.0 otherwise, and for every unit when fewer than two units name a collective or all name
-    the same one (a dead peer, a link down for all: everyone waits in the same collective).
-    ``mentions``: unit, token rows; ``activity`` indexed by unit."""
-    behind = pd.Series(0.0, index=activity.index)
-    seq = mentions[mentions["token"].str.startswith("seq:")] if len(mentions) else mentions
-    if seq.empty:
-        return behind
-    parts = seq["token"].str[4:].str.rpartition(":")
-    seq = seq.assign(group=parts[0], n=parts[2].astype("int64"))
-    for _, in_group in seq[seq["unit"].isin(activity.index)].groupby("group"):
+def _collective_positions(mentions: pd.DataFrame, activity: pd.DataFrame) -> pd.DataFrame:
+    """unit, group, n (a collective a unit's watchdog lines name) and timed_out (``seq:`` tokens:
+    it timed out in it; ``enq:``: the last one a rank enqueued), of the units of ``activity``."""
+    if not len(mentions):
+        return pd.DataFrame(columns=["unit", "group", "n", "timed_out"])
+    named = mentions[mentions["token"].str.startswith(("seq:", "enq:"))]
+    named = named[named["unit"].isin(activity.index)]
+    if named.empty:
+        return pd.DataFrame(columns=["unit", "group", "n", "timed_out"])
+    parts = named["token"].str[4:].str.rpartition(":")
+    return pd.DataFrame({"unit": named["unit"].to_numpy(), "group": parts[0].to_numpy(),
+                         "n": parts[2].astype("int64").to_numpy(),
+                         "timed_out": named["token"].str.startswith("seq:").to_numpy()})
+
+
+def _behind_in(positions: pd.DataFrame) -> dict:
+    """unit -> True when it is behind in a process group and never timed out in the collective it
+    is behind at (it has not enqueued the one its peers wait in: stuck outside NCCL), False when it
+    timed out there (stuck inside an older collective); units not behind are left out."""
+    out: dict = {}
+    for _, in_group in positions.groupby("group"):
         oldest = in_group.groupby("unit")["n"].min()
-        if len(oldest) >= 2 and oldest.nunique() >= 2:
-            behind[oldest.index[oldest < oldest.max()]] = 1.0
+        if len(oldest) < 2 or oldest.nunique() < 2:
+            continue
+        for unit in oldest.index[oldest < oldest.max()]:
+            at = in_group[(in_group["unit"] == unit) & (in_group["n"] == oldest[unit])]
+            outside = not bool(at["timed_out"].any())
+            out[unit] = out.get(unit, True) and outside
+    return out
+
+
+def collectives_behind(mentions: pd.DataFrame, activity: pd.DataFrame) -> pd.Series:
+    """Per unit, 1.0 when the oldest collective its NCCL watchdog lines name (tokens of
+    ``unit_mentions``: ``seq:<pg>:<n>``, one that timed out; ``enq:<pg>:<n>``, the last one a
+    rank enqueued, which a rank that hangs outside NCCL prints when a peer's timeout signals a
+    dump; ``<pg>`` empty: no group named) is older than another unit's of the same process group
+    (each group numbers its collectives apart; lines that name no group are compared with each
+    other): it is stuck a collective or more behind, and the others time out waiting for it to
+    join theirs (PyTorch's flight recorder reads desyncs the same way: the rank whose last
+    collective is the oldest). 0.0 otherwise, and for every unit when fewer than two units name
+    a collective or all name the same one (a dead peer, a link down for all: everyone waits in
+    the same collective). ``mentions``: unit, token rows; ``activity`` indexed by unit."""
+    behind = pd.Series(0.0, index=activity.index)
+    for unit in _behind_in(_collective_positions(mentions, activity)):
+        behind[unit] = 1.0
     return behind
+
+
+def behind_outside_nccl(mentions: pd.DataFrame, activity: pd.DataFrame) -> pd.Series:
+    """Per unit, True when ``collectives_behind`` puts it behind and no rank of it timed out in
+    the collective it is behind at: it never enqueued the collective its peers wait in, so it
+    is stuck outside NCCL (Python, data loading, a deadlock: a hang), not inside an older
+    collective (a stalled link). ``mentions``, ``activity``: as ``collectives_behind``."""
+    outside = pd.Series(False, index=activity.index)
+    for unit, stuck_outside in _behind_in(_collective_positions(mentions, activity)).items():
+        outside[unit] = stuck_outside
+    return outside
 
 
 def detector_votes(mentions: pd.DataFrame, activity: pd.DataFrame) -> pd.Series:
