@@ -578,15 +578,6 @@ def test_a_first_ranked_unit_behind_outside_nccl_is_the_hang_fault_before_its_pe
     assert [p.pattern_id for p in unit_fault_patterns(hung=False)] == ["straggler-unit"]
 
 
-def test_the_built_in_fault_ids_are_reserved(spark, tmp_path):
-    from l4spark.config import StorageConfig
-    from l4spark.diagnosis.pattern_store import save_pattern
-    from l4spark.diagnosis.patterns import PatternError, hung_unit_pattern
-
-    with pytest.raises(PatternError, match="reserved for the built-in hang fault"):
-        save_pattern(spark, StorageConfig(warehouse=str(tmp_path / "wh")), hung_unit_pattern())
-
-
 def test_rank_matches_places_a_match_by_its_unit_at_rank_granularity():
     """At rank granularity a node has several units; it counts with its best."""
     from l4spark.diagnosis.patterns import PatternMatch

@@ -16,6 +16,7 @@ import pytest
 from l4spark.errors import ConfigError
 from l4spark.spatial.config import SpatialConfig
 from l4spark.spatial.ranking import (
+    ENQUEUED_SEQ_PATTERNS,
     PROCESS_GROUP_PATTERN,
     TIMEOUT_SEQ_PATTERNS,
     UNIT_FACTS_COLUMNS,
@@ -762,7 +763,8 @@ def _cached_fleet(root: Path, name: str, job_id: str, faulty: str) -> Path:
     (cache / "settings.json").write_text(json.dumps({"granularity": spatial.granularity,
                                                      "remote_patterns": list(spatial.remote_patterns),
                                                      "store_client_patterns": list(spatial.store_client_patterns),
-                                                     "seq_patterns": [*TIMEOUT_SEQ_PATTERNS, PROCESS_GROUP_PATTERN]}))
+                                                     "seq_patterns": [*TIMEOUT_SEQ_PATTERNS, PROCESS_GROUP_PATTERN],
+                                                     "enqueued_patterns": list(ENQUEUED_SEQ_PATTERNS)}))
     return fleet
 
 
