@@ -182,8 +182,8 @@ def build_inputs(fleet: Path, warehouse: Path, master: str, spatial, job_ids: li
 
     The cache is reused only if it was built at ``spatial``'s granularity with its
     ``remote_patterns`` and ``store_client_patterns`` and with this code's watchdog sequence
-    patterns (``_spatial_inputs/settings.json``): the facts' ``remote`` flag and the ``store:`` and
-    ``seq:`` tokens are set in Spark, and a cache of older patterns would rank with them (a cache
+    patterns (``_spatial_inputs/settings.json``): the facts' ``remote`` flag and the ``store:``,
+    ``seq:`` and ``enq:`` tokens are set in Spark, and a cache of older patterns would rank with them (a cache
     of before session 26 has no ``seq:`` token: nobody would be behind)."""
     import json
 
@@ -379,8 +379,7 @@ def parse_sweep(text: str, base) -> tuple[str, list]:
     checked as a configuration file's value would be)."""
     key, _, values = text.partition("=")
     key = key.strip()
-    fields = {f.name: f for f in dataclasses.fields(base)}
-    if key not in fields or not values:
+    if key not in {f.name for f in dataclasses.fields(base)} or not values:
         raise SystemExit(f"--sweep: expected KEY=V1,V2,... with KEY a [spatial] setting, found {text!r}")
     kind = type(getattr(base, key))
     if kind not in (int, float, bool):
@@ -397,9 +396,14 @@ def parse_sweep(text: str, base) -> tuple[str, list]:
         except ValueError:
             raise SystemExit(f"--sweep: spatial.{key}: expected a number, found {raw!r}") from None
 
+    from l4spark.errors import ConfigError
+
     swept = [value(v) for v in values.split(",")]
     for v in swept:
-        dataclasses.replace(base, **{key: v})  # the configuration's own checks
+        try:
+            dataclasses.replace(base, **{key: v})  # the configuration's own checks
+        except ConfigError as error:
+            raise SystemExit(f"--sweep: {error}") from None
     return key, swept
 
 
