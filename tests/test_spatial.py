@@ -1159,6 +1159,13 @@ def test_collectives_behind_needs_two_reporting_units_that_disagree():
                               activity).tolist() == [0.0, 0.0, 0.0]
     assert collectives_behind(tokens([("a", "seq:0:7"), ("b", "seq:0:8"), ("c", "seq::3")]),
                               activity).tolist() == [1.0, 0.0, 0.0]
+    # PyTorch before 2.3 names no group: a pipeline peer's timeout in its p2p group (collective
+    # 2,310) and the data-parallel peers' in theirs (48,117) are not one sequence; within each
+    # run of close numbers the older is still behind
+    assert collectives_behind(tokens([("a", "seq:2310"), ("b", "seq:48117"), ("c", "seq:48117")]),
+                              activity).tolist() == [0.0, 0.0, 0.0]
+    assert collectives_behind(tokens([("a", "seq:2310"), ("b", "seq:48116"), ("c", "seq:48117")]),
+                              activity).tolist() == [0.0, 1.0, 0.0]
 
 
 @pytest.mark.spark

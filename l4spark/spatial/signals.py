@@ -549,19 +549,30 @@ def _collective_positions(mentions: pd.DataFrame, activity: pd.DataFrame) -> pd.
                          "timed_out": named["token"].str.startswith("seq:").to_numpy()})
 
 
+# Every member of a process group joins each of its collectives, so where the members of one group
+# wait differs by a collective or two (PyTorch's flight-recorder dumps of real desyncs: 1155873
+# against 1155874). Positions further apart than this were counted by different groups: PyTorch
+# before 2.3 names no group in its watchdog lines, and in a 3D-parallel job a node's loss makes
+# its data-parallel peers time out in one group and its pipeline peers in another.
+SAME_GROUP_MAX_GAP = 64
+
+
 def _behind_in(positions: pd.DataFrame) -> dict:
     """unit -> True when it is behind in a process group and never timed out in the collective it
     is behind at (it has not enqueued the one its peers wait in: stuck outside NCCL), False when it
-    timed out there (stuck inside an older collective); units not behind are left out."""
+    timed out there (stuck inside an older collective); units not behind are left out. Within a
+    group (as named), positions more than ``SAME_GROUP_MAX_GAP`` apart are compared apart."""
     out: dict = {}
     for _, in_group in positions.groupby("group"):
-        oldest = in_group.groupby("unit")["n"].min()
-        if len(oldest) < 2 or oldest.nunique() < 2:
-            continue
-        for unit in oldest.index[oldest < oldest.max()]:
-            at = in_group[(in_group["unit"] == unit) & (in_group["n"] == oldest[unit])]
-            outside = not bool(at["timed_out"].any())
-            out[unit] = out.get(unit, True) and outside
+        oldest = in_group.groupby("unit")["n"].min().sort_values()
+        run = (oldest.diff() > SAME_GROUP_MAX_GAP).cumsum()
+        for _, together in oldest.groupby(run):
+            if len(together) < 2 or together.nunique() < 2:
+                continue
+            for unit in together.index[together < together.max()]:
+                at = in_group[(in_group["unit"] == unit) & (in_group["n"] == together[unit])]
+                outside = not bool(at["timed_out"].any())
+                out[unit] = out.get(unit, True) and outside
     return out
 
 
