@@ -30,7 +30,6 @@ from l4spark.spatial.ranking import (
 from l4spark.spatial.score import DIAGNOSIS_NODES_COLUMNS, rank_units, top_k_hit
 from l4spark.spatial.signals import (
     address_book,
-    behind_outside_nccl,
     blame_scores,
     clock_offsets,
     collectives_behind,
@@ -1091,10 +1090,11 @@ def test_a_rank_that_hung_outside_nccl_is_behind_by_the_last_collective_it_enque
         rows.append(("job-h", node, rank, f"{node}/rank-{rank}.log", 1, T0, "ERROR", "wd", line))
     mentions = unit_mentions(spark.createDataFrame(rows, MESSAGES_SCHEMA)).toPandas().rename(columns={"node": "unit"})
     activity = pd.DataFrame(index=["h1", "h2", "h3", "h4"])
-    assert collectives_behind(mentions, activity).to_dict() == {"h1": 0.0, "h2": 0.0, "h3": 1.0, "h4": 0.0}
+    lag = collectives_behind(mentions, activity)
+    assert lag["behind"].to_dict() == {"h1": 0.0, "h2": 0.0, "h3": 1.0, "h4": 0.0}
     # h3's other rank timed out in 56116 with the rest: h3 is behind only by its hung rank,
     # which never enqueued 56116: stuck outside NCCL
-    assert behind_outside_nccl(mentions, activity).to_dict() == {"h1": False, "h2": False, "h3": True, "h4": False}
+    assert lag["outside_nccl"].to_dict() == {"h1": False, "h2": False, "h3": True, "h4": False}
 
 
 def test_a_unit_behind_outside_nccl_is_said_so_in_its_signals_and_matches_the_hang_fault():
@@ -1148,24 +1148,21 @@ def test_the_unit_stuck_a_collective_behind_is_the_one_the_others_wait_for():
 def test_collectives_behind_needs_two_reporting_units_that_disagree():
     activity = pd.DataFrame(index=["a", "b", "c"])
     tokens = lambda pairs: pd.DataFrame([(u, t) for u, t in pairs], columns=["unit", "token"])
-    assert collectives_behind(tokens([("a", "seq:7"), ("b", "seq:9"), ("b", "seq:8"), ("c", "ip:10.0.0.1")]),
-                              activity).tolist() == [1.0, 0.0, 0.0]  # b's oldest is 8, still newer than a's
-    assert collectives_behind(tokens([("a", "seq:7")]), activity).tolist() == [0.0, 0.0, 0.0]
-    assert collectives_behind(tokens([("a", "seq:7"), ("b", "seq:7")]), activity).tolist() == [0.0, 0.0, 0.0]
-    assert collectives_behind(tokens([]), activity).tolist() == [0.0, 0.0, 0.0]
+    behind = lambda pairs: collectives_behind(tokens(pairs), activity)["behind"].tolist()
+    # b's oldest is 8, still newer than a's
+    assert behind([("a", "seq:7"), ("b", "seq:9"), ("b", "seq:8"), ("c", "ip:10.0.0.1")]) == [1.0, 0.0, 0.0]
+    assert behind([("a", "seq:7")]) == [0.0, 0.0, 0.0]
+    assert behind([("a", "seq:7"), ("b", "seq:7")]) == [0.0, 0.0, 0.0]
+    assert behind([]) == [0.0, 0.0, 0.0]
     # process groups number their collectives apart: a tensor-parallel group's 120,000th collective
     # and the data-parallel group's 4,000th say nothing of who is behind
-    assert collectives_behind(tokens([("a", "seq:1:4000"), ("b", "seq:2:120000"), ("c", "seq:2:120000")]),
-                              activity).tolist() == [0.0, 0.0, 0.0]
-    assert collectives_behind(tokens([("a", "seq:0:7"), ("b", "seq:0:8"), ("c", "seq::3")]),
-                              activity).tolist() == [1.0, 0.0, 0.0]
+    assert behind([("a", "seq:1:4000"), ("b", "seq:2:120000"), ("c", "seq:2:120000")]) == [0.0, 0.0, 0.0]
+    assert behind([("a", "seq:0:7"), ("b", "seq:0:8"), ("c", "seq::3")]) == [1.0, 0.0, 0.0]
     # PyTorch before 2.3 names no group: a pipeline peer's timeout in its p2p group (collective
     # 2,310) and the data-parallel peers' in theirs (48,117) are not one sequence; within each
     # run of close numbers the older is still behind
-    assert collectives_behind(tokens([("a", "seq:2310"), ("b", "seq:48117"), ("c", "seq:48117")]),
-                              activity).tolist() == [0.0, 0.0, 0.0]
-    assert collectives_behind(tokens([("a", "seq:2310"), ("b", "seq:48116"), ("c", "seq:48117")]),
-                              activity).tolist() == [0.0, 1.0, 0.0]
+    assert behind([("a", "seq:2310"), ("b", "seq:48117"), ("c", "seq:48117")]) == [0.0, 0.0, 0.0]
+    assert behind([("a", "seq:2310"), ("b", "seq:48116"), ("c", "seq:48117")]) == [0.0, 1.0, 0.0]
 
 
 @pytest.mark.spark

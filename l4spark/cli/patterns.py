@@ -40,7 +40,7 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from l4spark.diagnosis.pattern_store import pattern_library, save_pattern
-    from l4spark.diagnosis.patterns import HUNG_UNIT_PATTERN_ID, FaultPattern, unit_fault_patterns
+    from l4spark.diagnosis.patterns import FaultPattern, unit_fault_patterns
 
     config = config_from_args(args)
     pattern = None
@@ -72,9 +72,9 @@ def run(args: argparse.Namespace) -> int:
             return 0
         listed = [(p, f"from job {p.source_job_id}" if p.source_job_id else ("added" if p.created_at else "seed"))
                   for p in pattern_library(spark, config.storage)]
-        for built_in in unit_fault_patterns(config.diagnosis.slow_unit_fault, config.diagnosis.hung_unit_fault):
-            listed.append((built_in, "built in: the node ranking's " + (
-                "unit behind, outside NCCL" if built_in.pattern_id == HUNG_UNIT_PATTERN_ID else "slow unit")))
+        listed += [(built_in, "built in: read from the node ranking's first unit")
+                   for built_in in unit_fault_patterns(config.diagnosis.slow_unit_fault,
+                                                       config.diagnosis.hung_unit_fault)]
         for p, origin in listed:
             print(f"{p.pattern_id:<26} {p.fault_class:<24} {p.name}  [{origin}]")
             print(f"{'':<26} remedy: {p.remedy}")

@@ -62,7 +62,7 @@ class PatternMatch:
 # signals of the job's first-ranked unit (``diagnosis_nodes.signals``), where the node ranking
 # writes "slow: the others wait for it (slowness S)" for a unit every other unit waits for
 # (per-rank timers, progress lines, Megatron's straggler detector: docs/spatial.md, "Pace"), not
-# against log events. ``scoring.with_slow_unit`` adds it (``diagnosis.slow_unit_fault``).
+# against log events. ``scoring.with_unit_fault`` adds it (``diagnosis.slow_unit_fault``).
 SLOW_UNIT_PATTERN_ID = "straggler-unit"
 
 

@@ -35,7 +35,8 @@ class SpatialConfig:
     silence_weight: float = 0.25  # combined score added for stopping early without an error line / missing rank files
     slowness_weight: float = 0.5  # combined score added for being the unit every other unit waits for (a straggler)
     # Session 26: combined score added when the unit's NCCL watchdog timed out in an older
-    # collective (SeqNum) than another unit's: stuck behind, the others wait for it
+    # collective (SeqNum) than another unit's, or (session 27) one of its ranks never enqueued
+    # the collective the others timed out in: stuck behind, the others wait for it
     # (signals.collectives_behind; docs/spatial.md, "Stuck a collective behind")
     behind_weight: float = 0.5
     slow_z_min: float = 6.0  # a per-rank timer this many robust spreads above the others starts to count as slow

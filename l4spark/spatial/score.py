@@ -26,7 +26,6 @@ from l4spark.io.tables import DIAGNOSIS_NODES, columns
 from l4spark.spatial.config import SpatialConfig
 from l4spark.spatial.signals import (
     _evidence,
-    behind_outside_nccl,
     blame_scores,
     clock_offsets,
     collectives_behind,
@@ -120,16 +119,17 @@ def unit_signals(counts: pd.DataFrame, activity: pd.DataFrame, config: SpatialCo
     # pipeline stage logs more than the rest by role
     only_truncated = silent["truncated"] & silent["silent"] & (silent["missing_files"] == 0) & ~(
         silent["silent_gap_s"].fillna(0.0) >= config.silent_min_gap_s)
+    lag = collectives_behind(mentions, activity)
     signals = pd.DataFrame({
         "score": score, "has_evidence": has_evidence.reindex(activity.index).fillna(False),
         "named_by": named["named_by"], "named_weight": named["named_weight"], "onset_lag_s": timed - timed.min(),
         "stopped": silent["silent"] & ~only_truncated, "only_truncated": only_truncated,
         "slow_z": activity["slow_z"].astype(float) if "slow_z" in activity.columns else np.nan,
         "detector_votes": detector_votes(mentions, activity),
-        "behind": collectives_behind(mentions, activity),
+        "behind": lag["behind"],
     }, index=activity.index)
     details = {"activity": activity, "silent": silent, "evidence": evidence, "named": named, "onsets": timed,
-               "own": own, "outside_nccl": behind_outside_nccl(mentions, activity)}
+               "own": own, "outside_nccl": lag["outside_nccl"]}
     return signals, details
 
 

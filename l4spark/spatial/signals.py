@@ -576,32 +576,24 @@ def _behind_in(positions: pd.DataFrame) -> dict:
     return out
 
 
-def collectives_behind(mentions: pd.DataFrame, activity: pd.DataFrame) -> pd.Series:
-    """Per unit, 1.0 when the oldest collective its NCCL watchdog lines name (tokens of
-    ``unit_mentions``: ``seq:<pg>:<n>``, one that timed out; ``enq:<pg>:<n>``, the last one a
-    rank enqueued, which a rank that hangs outside NCCL prints when a peer's timeout signals a
-    dump; ``<pg>`` empty: no group named) is older than another unit's of the same process group
-    (each group numbers its collectives apart; lines that name no group are compared with each
-    other): it is stuck a collective or more behind, and the others time out waiting for it to
-    join theirs (PyTorch's flight recorder reads desyncs the same way: the rank whose last
-    collective is the oldest). 0.0 otherwise, and for every unit when fewer than two units name
-    a collective or all name the same one (a dead peer, a link down for all: everyone waits in
-    the same collective). ``mentions``: unit, token rows; ``activity`` indexed by unit."""
-    behind = pd.Series(0.0, index=activity.index)
-    for unit in _behind_in(_collective_positions(mentions, activity)):
-        behind[unit] = 1.0
-    return behind
-
-
-def behind_outside_nccl(mentions: pd.DataFrame, activity: pd.DataFrame) -> pd.Series:
-    """Per unit, True when ``collectives_behind`` puts it behind and no rank of it timed out in
-    the collective it is behind at: it never enqueued the collective its peers wait in, so it
-    is stuck outside NCCL (Python, data loading, a deadlock: a hang), not inside an older
-    collective (a stalled link). ``mentions``, ``activity``: as ``collectives_behind``."""
-    outside = pd.Series(False, index=activity.index)
+def collectives_behind(mentions: pd.DataFrame, activity: pd.DataFrame) -> pd.DataFrame:
+    """Per unit (``activity``'s index): ``behind`` 1.0 when the oldest collective its NCCL
+    watchdog lines name (tokens of ``unit_mentions``: ``seq:<pg>:<n>``, one that timed out;
+    ``enq:<pg>:<n>``, the last one a rank enqueued, which a rank that hangs outside NCCL prints
+    when a peer's timeout signals a dump; ``<pg>`` empty: no group named) is older than another
+    unit's of the same process group (each group numbers its collectives apart; lines that name
+    no group are compared with each other): it is stuck a collective or more behind, and the
+    others time out waiting for it to join theirs (PyTorch's flight recorder reads desyncs the
+    same way: the rank whose last collective is the oldest). 0.0 otherwise, and for every unit
+    when fewer than two units name a collective or all name the same one (a dead peer, a link
+    down for all: everyone waits in the same collective). ``outside_nccl`` True when it is
+    behind and no rank of it timed out in the collective it is behind at: it never enqueued the
+    collective its peers wait in, so it is stuck outside NCCL (Python, data loading, a deadlock:
+    a hang), not inside an older collective (a stalled link). ``mentions``: unit, token rows."""
+    lag = pd.DataFrame({"behind": 0.0, "outside_nccl": False}, index=activity.index)
     for unit, stuck_outside in _behind_in(_collective_positions(mentions, activity)).items():
-        outside[unit] = stuck_outside
-    return outside
+        lag.loc[unit, ["behind", "outside_nccl"]] = [1.0, stuck_outside]
+    return lag
 
 
 def detector_votes(mentions: pd.DataFrame, activity: pd.DataFrame) -> pd.Series:
