@@ -27,11 +27,11 @@ LAYERS = [
     {"parse"},
     {"simulate"},
     {"io"},
-    {"config", "errors", "regexsafety", "killpoints", "__init__"},
+    {"config", "errors", "regexsafety", "regexliteral", "regexcolumns", "killpoints", "__init__"},
 ]
 # typed settings are read by ``l4spark.config`` before Spark starts: these import no Spark and
 # nothing of their step beyond other pure modules
-PURE = ["config", "errors", "regexsafety", "spatial.config", "crossjob.config", "crossjob.fingerprint",
+PURE = ["config", "errors", "regexsafety", "regexliteral", "spatial.config", "crossjob.config", "crossjob.fingerprint",
         "crossjob.reasons", "temporal.config", "diagnosis.config", "diagnosis.patterns", "parse.textrules",
         "io.delta_jars", "io.fs", "io.maven"]
 

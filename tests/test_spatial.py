@@ -862,6 +862,67 @@ def test_address_book_learns_addresses_from_identity_lines_only():
     assert address_book(mentions, ["n0", "n1", "n2", "n3"]) == {f"10.0.0.{i}": f"n{i}" for i in range(4)}
 
 
+def test_address_book_learns_the_address_a_nodes_own_lines_state():
+    # no identity line (NCCL_DEBUG below INFO): each node's IB completion errors state its own
+    # RoCE address (localGid) and name the far end's; an address two nodes claim is nobody's
+    mentions = pd.DataFrame(
+        [("n1", "ib_error", "self:10.0.0.1"), ("n1", "ib_error", "ip:10.0.0.1"), ("n1", "ib_error", "ip:10.0.0.2"),
+         ("n2", "ib_error", "self:10.0.0.2"), ("n2", "ib_error", "ip:10.0.0.2"), ("n2", "ib_error", "ip:10.0.0.1"),
+         ("n2", "ib_error", "self:10.0.0.7"), ("n3", "ib_error", "self:10.0.0.7")],
+        columns=["node", "event_id", "token"])
+    assert address_book(mentions, ["n0", "n1", "n2", "n3"], by_elimination=False) == {"10.0.0.1": "n1", "10.0.0.2": "n2"}
+
+
+def test_address_book_gives_the_one_unknown_peer_address_to_the_one_node_without_an_address():
+    # n0 died before it printed anything of itself; its peers' IB errors name it by address
+    rows = [(f"n{i}", "ib_error", token) for i in (1, 2, 3)
+            for token in (f"self:10.0.0.{i}", f"ip:10.0.0.{i}", "ip:10.0.0.0")]
+    mentions = pd.DataFrame(rows, columns=["node", "event_id", "token"])
+    nodes = ["n0", "n1", "n2", "n3"]
+    assert address_book(mentions, nodes)["10.0.0.0"] == "n0"
+    assert "10.0.0.0" not in address_book(mentions, nodes, by_elimination=False)
+    # two nodes without an address: nothing is guessed
+    assert "10.0.0.0" not in address_book(mentions, [*nodes, "n4"])
+    # an address in a line that states no address of its own (an NFS server, say) is no peer
+    other = pd.DataFrame([("n1", "nfs_error", "ip:10.9.9.9")], columns=["node", "event_id", "token"])
+    assert "10.9.9.9" not in address_book(pd.concat([mentions, other]), [*nodes[1:], "n5"])
+
+
+def test_a_dead_node_is_blamed_by_the_peers_that_name_its_address():
+    activity = pd.DataFrame({"node": ["a", "b", "c", "d"], "ranks": [[0, 1], [2, 3], [4, 5], [6, 7]]},
+                            index=["a", "b", "c", "d"])
+    rows = []
+    for i, unit in ((1, "b"), (3, "d")):   # b and d lost their connections to a; c's link to b broke later
+        rows += [(unit, unit, "ib_error", f"self:10.0.0.{i}", 1, 900.0, True),
+                 (unit, unit, "ib_error", f"ip:10.0.0.{i}", 1, 900.0, True),
+                 (unit, unit, "ib_error", "ip:10.0.0.0", 1, 900.0, True)]
+    rows += [("c", "c", "ib_error", "self:10.0.0.2", 1, 910.0, True), ("c", "c", "ib_error", "ip:10.0.0.2", 1, 910.0, True),
+             ("c", "c", "ib_error", "ip:10.0.0.1", 1, 910.0, True)]
+    mentions = pd.DataFrame(rows, columns=["unit", "node", "event_id", "token", "n_loud", "first_s", "candidate"])
+    named = peer_mentions(mentions, activity, pd.Series(0.0, index=activity.index), since=900.0, window_s=60.0)
+    assert named["named_by"].to_dict() == {"a": 2, "b": 1, "c": 0, "d": 0}
+    assert named.at["a", "names"] == ["ip:10.0.0.0"]
+
+
+@pytest.mark.spark
+def test_unit_mentions_read_the_address_a_line_states_as_its_own(spark):
+    rows = [("job-s", "h2", 8, "h2/rank-8.log", 1, T0, "WARN", "ib_error",
+             "NCCL WARN NET/IB : Got completion from peer 10.3.2.77<48497> with error 12, opcode 0, len 0, vendor err 129 "
+             "(Recv) localGid ::ffff:10.3.2.78 remoteGid ::ffff:10.3.2.77"),
+            ("job-s", "h3", 16, "h3/rank-16.log", 1, T0, "WARN", "ib_error_220",
+             "NCCL WARN NET/IB: Got completion from peer 10.3.2.77<51161> with status=4 opcode=32614 len=32614 vendor err 81 "
+             "(Send) localGid ::ffff:10.3.2.79 remoteGids::ffff:10.3.2.77 hca mlx5_1"),
+            ("job-s", "h4", 24, "h4/rank-24.log", 1, T0, None, "cqe",
+             "An error CQE occurred during operator execution. Local information: server 10.3.2.80, device ID 2, "
+             "device IP 192.168.1.12. Peer information: server 10.3.2.77, device ID 2, device IP 192.168.1.10.")]
+    events = spark.createDataFrame(rows, MESSAGES_SCHEMA)
+    mentions = unit_mentions(events, self_address_patterns=SpatialConfig().self_address_patterns).toPandas()
+    got = sorted((r.node, r.token) for r in mentions.itertuples() if r.token.startswith("self:"))
+    assert got == [("h2", "self:10.3.2.78"), ("h3", "self:10.3.2.79"), ("h4", "self:10.3.2.80"),
+                   ("h4", "self:192.168.1.12")]
+    assert not unit_mentions(events).toPandas()["token"].str.startswith("self:").any()
+
+
 def test_peer_mentions_count_other_units_loud_lines_naming_a_unit():
     activity = pd.DataFrame({"node": ["a", "b", "c", "d"], "ranks": [[0, 1], [2, 3], [4, 5], [6, 7]]},
                             index=["a", "b", "c", "d"])

@@ -48,6 +48,7 @@ from l4spark.diagnosis.scoring import (SEVERITY, job_patterns, pattern_hit_rows,
                                       with_known_fault_printers, with_unit_fault)
 from l4spark.io.frames import computed_once, materialize, session_settings
 from l4spark.io.session import ADAPTIVE, CODEGEN_FACTORY_MODE, WHOLE_STAGE_CODEGEN
+from l4spark.regexcolumns import rlike
 from l4spark.spatial.pace import PACE_COLUMNS, timer_readings, unit_pace
 from l4spark.spatial.ranking import rank_nodes, spatial_events, write_diagnosis_nodes
 from l4spark.io.storage import in_parallel, read_table, table_exists, write_job_rows
@@ -118,21 +119,21 @@ def with_line_flags(lines: DataFrame, conf: DiagnosisConfig) -> DataFrame:
     in_file = Window.partitionBy("job_id", "file").orderBy("line_no")
     frame = F.lit(False)
     for regex in conf.line_frame_patterns:
-        frame = frame | F.coalesce(F.col("message").rlike(regex), F.lit(False))
+        frame = frame | F.coalesce(rlike("message", regex), F.lit(False))
     previous = F.lag("message").over(in_file)
-    after_frame = F.coalesce(previous.rlike(conf.source_after), F.lit(False))
+    after_frame = F.coalesce(rlike(previous, conf.source_after), F.lit(False))
     if conf.warning_source_lines:
         # the source line under a Python warning: indented, right after the warning line of the
         # same file and rank (ranks interleaved in one file: another rank's line is not it)
         same_rank = (F.lag("rank").over(in_file).eqNullSafe(F.col("rank")) if "rank" in lines.columns
                      else F.lit(True))
         after_frame = after_frame | F.coalesce(
-            previous.rlike(WARNING_LINE_PATTERN) & same_rank
-            & F.col("message").rlike(INDENTED_PATTERN), F.lit(False))
+            rlike(previous, WARNING_LINE_PATTERN) & same_rank
+            & rlike("message", INDENTED_PATTERN), F.lit(False))
     consequence = F.lit(False)
     for regex in conf.consequence_patterns:
-        consequence = consequence | F.coalesce(F.col("message").rlike(regex), F.lit(False))
-    echo = (F.coalesce(F.col("message").rlike(CONFIG_ECHO_PATTERN), F.lit(False)) if conf.config_echo_lines
+        consequence = consequence | F.coalesce(rlike("message", regex), F.lit(False))
+    echo = (F.coalesce(rlike("message", CONFIG_ECHO_PATTERN), F.lit(False)) if conf.config_echo_lines
             else F.lit(False))
     no_letter = F.coalesce(~F.col("message").rlike(r"\p{L}"), F.lit(False))
     return (lines.withColumn("frame", frame | after_frame)
@@ -159,7 +160,7 @@ def event_evidence(candidates: DataFrame, exit_line_patterns: Sequence[str] = ()
     nodes that printed it: where a pattern match is, ``scoring.rank_matches``)."""
     exit_line = F.lit(False)
     for regex in exit_line_patterns:
-        exit_line = exit_line | F.coalesce(F.col("message").rlike(regex), F.lit(False))
+        exit_line = exit_line | F.coalesce(rlike("message", regex), F.lit(False))
     lines = (candidates.withColumn("severity", _severity(F.col("level")))
              .withColumn("exit_node", F.when(exit_line, F.col("node"))))
     first = F.struct(F.coalesce("t", F.lit(float("inf"))).alias("t"), "node", "rank", "line_no", "message", "ts",

@@ -194,7 +194,8 @@ def build_inputs(fleet: Path, warehouse: Path, master: str, spatial, job_ids: li
     settings = {"granularity": spatial.granularity, "remote_patterns": list(spatial.remote_patterns),
                 "store_client_patterns": list(spatial.store_client_patterns),
                 "seq_patterns": [*TIMEOUT_SEQ_PATTERNS, PROCESS_GROUP_PATTERN],
-                "enqueued_patterns": list(ENQUEUED_SEQ_PATTERNS)}
+                "enqueued_patterns": list(ENQUEUED_SEQ_PATTERNS),
+                "self_address_patterns": list(spatial.self_address_patterns)}
     stored = cache / "settings.json"
     if stored.exists() and json.loads(stored.read_text("utf-8")) == settings \
             and all((cache / f"{n}.parquet").exists() for n in names):
@@ -220,7 +221,8 @@ def build_inputs(fleet: Path, warehouse: Path, master: str, spatial, job_ids: li
             parse_jobs(spark, config, fleet, progress=lambda m: print("  " + m, flush=True))
         events = read_table(spark, config.storage, "events").where(F.col("job_id").isin(sorted(job_ids)))
         facts, activity = unit_inputs(events, spatial.granularity, remote_patterns=spatial.remote_patterns,
-                                      store_patterns=spatial.store_client_patterns)
+                                      store_patterns=spatial.store_client_patterns,
+                                      self_address_patterns=spatial.self_address_patterns)
         frames = {"facts": facts.toPandas(), "activity": activity.toPandas(), "baselines": baseline_rankings(events).toPandas()}
     finally:
         spark.stop()

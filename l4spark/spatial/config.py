@@ -105,6 +105,22 @@ class SpatialConfig:
         r"(?:any network address of )?[\[(]([^\]),\s]+)",
         r"SocketImpl\(fd=[0-9]+, addr=[^,]*, remote=\[([^\]\s]+)\]:[0-9]+",
     )
+    # Session 28: texts in which a node states its own IPv4 address (Java regexes; group 1 is the
+    # address), read on every line: the address book (``signals.address_book``) learns a node's
+    # address from them even where no identity line exists (NCCL_DEBUG below INFO prints none),
+    # so a peer's error naming that address blames the node. NCCL's IB completion error names its
+    # own RoCE GID, IPv4-mapped (``... (Recv) localGid ::ffff:10.0.0.1 remoteGid(s)::ffff:10.0.0.2``,
+    # transport/net_ib.cc; public logs of NCCL 2.19-2.27: NVIDIA/nccl issues, sgl-project/sglang,
+    # Google Cloud's gIB guide); c10d's socket errors name their own end first
+    # (``SocketImpl(fd=N, addr=[own]:p, remote=[peer]:p)``, pytorch#129985); Ascend HCCL's error
+    # CQE (EI0013, CANN's error table and hcomm: ``Local information: server <own server id>,
+    # device ID d, device IP <own NPU address>. Peer information: server ...``).
+    self_address_patterns: tuple = (
+        r"localGid ::ffff:([0-9]{1,3}(?:\.[0-9]{1,3}){3})\b",
+        r"SocketImpl\(fd=[0-9]+, addr=\[(?:::ffff:)?([0-9]{1,3}(?:\.[0-9]{1,3}){3})\]:[0-9]+",
+        r"Local information: server ([0-9]{1,3}(?:\.[0-9]{1,3}){3}),",
+        r"Local information: server [^,]*, device ID [0-9]+, device IP ([0-9]{1,3}(?:\.[0-9]{1,3}){3})\b",
+    )
     # Messages that say the failure is at a peer, not here (Java regexes, matched on one sample
     # line per unit and event): with one peer they can only mean the other unit (``pair_isolation``).
     remote_patterns: tuple = (
@@ -148,6 +164,14 @@ class SpatialConfig:
                 raise ConfigError(f"spatial.store_client_patterns: {exc}") from exc
             if compiled.groups < 1:
                 raise ConfigError(f"spatial.store_client_patterns: {regex!r} needs a group (the store's host)")
+        object.__setattr__(self, "self_address_patterns", tuple(str(p) for p in self.self_address_patterns))
+        for regex in self.self_address_patterns:
+            try:
+                compiled = check_regex(regex)
+            except UnsafeRegexError as exc:
+                raise ConfigError(f"spatial.self_address_patterns: {exc}") from exc
+            if compiled.groups < 1:
+                raise ConfigError(f"spatial.self_address_patterns: {regex!r} needs a group (the node's own address)")
         for key in ("evidence_required", "blame_discount", "pair_quiet_for_nobody", "pair_silence",
                     "silent_despite_errors", "small_job_timing", "pair_onset_without_remote",
                     "blame_follows_onsets", "store_client_not_blame", "untimed_errors_dated",

@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from l4spark.io.tables import DIAGNOSIS_PACE, columns
+from l4spark.regexcolumns import rlike
 from l4spark.temporal.config import TemporalConfig
 from l4spark.temporal.lines import iteration_marker
 
@@ -47,7 +48,8 @@ def timer_readings(events: DataFrame, conf: TemporalConfig | None = None) -> Dat
     if "message" not in events.columns or "line_no" not in events.columns:
         return events.sparkSession.createDataFrame([], schema)
     msg = F.col("message")
-    is_head, is_name, is_rank = msg.rlike(TIMER_HEAD_PATTERN), msg.rlike(TIMER_NAME_PATTERN), msg.rlike(TIMER_RANK_PATTERN)
+    is_head, is_name, is_rank = (rlike(msg, TIMER_HEAD_PATTERN), rlike(msg, TIMER_NAME_PATTERN),
+                                  rlike(msg, TIMER_RANK_PATTERN))
     iteration = iteration_marker(conf) if conf is not None else F.lit(None).cast("long")
     is_progress = iteration.isNotNull() if conf is not None else F.lit(False)
     in_file = (Window.partitionBy("job_id", "node", "rank").orderBy("line_no")

@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from l4spark.config import StorageConfig
+from l4spark.regexcolumns import extract_all, rlike
 from l4spark.spatial.config import SpatialConfig
 from l4spark.spatial.pace import timer_readings
 from l4spark.spatial.score import DIAGNOSIS_NODES_COLUMNS, rank_units
@@ -120,13 +121,14 @@ def unit_event_facts(events: DataFrame, granularity: str = "node",
     )
     remote = F.lit(False)
     for regex in patterns:
-        remote = remote | F.coalesce(F.col("sample").rlike(regex), F.lit(False))
+        remote = remote | F.coalesce(rlike("sample", regex), F.lit(False))
     facts = facts.withColumn("remote", remote)
     return _fresh(_flag_candidates(facts, candidates), UNIT_FACTS_COLUMNS)
 
 
 def unit_mentions(events: DataFrame, granularity: str = "node",
-                  candidates: DataFrame | None = None, store_patterns: Iterable[str] = ()) -> DataFrame:
+                  candidates: DataFrame | None = None, store_patterns: Iterable[str] = (),
+                  self_address_patterns: Iterable[str] = ()) -> DataFrame:
     """What each unit's lines name: IPv4 addresses (all lines: identity lines are INFO), and in
     loud lines global rank numbers and host names of the job's own nodes, and the host a c10d
     store client connects to (``store:<host or address>``, group 1 of ``store_patterns``:
@@ -138,7 +140,9 @@ def unit_mentions(events: DataFrame, granularity: str = "node",
     ``seq:<pg>:<n>`` (the sequence number of the collective a loud NCCL watchdog line says timed
     out, ``TIMEOUT_SEQ_PATTERNS``, in process group ``<pg>``: ``PROCESS_GROUP_PATTERN``, empty when
     the line names none), ``enq:<pg>:<n>`` (the last collective it says the rank enqueued,
-    ``ENQUEUED_SEQ_PATTERNS``); n_lines / n_loud: lines / loud lines naming it; first_s:
+    ``ENQUEUED_SEQ_PATTERNS``), ``self:<a.b.c.d>`` (an address the line states as its own node's,
+    group 1 of ``self_address_patterns``: ``SpatialConfig.self_address_patterns``; all lines);
+    n_lines / n_loud: lines / loud lines naming it; first_s:
     the first timestamp of a loud line naming it. Token extraction is JVM regex, no Python.
     """
     if "message" not in events.columns:
@@ -150,11 +154,12 @@ def unit_mentions(events: DataFrame, granularity: str = "node",
         # group_of: a regex whose group 1 qualifies the value (``<kind>:<qualifier>:<value>``; empty when absent)
         prefix = F.lit(kind + ":") if group_of is None else \
             F.concat(F.lit(kind + ":"), F.regexp_extract(F.col("message"), group_of, 1), F.lit(":"))
-        found = F.transform(F.regexp_extract_all(F.col("message"), F.lit(pattern), group),
+        found = F.transform(extract_all("message", pattern, group),
                             lambda value: F.concat(prefix, value))
         return F.when(loud, found).otherwise(empty) if only_loud else found
 
     stores = [tagged("store", regex, 1, True) for regex in store_patterns]
+    own = [tagged("self", regex, 1, False) for regex in self_address_patterns]
     lines = (
         events.where(F.col("event_id").isNotNull() & F.col("message").isNotNull())
         .select("job_id", *_unit_columns(granularity), "event_id", _seconds().alias("t"), loud.alias("loud"),
@@ -165,7 +170,7 @@ def unit_mentions(events: DataFrame, granularity: str = "node",
                                                       for regex in TIMEOUT_SEQ_PATTERNS),
                                                     *(tagged("enq", regex, 1, True, group_of=PROCESS_GROUP_PATTERN)
                                                       for regex in ENQUEUED_SEQ_PATTERNS),
-                                                    tagged("host", HOST_PATTERN, 0, True), *stores))).alias("token"))
+                                                    tagged("host", HOST_PATTERN, 0, True), *stores, *own))).alias("token"))
     )
     # a host token counts only when it is one of the job's node names (or their first label)
     nodes = events.select("job_id", F.col("node").alias("named")).distinct()
@@ -302,15 +307,17 @@ def unit_slowness(events: DataFrame, granularity: str = "node", timers: DataFram
 
 def unit_inputs(events: DataFrame, granularity: str = "node", candidates: DataFrame | None = None,
                 timers: DataFrame | None = None, remote_patterns: Iterable[str] = (),
-                store_patterns: Iterable[str] = (), dated: bool = True) -> tuple[DataFrame, DataFrame]:
+                store_patterns: Iterable[str] = (), dated: bool = True,
+                self_address_patterns: Iterable[str] = ()) -> tuple[DataFrame, DataFrame]:
     """The two long-form inputs of ``rank_units`` for every job of ``events``: the unit facts
     and mentions (UNIT_FACTS_COLUMNS) and the unit activity (``unit_activity`` with
     ``unit_slowness``'s slow_z, null where no timer names the unit). Built once, they
     can be ranked under several configurations (``rank_unit_inputs``; the evaluation does).
     ``timers``: see ``unit_slowness``; ``remote_patterns``: see ``unit_event_facts``; ``store_patterns``:
-    see ``unit_mentions``; ``dated``: see ``unit_activity``."""
+    see ``unit_mentions``; ``dated``: see ``unit_activity``; ``self_address_patterns``: see
+    ``unit_mentions``."""
     facts = unit_event_facts(events, granularity, candidates, remote_patterns).unionByName(
-        unit_mentions(events, granularity, candidates, store_patterns))
+        unit_mentions(events, granularity, candidates, store_patterns, self_address_patterns))
     activity = unit_activity(events, granularity, dated)
     slow = unit_slowness(events, granularity, timers).withColumnRenamed("job_id", "s_job").withColumnRenamed(
         "node", "s_node").withColumnRenamed("process_rank", "s_rank")
@@ -351,7 +358,7 @@ def rank_nodes(events: DataFrame, config: SpatialConfig = SpatialConfig(),
     # the store-client tokens are only read when the switch is on: no extra regexes per line otherwise
     stores = config.store_client_patterns if config.store_client_not_blame else ()
     return rank_unit_inputs(*unit_inputs(events, config.granularity, candidates, timers, config.remote_patterns,
-                                         stores, config.untimed_errors_dated), config)
+                                         stores, config.untimed_errors_dated, config.self_address_patterns), config)
 
 
 def baseline_rankings(events: DataFrame, granularity: str = "node") -> DataFrame:

@@ -341,18 +341,31 @@ def _burst_start(times: np.ndarray, gap_s: float, min_events: int) -> float:
     return float(times[large[0]] if len(large) else times[0])
 
 
-def address_book(mentions: pd.DataFrame, nodes: Iterable[str]) -> dict[str, str]:
-    """IPv4 address -> node, learnt from the job's identity lines.
+def address_book(mentions: pd.DataFrame, nodes: Iterable[str], by_elimination: bool = True) -> dict[str, str]:
+    """IPv4 address -> node, learnt from what the job's lines say of their own node.
 
-    ``mentions``: node, event_id, token rows (``ip:`` tokens are read). An identity event is
-    one that most nodes (at least half, and 2) log naming addresses, where (nearly, 90%) every
-    node names exactly one and (nearly) every address is named by one node: each node
-    announcing itself (NCCL's bootstrap interface, a launcher's own address). An address
-    named by several nodes (a master address everyone connects to) is nobody's.
+    ``mentions``: node, event_id, token rows (``self:`` and ``ip:`` tokens are read). First the
+    addresses lines state as their own (``self:``, ``SpatialConfig.self_address_patterns``:
+    NCCL's ``localGid``): an address that one node alone states is that node's (a node may have
+    several, one per NIC). Then identity events: one that most nodes (at least half, and 2) log
+    naming addresses, where (nearly, 90%) every node names exactly one and (nearly) every
+    address is named by one node: each node announcing itself (NCCL's bootstrap interface, a
+    launcher's own address). An address named by several nodes (a master address everyone
+    connects to) is nobody's.
+
+    ``by_elimination``: a line that states its own address and names another names the far end
+    of one of the job's own connections (NCCL's communicators join the job's ranks only). When
+    one such peer address is still unknown and one node of the job alone has no address, it is
+    that node's: a node that died before it printed anything of itself (its peers' IB errors
+    name it). With two or more of either, nothing is guessed.
     """
-    n_nodes = len(set(nodes))
-    ips = mentions.loc[mentions["token"].str.startswith("ip:"), ["node", "event_id", "token"]].drop_duplicates()
+    nodes = set(nodes)
+    n_nodes = len(nodes)
     book: dict[str, str] = {}
+    own = mentions.loc[mentions["token"].str.startswith("self:"), ["node", "token"]].drop_duplicates()
+    claimed = own.groupby("token")["node"].agg(lambda n: sorted(set(n)))
+    book.update({token[len("self:"):]: owners[0] for token, owners in claimed.items() if len(owners) == 1})
+    ips = mentions.loc[mentions["token"].str.startswith("ip:"), ["node", "event_id", "token"]].drop_duplicates()
     for _, rows in sorted(ips.groupby("event_id"), key=lambda item: str(item[0])):
         per_node = rows.groupby("node")["token"].nunique()
         per_token = rows.groupby("token")["node"].nunique()
@@ -362,6 +375,13 @@ def address_book(mentions: pd.DataFrame, nodes: Iterable[str]) -> dict[str, str]
         for token, node in owners[["token", "node"]].itertuples(index=False):
             if per_token[token] == 1:
                 book.setdefault(token[3:], node)
+    if by_elimination and len(own):
+        stating = mentions.loc[mentions["token"].str.startswith("self:"), ["node", "event_id"]].drop_duplicates()
+        named = ips.merge(stating, on=["node", "event_id"], how="inner")["token"].str[len("ip:"):]
+        unknown = set(named) - set(book)
+        homeless = nodes - set(book.values())
+        if len(unknown) == 1 and len(homeless) == 1:
+            book[unknown.pop()] = homeless.pop()
     return book
 
 

@@ -19,6 +19,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from l4spark.io.frames import materialize
+from l4spark.regexcolumns import rlike
 from l4spark.temporal.config import TemporalConfig
 from l4spark.temporal.dtw import LASTING, RECOVERED, aftermath, analyse_progress, score_iterations
 from l4spark.temporal.lines import counted_marker, iteration_marker, named_stage_marker, next_in_file, node_clock_offsets
@@ -127,7 +128,7 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
     # rate printed as 3e-05 is the same line; a loss turning into nan is not
     shape = F.concat(F.lit("progress: "), F.trim(F.regexp_replace(
         F.regexp_replace("message", _NUMBER, " "), r"[^A-Za-z]+", " ")))
-    elapsed = [F.when(F.col("message").rlike(rule), F.regexp_extract("message", rule, 1).cast("double") / 1000.0)
+    elapsed = [F.when(rlike("message", rule), F.regexp_extract("message", rule, 1).cast("double") / 1000.0)
                for rule in conf.elapsed_rules]
     offsets = F.broadcast(offsets if offsets is not None else node_clock_offsets(staged, conf))
     t_job = F.col("ts").cast("double") - F.coalesce("offset_s", F.lit(0.0))
@@ -216,7 +217,7 @@ def _save_pace(staged: DataFrame, offsets: DataFrame, conf: TemporalConfig) -> D
 
 def _bad_count(conf: TemporalConfig):
     """The bad iterations a progress line counts in its interval (``bad_count_rules``), or null."""
-    counts = [F.when(F.col("message").rlike(rule), F.regexp_extract("message", rule, 1).try_cast("long"))
+    counts = [F.when(rlike("message", rule), F.regexp_extract("message", rule, 1).try_cast("long"))
               for rule in conf.bad_count_rules]
     return F.coalesce(*counts) if counts else F.lit(None).cast("long")
 
@@ -226,7 +227,7 @@ def _progress_clock(conf: TemporalConfig):
     def part(rule: str, group: int):
         return F.regexp_extract("message", rule, group).try_cast("long")
 
-    clocks = [F.when(F.col("message").rlike(rule),
+    clocks = [F.when(rlike("message", rule),
                      F.coalesce(part(rule, 1), F.lit(0)) * 3600 + part(rule, 2) * 60 + part(rule, 3))
               for rule in conf.progress_clock_rules]
     return (F.coalesce(*clocks) if clocks else F.lit(None)).cast("double")

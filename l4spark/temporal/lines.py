@@ -18,6 +18,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from l4spark.regexcolumns import rlike
 from l4spark.temporal.config import TemporalConfig
 
 EVENT_COLUMNS = ["job_id", "node", "rank", "file", "line_no", "ts", "level", "event_id", "message",
@@ -49,7 +50,7 @@ def stage_marker(conf: TemporalConfig, with_iterations: bool = True) -> Column:
     marker: Column = (F.when(iteration_marker(conf).isNotNull(), F.lit("training")) if with_iterations
                       else F.lit(None).cast("string"))
     for rule in reversed(conf.stage_rules):
-        marker = F.when(message.rlike(rule.pattern), F.lit(rule.stage)).otherwise(marker)
+        marker = F.when(rlike(message, rule.pattern), F.lit(rule.stage)).otherwise(marker)
     return marker
 
 
@@ -61,14 +62,14 @@ def named_stage_marker(conf: TemporalConfig) -> Column:
     for rule in reversed(conf.stage_rules):
         named = (F.regexp_extract(message, rule.pattern, 1).try_cast("long") if rule.names_iteration
                  else F.lit(None).cast("long"))
-        marker = F.when(message.rlike(rule.pattern),
+        marker = F.when(rlike(message, rule.pattern),
                         F.struct(F.lit(rule.stage).alias("stage"), named.alias("iteration"))).otherwise(marker)
     return marker
 
 
 def iteration_marker(conf: TemporalConfig) -> Column:
     """The iteration number a progress line reports (first matching rule), or null."""
-    numbers = [F.when(F.col("message").rlike(rule.pattern),
+    numbers = [F.when(rlike("message", rule.pattern),
                       F.regexp_extract("message", rule.pattern, 1).cast("long"))
                for rule in conf.iteration_rules]
     return F.coalesce(*numbers) if numbers else F.lit(None).cast("long")
@@ -76,7 +77,7 @@ def iteration_marker(conf: TemporalConfig) -> Column:
 
 def counted_marker(conf: TemporalConfig) -> Column:
     """True on a progress line without an iteration number (a ``counted_iteration_rules`` line)."""
-    matches = [F.col("message").rlike(rule.pattern) for rule in conf.counted_iteration_rules]
+    matches = [rlike("message", rule.pattern) for rule in conf.counted_iteration_rules]
     marker: Column = F.lit(False)
     for match in matches:
         marker = marker | F.coalesce(match, F.lit(False))
@@ -91,10 +92,10 @@ def _counting(events: DataFrame, conf: TemporalConfig) -> DataFrame | None:
     message = F.col("message")
     numbers = []
     for i, rule in enumerate(conf.counted_iteration_rules):
-        numbers.append(F.max(F.when(message.rlike(rule.interval_pattern),
+        numbers.append(F.max(F.when(rlike(message, rule.interval_pattern),
                                     F.regexp_extract(message, rule.interval_pattern, 1).cast("long")))
                        .alias(f"count_interval_{i}"))
-        start = (F.max(F.when(message.rlike(rule.start_pattern),
+        start = (F.max(F.when(rlike(message, rule.start_pattern),
                               F.regexp_extract(message, rule.start_pattern, 1).cast("long")))
                  if rule.start_pattern else F.lit(None).cast("long"))
         numbers.append(F.coalesce(start, F.lit(0)).alias(f"count_start_{i}"))
@@ -114,7 +115,7 @@ def _with_counted_marks(events: DataFrame, conf: TemporalConfig, in_file: Window
     whole = in_file.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     counted = []
     for i, rule in enumerate(conf.counted_iteration_rules):
-        hit = F.coalesce(F.col("message").rlike(rule.pattern), F.lit(False))
+        hit = F.coalesce(rlike("message", rule.pattern), F.lit(False))
         interval, start = F.col(f"count_interval_{i}"), F.col(f"count_start_{i}")
         k = F.sum(hit.cast("long")).over(upto)
         counted.append(F.when(hit & (interval > 0), F.floor(start / interval) * interval + k * interval))

@@ -1,0 +1,39 @@
+"""Rule regexes as Spark columns, each behind a substring test of its required literal.
+
+Most lines of a job match none of the rule regexes run on them (some 60 in the diagnosis: stage
+and iteration markers, frame and teardown lines, timers, elapsed-time lines), and a Java regex
+search that fails tries the pattern at every position of the line. ``rlike`` first asks whether
+the line contains the literal every match must contain (``regexliteral.required_literal``), a
+byte search, and runs the regex only on the lines that do. The value is ``Column.rlike``'s on
+every line, null for a null string included: ``And`` is false when the test is, and Spark
+does not evaluate its right side then.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from l4spark.regexliteral import required_literal
+
+
+def rlike(column: Column | str, pattern: str) -> Column:
+    """``column.rlike(pattern)``: true where the string contains a match of ``pattern`` (Java
+    regex), false where not, null for a null string; the regex runs only on strings that contain
+    its required literal."""
+    text = F.col(column) if isinstance(column, str) else column
+    literal = required_literal(pattern)
+    match = text.rlike(pattern)
+    return match if literal is None else text.contains(literal) & match
+
+
+def extract_all(column: Column | str, pattern: str, group: int) -> Column:
+    """``regexp_extract_all(column, pattern, group)``: every match's ``group`` (an empty array
+    where none, null for a null string); the regex runs only on strings that contain its
+    required literal."""
+    text = F.col(column) if isinstance(column, str) else column
+    found = F.regexp_extract_all(text, F.lit(pattern), group)
+    literal = required_literal(pattern)
+    if literal is None:
+        return found
+    return F.when(text.isNull() | text.contains(literal), found).otherwise(F.array().cast("array<string>"))
