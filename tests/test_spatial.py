@@ -873,6 +873,31 @@ def test_address_book_learns_the_address_a_nodes_own_lines_state():
     assert address_book(mentions, ["n0", "n1", "n2", "n3"], by_elimination=False) == {"10.0.0.1": "n1", "10.0.0.2": "n2"}
 
 
+def test_self_address_patterns_read_only_the_printing_nodes_own_address():
+    import re
+
+    patterns = [re.compile(p) for p in SpatialConfig().self_address_patterns]
+    own = {  # real texts (sources in SpatialConfig.self_address_patterns) -> the printing node's addresses
+        "NET/IB : Got completion from peer 10.5.0.34<33956> with error 5, opcode 0, len 1, vendor err 244 (Recv) "
+        "localGid ::ffff:10.6.0.35 remoteGid ::ffff:10.5.0.34": {"10.6.0.35"},
+        "NET/IB: Got completion from peer 10.99.91.63<51161> with status=4 opcode=32614 len=32614 vendor err 81 (Send) "
+        "localGid ::ffff:10.99.92.59 remoteGids::ffff:10.99.91.63 hca mlx5_1": {"10.99.92.59"},
+        "[c10d] recvValue failed on SocketImpl(fd=63, addr=[10.1.0.4]:42318, remote=[10.1.0.1]:29500): Connection "
+        "reset by peer": {"10.1.0.4"},
+        "An error CQE occurred during operator execution. Local information: server 10.78.106.107, device ID 0, device "
+        "IP 192.168.200.100. Peer information: server 10.78.106.111, device ID 0, device IP 192.168.200.101.":
+            {"10.78.106.107", "192.168.200.100"},
+        # a host name, an IPv6 GID of InfiniBand: no IPv4 address stated
+        "[c10d] recvValue failed on SocketImpl(fd=63, addr=[h2]:42318, remote=[h1]:29500)": set(),
+        "NET/IB : Got completion from peer 10.5.0.34<1> with error 12 (Recv) localGid fe80::a288:c203:6b:1f6e": set(),
+        "NCCL INFO Bootstrap : Using eth0:10.1.0.1<0>": set(),
+    }
+    for message, addresses in own.items():
+        assert {m for p in patterns for m in p.findall(message)} == addresses, message
+    with pytest.raises(ConfigError, match="needs a group"):
+        SpatialConfig(self_address_patterns=(r"localGid ::ffff:[0-9.]+",))
+
+
 def test_address_book_gives_the_one_unknown_peer_address_to_the_one_node_without_an_address():
     # n0 died before it printed anything of itself; its peers' IB errors name it by address
     rows = [(f"n{i}", "ib_error", token) for i in (1, 2, 3)
