@@ -763,7 +763,8 @@ def _cached_fleet(root: Path, name: str, job_id: str, faulty: str) -> Path:
                                                      "remote_patterns": list(spatial.remote_patterns),
                                                      "store_client_patterns": list(spatial.store_client_patterns),
                                                      "seq_patterns": [*TIMEOUT_SEQ_PATTERNS, PROCESS_GROUP_PATTERN],
-                                                     "enqueued_patterns": list(ENQUEUED_SEQ_PATTERNS)}))
+                                                     "enqueued_patterns": list(ENQUEUED_SEQ_PATTERNS),
+                                                     "self_address_patterns": list(spatial.self_address_patterns)}))
     return fleet
 
 
