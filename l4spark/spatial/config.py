@@ -114,12 +114,12 @@ class SpatialConfig:
     # Google Cloud's gIB guide); c10d's socket errors name their own end first
     # (``SocketImpl(fd=N, addr=[own]:p, remote=[peer]:p)``, pytorch#129985); Ascend HCCL's error
     # CQE (EI0013, CANN's error table and hcomm: ``Local information: server <own server id>,
-    # device ID d, device IP <own NPU address>. Peer information: server ...``).
+    # device ID d, device IP <NPU address>. Peer information: server ...``). Not the NPU's
+    # device IP: it lives on the NPUs' own RoCE network, which no other line names the node by.
     self_address_patterns: tuple = (
         r"localGid ::ffff:([0-9]{1,3}(?:\.[0-9]{1,3}){3})\b",
         r"SocketImpl\(fd=[0-9]+, addr=\[(?:::ffff:)?([0-9]{1,3}(?:\.[0-9]{1,3}){3})\]:[0-9]+",
         r"Local information: server ([0-9]{1,3}(?:\.[0-9]{1,3}){3}),",
-        r"Local information: server [^,]*, device ID [0-9]+, device IP ([0-9]{1,3}(?:\.[0-9]{1,3}){3})\b",
     )
     # Messages that say the failure is at a peer, not here (Java regexes, matched on one sample
     # line per unit and event): with one peer they can only mean the other unit (``pair_isolation``).
