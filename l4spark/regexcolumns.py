@@ -37,3 +37,12 @@ def extract_all(column: Column | str, pattern: str, group: int) -> Column:
     if literal is None:
         return found
     return F.when(text.isNull() | text.contains(literal), found).otherwise(F.array().cast("array<string>"))
+
+
+def replace_all(column: Column | str, pattern: str, replacement: str) -> Column:
+    """``regexp_replace(column, pattern, replacement)`` (null for a null string); the regex runs
+    only on strings that contain its required literal, the others are returned as they are."""
+    text = F.col(column) if isinstance(column, str) else column
+    replaced = F.regexp_replace(text, F.lit(pattern), F.lit(replacement))
+    literal = required_literal(pattern)
+    return replaced if literal is None else F.when(text.contains(literal), replaced).otherwise(text)

@@ -571,6 +571,38 @@ def test_peers_time_out_before_the_stalled_node(tmp_path):
     assert all(first_watchdog(lab, True) < first_watchdog(lab, False) for lab in early.labels.values())
 
 
+def test_subgroup_collectives_print_the_rank_within_the_data_parallel_group(tmp_path):
+    """Megatron's collectives run in named sub-groups: the watchdog lines of a job with
+    ``subgroup_collectives`` carry the data-parallel group's prefix and each rank's number within
+    that group, which for most ranks is not its global rank."""
+    fleet = _fleet(tmp_path, "pg", seed=26, jobs=6, failed_share=1.0, nodes=(6, 6), ranks_per_node=2, iterations=60,
+                   frameworks=("megatron",), fault_kinds=("nccl_timeout",), behaviours=("subgroup_collectives",))
+    prefix = re.compile(r"\[PG ID (\d+) PG GUID (\d+)\(DATA_PARALLEL_GROUP\) Rank (?P<r>\d+)\]")
+    watchdog = re.compile(r"\[Rank (?P<r>\d+)\] Watchdog caught")
+    on = 0
+    for job_id, lab in fleet.labels.items():
+        job = fleet.jobs[job_id]
+        if "subgroup_collectives" not in lab["behaviours"]:
+            assert not any(prefix.search(line) for line in fleet.lines(job_id))
+            continue
+        tp, dp = job["settings"]["tensor_parallel"], len(job["nodes"]) * 2 // (job["settings"]["tensor_parallel"]
+                                                                               * job["settings"]["pipeline_parallel"])
+        if dp in (1, len(job["nodes"]) * 2):
+            continue
+        seen = {}
+        for (host, rank), lines in fleet.files(job_id).items():
+            for line in lines:
+                for m in (prefix.search(line), watchdog.search(line)):
+                    if m:  # Megatron's order: tp, then dp
+                        assert int(m.group("r")) == (rank // tp) % dp, line
+                        seen[rank] = int(m.group("r"))
+                m = prefix.search(line)
+                assert m is None or int(m.group(1)) >= 2
+        assert any(g != rank for rank, g in seen.items())
+        on += 1
+    assert on >= 1
+
+
 def test_wide_clock_skew_puts_nodes_seconds_apart(tmp_path):
     kw = dict(seed=24, jobs=12, failed_share=1.0, nodes=(6, 6), ranks_per_node=2, iterations=60)
     wide = _fleet(tmp_path, "wide", behaviours=("wide_clock_skew",), **kw)

@@ -948,6 +948,28 @@ def test_unit_mentions_read_the_address_a_line_states_as_its_own(spark):
     assert not unit_mentions(events).toPandas()["token"].str.startswith("self:").any()
 
 
+def test_unit_mentions_do_not_read_a_process_group_prefix_as_a_name(spark):
+    # Megatron's data-parallel group: global ranks 16, 20, 24 (nodes h4-h6, 4 ranks a node) are its
+    # members 4, 5, 6; ProcessGroupNCCL prints that group rank in its own prefix, which names nobody
+    # (read as global ranks, 4-6 are node h1's)
+    rows = [("job-g", "h4", 16, "h4/rank-16.log", 1, T0, "E", "pg_timeout",
+             "[PG ID 4 PG GUID 7(DATA_PARALLEL_GROUP) Rank 4] Process group watchdog thread terminated with exception: "
+             "[Rank 4] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=209190, OpType=ALLREDUCE, "
+             "NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600015 milliseconds before timing out."),
+            ("job-g", "h5", 20, "h5/rank-20.log", 1, T0, "E", "pg_last_work",
+             "[PG 4 Rank 5] Timeout at NCCL work: 209190, last enqueued NCCL work: 209191, last completed NCCL work: 209189."),
+            ("job-g", "h6", 24, "h6/rank-24.log", 1, T0, "ERROR", "old_watchdog",
+             "[Rank 6] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=18308, OpType=ALLREDUCE, "
+             "Timeout(ms)=1800000) ran for 1800321 milliseconds before timing out."),
+            ("job-g", "h6", 24, "h6/rank-24.log", 2, T0, "E", "dump_signal",
+             "[PG ID 0 PG GUID 0(default_pg) Rank 24] Received a dump signal due to a collective timeout from rank 9 "
+             "and we will try our best to dump the debug info.")]
+    mentions = unit_mentions(spark.createDataFrame(rows, MESSAGES_SCHEMA)).toPandas()
+    ranks = sorted((r.node, r.token) for r in mentions.itertuples() if r.token.startswith("rank:"))
+    assert ranks == [("h6", "rank:9")]  # the rank the dump signal came from is a name
+    assert sorted(t for t in mentions["token"] if t.startswith("seq:")) == ["seq:4:209190", "seq:4:209190", "seq::18308"]
+
+
 def test_peer_mentions_count_other_units_loud_lines_naming_a_unit():
     activity = pd.DataFrame({"node": ["a", "b", "c", "d"], "ranks": [[0, 1], [2, 3], [4, 5], [6, 7]]},
                             index=["a", "b", "c", "d"])

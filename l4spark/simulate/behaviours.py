@@ -15,6 +15,11 @@ simulator before these were added.
   enqueued later) or its process is stuck in the driver, so healthy peers log their watchdog
   timeouts first and the first error in time is not on the faulty node.
 * ``wide_clock_skew``: the job's nodes are not NTP-synchronised; clocks disagree by seconds.
+* ``subgroup_collectives`` (Megatron-LM, MindSpeed-LLM): the collective that fails runs in the
+  data-parallel group, not the default one, and every rank number a process-group line prints is
+  the rank *within that group*: PyTorch's ``[PG ID 3 PG GUID 9(DATA_PARALLEL_GROUP) Rank 2]``
+  prefix and ``[Rank 2] Watchdog caught ...``, HCCL's ``remote rank [2]``. A number read as a
+  global rank then points at the wrong node.
 
 Every message format used here is in ``FORMATS`` with where it was seen.
 """
@@ -73,6 +78,14 @@ FORMATS: dict[str, Format] = {
         "NET/IB : Got completion from peer {ip}<{port}> with error {err}, opcode {opc}, len {ln}, vendor err {verr} ({dir}) localGid ::ffff:{mine} remoteGid ::ffff:{ip}",
         "NCCL transport/net_ib.cc, tags v2.16.2-1 to v2.19.4-1 (https://github.com/NVIDIA/nccl-tests/issues/252)"),
     # from NCCL 2.20 (tag v2.20.3-1 on): "status=" and the remote GID run on after "remoteGids"
+    # ProcessGroupNCCL::createLogPrefix (torch >= 2.4; ``[PG <name> (<desc>) Rank <r>]`` in 2.3 and
+    # torch_npu's ProcessGroupHCCL): ``Rank`` is ``rank_``, the rank within the process group.
+    # Megatron-LM names its groups (megatron/core/parallel_state.py: ``create_group(ranks, ...,
+    # group_desc='DATA_PARALLEL_GROUP')``, MindSpeed-LLM the same through Megatron core).
+    "pg_prefix_subgroup": Format(
+        "[PG ID {pg} PG GUID {guid}(DATA_PARALLEL_GROUP) Rank {{r}}]",
+        "pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp createLogPrefix; NVIDIA/Megatron-LM "
+        "megatron/core/parallel_state.py group_desc='DATA_PARALLEL_GROUP'"),
     "ib_completion_status": Format(
         "NET/IB : Got completion from peer {ip}<{port}> with status={err} opcode={opc} len={ln} vendor err {verr} ({dir}) localGid ::ffff:{mine} remoteGids::ffff:{ip}",
         "NCCL transport/net_ib.cc, tags v2.20.3-1 to v2.28.9-1; seen in https://github.com/NVIDIA/nccl/issues/1814 "
@@ -94,6 +107,7 @@ SHARES: dict[str, float] = {
     "neighbour_cascade": 0.5,
     "peers_time_out_first": 0.5,
     "wide_clock_skew": 0.3,
+    "subgroup_collectives": 0.5,  # last: the draws of the behaviours above are unchanged
 }
 # per job, in the shares above; plus a settings-group trait: Megatron's per-rank timers
 # (``--timing-log-option all``, ``kinds_extra.rank_timers_block``) in 35% of Megatron/MindSpeed groups
@@ -102,6 +116,11 @@ PER_RANK_TIMERS = "per_rank_timers"
 # (``Found cached dataset``, ``Loading cached processed dataset at``; ``kinds_extra.cached_dataset_lines``)
 CACHED_DATASET = "cached_dataset"
 BEHAVIOURS: tuple[str, ...] = tuple(SHARES) + (PER_RANK_TIMERS, CACHED_DATASET)
+
+# the process-group prefix of the default group, as the original kinds print it
+DEFAULT_PG_PREFIX = "[PG ID 0 PG GUID 0(default_pg) Rank {r}]"
+# frameworks whose collectives run in Megatron core's named sub-groups
+_SUBGROUP_FRAMEWORKS = ("megatron", "mindspeed")
 
 # kinds whose faulty process can stall (driver hang, stuck collective) instead of failing at once
 _STALLING_KINDS = ("nccl_timeout", "hccl_timeout", "gpu_fallen_off_bus")
@@ -141,6 +160,29 @@ class BehaviourMixin:
     """FaultPlan hooks for the behaviours (mixed into ``faults.FaultPlan``)."""
 
     behaviours: frozenset[str] = frozenset()
+
+    # -- which process group the failing collective runs in -----------------------------------
+    def _subgroup(self) -> tuple[int, int] | None:
+        """(PG ID, PG GUID) of the data-parallel group the job's failing collectives run in
+        (``subgroup_collectives``), or None: the default group, whose ranks are the global ones."""
+        lay = self.lay
+        if ("subgroup_collectives" not in self.behaviours or self.spec.framework not in _SUBGROUP_FRAMEWORKS
+                or lay.dp in (1, lay.world)):
+            return None
+        rng = behaviour_rng(self.spec.seed, 5)
+        pg = rng.randint(2, 12)
+        return pg, pg + rng.choice((0, 0, 3, 7))
+
+    def group_rank(self, rank: int) -> int:
+        """The number a process-group line prints for global ``rank``: its rank within the group."""
+        return rank if self._subgroup() is None else self.lay.coords(rank)[1]
+
+    def in_group(self, pattern: str) -> str:
+        """``pattern`` with the default group's prefix replaced by the failing group's (same ``{r}``)."""
+        sub = self._subgroup()
+        if sub is None:
+            return pattern
+        return pattern.replace(DEFAULT_PG_PREFIX, FORMATS["pg_prefix_subgroup"].pattern.format(pg=sub[0], guid=sub[1]))
 
     # -- before the schedule: when the faulty process reports --------------------------------
     def _apply_peers_first(self) -> None:

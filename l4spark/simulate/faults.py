@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 
 from l4spark.simulate.behaviours import FORMATS as BEHAVIOUR_FORMATS
-from l4spark.simulate.behaviours import BehaviourMixin, ib_completion
+from l4spark.simulate.behaviours import DEFAULT_PG_PREFIX, BehaviourMixin, ib_completion
 from l4spark.simulate.formats import RankLog, template_of
 from l4spark.simulate.kinds_extra import EXTRA_KINDS, ExtraKinds
 from l4spark.simulate.lifecycle import Ctx, rank_rng
@@ -516,17 +516,18 @@ class FaultPlan(ExtraKinds, BehaviourMixin):
         ran = tmo + rng.randint(3, 90)
         numel = spec.settings.get("timeout_numel", 1)
         st = spec.c10_style
+        g = self.group_rank(r.rank)  # the rank within the group of the collective (``subgroup_collectives``)
         if st >= 2:
-            wd, wd_t = fill(T_WATCHDOG, r=r.rank, seq=seq, op=op, n=numel, n2=numel, tmo=tmo, ran=ran)
+            wd, wd_t = fill(T_WATCHDOG, r=g, seq=seq, op=op, n=numel, n2=numel, tmo=tmo, ran=ran)
         else:
-            wd, wd_t = fill(T_WATCHDOG_OLD, r=r.rank, seq=seq, op=op, tmo=tmo, ran=ran)
+            wd, wd_t = fill(T_WATCHDOG_OLD, r=g, seq=seq, op=op, tmo=tmo, ran=ran)
         src = {3: "ProcessGroupNCCL.cpp:616", 2: "ProcessGroupNCCL.cpp:523", 1: "ProcessGroupNCCL.cpp:475"}[min(st, 3)]
         self._add(t, r.c10, "E", src, wd, tmpl=wd_t)
-        pg = "[PG ID 0 PG GUID 0(default_pg) Rank %d]" % r.rank if st >= 3 else "[Rank %d]" % r.rank
+        pg = self.in_group(DEFAULT_PG_PREFIX).format(r=g) if st >= 3 else "[Rank %d]" % g
         if st >= 3:
             # the rank may have enqueued a few more collectives behind the one that timed out
             enq = seq + rank_rng(spec, r.rank, 31).choice((0, 0, 1, 2, 4))
-            lw, lw_t = fill(T_LAST_WORK, r=r.rank, seq=seq, enq=enq, done=seq - 1)
+            lw, lw_t = fill(self.in_group(T_LAST_WORK), r=g, seq=seq, enq=enq, done=seq - 1)
             self._add(t + 0.0004, r.c10, "E", "ProcessGroupNCCL.cpp:1785", lw, tmpl=lw_t)
             self._add(t + 0.0005, r.c10, "E", "ProcessGroupNCCL.cpp:1834", "%s Timeout at NCCL work: %d, last enqueued NCCL work: %d, last completed NCCL work: %d." % (pg, seq, enq, seq - 1))
             self._add(t + 0.0006, r.c10, "E", "ProcessGroupNCCL.cpp:630", "%s Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data." % pg)
@@ -534,7 +535,7 @@ class FaultPlan(ExtraKinds, BehaviourMixin):
             term = "%s Process group watchdog thread terminated with exception: %s" % (pg, wd)
             self._add(t + 0.0008, r.c10, "E", "ProcessGroupNCCL.cpp:1595", term, tmpl=wd_t, mark=wd)
             if spec.accelerator == "cuda":  # its own timeout signalled the dump (TORCH_NCCL_DUMP_ON_TIMEOUT)
-                dump, dump_t = fill(T_DUMP, r=r.rank, src="this local rank", enq=enq, done=seq - 1)
+                dump, dump_t = fill(self.in_group(T_DUMP), r=g, src="this local rank", enq=enq, done=seq - 1)
                 self._add(t + 0.0009, r.c10, "E", "ProcessGroupNCCL.cpp:1664", dump, tmpl=dump_t)
         else:
             self._add(t + 0.0005, r.c10, "E", "ProcessGroupNCCL.cpp:489", "Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.")
@@ -583,10 +584,11 @@ class FaultPlan(ExtraKinds, BehaviourMixin):
 
     def _nccl_exception(self, r: RankLog, rng: random.Random, t: float, last_error: str, last_error_t: str) -> None:
         st = self.spec.c10_style
+        g = self.group_rank(r.rank)
         if st >= 3:
-            head, head_t = fill(T_NCCL_REMOTE, r=r.rank, v=self.nccl_version)
+            head, head_t = fill(self.in_group(T_NCCL_REMOTE), r=g, v=self.nccl_version)
         else:
-            head, head_t = fill(T_NCCL_REMOTE_OLD, r=r.rank, v=self.nccl_version)
+            head, head_t = fill(T_NCCL_REMOTE_OLD, r=g, v=self.nccl_version)
         self._add(t, r.c10, "E", "ProcessGroupNCCL.cpp:1595" if st >= 3 else "ProcessGroupNCCL.cpp:1182", head, tmpl=head_t)
         cont = ["ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.", "Last error:", last_error]
         for i, line in enumerate(cont):
@@ -596,7 +598,7 @@ class FaultPlan(ExtraKinds, BehaviourMixin):
     def _hccl_timeout_peer(self, r: RankLog, rng: random.Random, t: float, remote: int | None = None) -> None:
         """Ascend: a peer's HCCL Notify wait times out naming a remote rank on the faulty node."""
         fnode = self.faulty[0] if self.faulty else 0
-        rr = remote if remote is not None else fnode * self.lay.ranks_per_node + r.local
+        rr = self.group_rank(remote if remote is not None else fnode * self.lay.ranks_per_node + r.local)
         tag = "AllReduce_%s%%enp189s0f0_60000_0_%d" % (self.ctx.master_ip, self.ctx.comm_ids[0] % 10**10)
         msg, tm = fill(T_HCCL_NOTIFY, rr=rr, sid=rng.randint(2, 9), tid=rng.randint(1, 60000), tag=tag)
         self._add(t, r.npu_code, "EI0002", msg, tmpl=tm)
@@ -607,7 +609,7 @@ class FaultPlan(ExtraKinds, BehaviourMixin):
 
     def _hccl_socket_peer(self, r: RankLog, rng: random.Random, t: float) -> None:
         fnode = self.faulty[0]
-        rr = fnode * self.lay.ranks_per_node + r.local
+        rr = self.group_rank(fnode * self.lay.ranks_per_node + r.local)
         msg, tm = fill("[Wait][LinkEstablish]wait socket establish timeout, role[{role}] rank[{rr}] timeout[{tmo}]", role=rng.randint(0, 1), rr=rr, tmo=120)
         self._add(t, r.cann, "ERROR", "HCCL", "hccl_socket_manager.cc:778", msg, r.pid + 31, tmpl=tm)
         msg2, tm2 = fill("Getting socket times out. Reason: Remote Rank did not send the data in time. Please check the reason for the rank being stuck", )

@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from l4spark.config import StorageConfig
-from l4spark.regexcolumns import extract_all, rlike
+from l4spark.regexcolumns import extract_all, replace_all, rlike
 from l4spark.spatial.config import SpatialConfig
 from l4spark.spatial.pace import timer_readings
 from l4spark.spatial.score import DIAGNOSIS_NODES_COLUMNS, rank_units
@@ -38,6 +38,14 @@ QUIET_LEVELS = ("INFO", "DEBUG", "TRACE")  # other levels, and lines without one
 IPV4_PATTERN = r"\b(?:\d{1,3}\.){3}\d{1,3}\b"
 HOST_PATTERN = r"\b[A-Za-z][A-Za-z0-9_.-]*[0-9][A-Za-z0-9_.-]*\b"
 RANK_PATTERN = r"(?i)\brank\W{0,3}(\d+)"
+# A rank number a process-group line prints in its own prefix is the printing rank's, and within
+# its process group (``rank_``): PyTorch's ProcessGroupNCCL (createLogPrefix) ``[PG ID 3 PG GUID
+# 9(DATA_PARALLEL_GROUP) Rank 2]`` (2.4+), ``[PG 1 Rank 2]`` (2.3), the work's ``[PG GUID 9(...) Rank
+# 2]``, torch_npu's ProcessGroupHCCL ``[PG 1 (desc) Rank 2]``; before 2.3 the messages' ``[Rank 2]``
+# (``[Rank 2] Watchdog caught collective operation timeout``); DeepSpeed's ``[Rank 2]`` too. Megatron
+# runs most collectives in named sub-groups (``group_desc='DATA_PARALLEL_GROUP'``), where rank 2 is
+# the group's third member, not global rank 2: it names nobody, so it is removed before ranks are read.
+SELF_RANK_PREFIX = r"\[(?:PG [^\]]*?)?Rank \d+\]"
 # Megatron's straggler detector names the slowest rank: `` | MnRtt/Slo: 1234.56ms/17 | ...``
 SLOW_RANK_PATTERN = r"MnRtt/Slo: [0-9.]+ms/(\d+)"
 # How far a rank got in a process group's collectives, as PyTorch's NCCL watchdog prints it
@@ -136,7 +144,7 @@ def unit_mentions(events: DataFrame, granularity: str = "node",
 
     Input: ``events`` (job_id, node, rank, ts, level, event_id, message; without a message
     column nothing is named). Output: UNIT_FACTS_COLUMNS with token = ``ip:<a.b.c.d>``,
-    ``rank:<n>``, ``host:<node>``, ``store:<host>``, ``slow:<n>`` (the rank a straggler-detector line names) or
+    ``rank:<n>`` (not the printing rank's own process-group prefix, ``SELF_RANK_PREFIX``), ``host:<node>``, ``store:<host>``, ``slow:<n>`` (the rank a straggler-detector line names) or
     ``seq:<pg>:<n>`` (the sequence number of the collective a loud NCCL watchdog line says timed
     out, ``TIMEOUT_SEQ_PATTERNS``, in process group ``<pg>``: ``PROCESS_GROUP_PATTERN``, empty when
     the line names none), ``enq:<pg>:<n>`` (the last collective it says the rank enqueued,
@@ -150,11 +158,12 @@ def unit_mentions(events: DataFrame, granularity: str = "node",
     loud = _is_loud()
     empty = F.array().cast("array<string>")
 
-    def tagged(kind: str, pattern: str, group: int, only_loud: bool, group_of: str | None = None) -> F.Column:
+    def tagged(kind: str, pattern: str, group: int, only_loud: bool, group_of: str | None = None,
+               text: F.Column | str = "message") -> F.Column:
         # group_of: a regex whose group 1 qualifies the value (``<kind>:<qualifier>:<value>``; empty when absent)
         prefix = F.lit(kind + ":") if group_of is None else \
             F.concat(F.lit(kind + ":"), F.regexp_extract(F.col("message"), group_of, 1), F.lit(":"))
-        found = F.transform(extract_all("message", pattern, group),
+        found = F.transform(extract_all(text, pattern, group),
                             lambda value: F.concat(prefix, value))
         return F.when(loud, found).otherwise(empty) if only_loud else found
 
@@ -164,7 +173,8 @@ def unit_mentions(events: DataFrame, granularity: str = "node",
         events.where(F.col("event_id").isNotNull() & F.col("message").isNotNull())
         .select("job_id", *_unit_columns(granularity), "event_id", _seconds().alias("t"), loud.alias("loud"),
                 F.explode(F.array_distinct(F.concat(tagged("ip", IPV4_PATTERN, 0, False),
-                                                    tagged("rank", RANK_PATTERN, 1, True),
+                                                    tagged("rank", RANK_PATTERN, 1, True,
+                                                           text=replace_all("message", SELF_RANK_PREFIX, "")),
                                                     tagged("slow", SLOW_RANK_PATTERN, 1, False),
                                                     *(tagged("seq", regex, 1, True, group_of=PROCESS_GROUP_PATTERN)
                                                       for regex in TIMEOUT_SEQ_PATTERNS),
