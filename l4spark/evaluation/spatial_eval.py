@@ -177,25 +177,33 @@ def _family_table(ranked: dict[str, dict[str, list[str]]], faulty: dict, family_
     return "\n".join([head, sizes, *body])
 
 
+def cache_settings(spatial) -> dict:
+    """What the cached inputs were built with (``build_inputs``): ``spatial``'s granularity and
+    patterns, and this code's watchdog-sequence and rank patterns."""
+    from l4spark.spatial.ranking import (ENQUEUED_SEQ_PATTERNS, PROCESS_GROUP_PATTERN, RANK_PATTERN,
+                                         SELF_RANK_PREFIX, TIMEOUT_SEQ_PATTERNS)
+
+    return {"granularity": spatial.granularity, "remote_patterns": list(spatial.remote_patterns),
+            "store_client_patterns": list(spatial.store_client_patterns),
+            "seq_patterns": [*TIMEOUT_SEQ_PATTERNS, PROCESS_GROUP_PATTERN],
+            "enqueued_patterns": list(ENQUEUED_SEQ_PATTERNS),
+            "self_address_patterns": list(spatial.self_address_patterns),
+            "rank_patterns": [RANK_PATTERN, SELF_RANK_PREFIX]}
+
+
 def build_inputs(fleet: Path, warehouse: Path, master: str, spatial, job_ids: list[str]) -> dict[str, pd.DataFrame]:
     """facts, activity and baselines of ``job_ids`` (Spark once, then Parquet under the warehouse).
 
     The cache is reused only if it was built at ``spatial``'s granularity with its
     ``remote_patterns`` and ``store_client_patterns`` and with this code's watchdog sequence
-    patterns (``_spatial_inputs/settings.json``): the facts' ``remote`` flag and the ``store:``,
-    ``seq:`` and ``enq:`` tokens are set in Spark, and a cache of older patterns would rank with them (a cache
+    and rank patterns (``_spatial_inputs/settings.json``): the facts' ``remote`` flag and the ``store:``,
+    ``seq:``, ``enq:`` and ``rank:`` tokens are set in Spark, and a cache of older patterns would rank with them (a cache
     of before session 26 has no ``seq:`` token: nobody would be behind)."""
     import json
 
-    from l4spark.spatial.ranking import ENQUEUED_SEQ_PATTERNS, PROCESS_GROUP_PATTERN, TIMEOUT_SEQ_PATTERNS
-
     cache = warehouse / "_spatial_inputs"
     names = ("facts", "activity", "baselines")
-    settings = {"granularity": spatial.granularity, "remote_patterns": list(spatial.remote_patterns),
-                "store_client_patterns": list(spatial.store_client_patterns),
-                "seq_patterns": [*TIMEOUT_SEQ_PATTERNS, PROCESS_GROUP_PATTERN],
-                "enqueued_patterns": list(ENQUEUED_SEQ_PATTERNS),
-                "self_address_patterns": list(spatial.self_address_patterns)}
+    settings = cache_settings(spatial)
     stored = cache / "settings.json"
     if stored.exists() and json.loads(stored.read_text("utf-8")) == settings \
             and all((cache / f"{n}.parquet").exists() for n in names):
