@@ -603,6 +603,28 @@ def test_subgroup_collectives_print_the_rank_within_the_data_parallel_group(tmp_
     assert on >= 1
 
 
+def test_hccl_heartbeat_names_the_lost_devices_server_in_the_peers_ei0002(tmp_path):
+    """Ascend: a peer's EI0002 goes on with HCCL's heartbeat report naming the server address of
+    the faulty node, whose process exited or which dropped off the network."""
+    fleet = _fleet(tmp_path, "hb", seed=29, jobs=8, failed_share=1.0, nodes=(6, 6), ranks_per_node=2, iterations=60,
+                   frameworks=("mindspeed",), fault_kinds=("node_down", "host_oom_kill", "oom", "gpu_ecc_error"),
+                   behaviours=("hccl_heartbeat",))
+    lost = re.compile(r"serverId\[([0-9.]+)\], deviceId\[\d+\], Heartbeat Lost Occurred|"
+                      r"Cluster Exception Location\[IP/ID\]:\[([0-9.]+)/\d+\]")
+    on = 0
+    for job_id, lab in fleet.labels.items():
+        job = fleet.jobs[job_id]
+        named = {m.group(1) or m.group(2) for line in fleet.lines(job_id) for m in [lost.search(line)] if m}
+        if "hccl_heartbeat" not in lab["behaviours"]:
+            assert not named
+            continue
+        assert named <= {job["node_ips"][lab["faulty_nodes"][0]]}, job_id
+        if named:
+            assert any("Heartbeat Lost" in m["message"] for m in lab["indicating_messages"])
+            on += 1
+    assert on >= 2
+
+
 def test_wide_clock_skew_puts_nodes_seconds_apart(tmp_path):
     kw = dict(seed=24, jobs=12, failed_share=1.0, nodes=(6, 6), ranks_per_node=2, iterations=60)
     wide = _fleet(tmp_path, "wide", behaviours=("wide_clock_skew",), **kw)

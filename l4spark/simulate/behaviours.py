@@ -20,6 +20,12 @@ simulator before these were added.
   the rank *within that group*: PyTorch's ``[PG ID 3 PG GUID 9(DATA_PARALLEL_GROUP) Rank 2]``
   prefix and ``[Rank 2] Watchdog caught ...``, HCCL's ``remote rank [2]``. A number read as a
   global rank then points at the wrong node.
+* ``hccl_heartbeat`` (Ascend): when the faulty NPU's process exited or its node dropped off the
+  network, HCCL's heartbeat reports the lost device inside every peer's EI0002 text, by the
+  server address the rank table gives it (``there are(is) 1 abnormal device(s):`` then
+  ``serverId[<ip>], deviceId[<d>], Heartbeat Lost Occurred, ...``, or CANN 8's ``Cluster
+  Exception Location[IP/ID]:[<ip>/<d>], ..., Discoverer:[<ip>/<d>], ...``, the discoverer
+  being the device that missed the heartbeat first).
 
 Every message format used here is in ``FORMATS`` with where it was seen.
 """
@@ -27,6 +33,7 @@ Every message format used here is in ``FORMATS`` with where it was seen.
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass
 
 from l4spark.simulate.formats import RankLog, template_of
@@ -86,6 +93,21 @@ FORMATS: dict[str, Format] = {
         "[PG ID {pg} PG GUID {guid}(DATA_PARALLEL_GROUP) Rank {{r}}]",
         "pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp createLogPrefix; NVIDIA/Megatron-LM "
         "megatron/core/parallel_state.py group_desc='DATA_PARALLEL_GROUP'"),
+    # HCCL's heartbeat report inside EI0002's task information (CANN's hcomm; CANN 7 as MindSpore's
+    # error-analysis guide prints it, CANN 8 as Ascend's EI0002 troubleshooting case prints it)
+    "hccl_abnormal_head": Format(
+        "there are(is) {n} abnormal device(s):",
+        "mindspore-ai/docs tutorials/source_en/debug/error_analysis/cann_error_cases.md; Ascend CANN EI0002 case "
+        "(hiascend.com atlaserrorcode_15_0242)"),
+    "hccl_heartbeat_lost": Format(
+        "        serverId[{ip}], deviceId[{d}], Heartbeat Lost Occurred, Possible Reason: 1. Process has exited, "
+        "2. Network Disconnected",
+        "mindspore-ai/docs tutorials/source_en/debug/error_analysis/cann_error_cases.md (CANN 7)"),
+    "hccl_cluster_exception": Format(
+        "    Cluster Exception Location[IP/ID]:[{ip}/{d}], Arrival Time:[{when}], Discoverer:[{dip}/{dd}], "
+        "ExceptionType:[Heartbeat Lost Occurred], Possible Reason:1. Process has exited, 2. Network Disconnected",
+        "Ascend's HCCL-timeout case (EI0002, CANN 8: 'Cluster Exception Location[IP/ID]:[90.90.92.240/1], Arrival "
+        "Time:[Thu Nov 28 11:56:34 2024], Discoverer:[90.90.92.240/0], ExceptionType:[Heartbeat Lost Occurred]')"),
     "ib_completion_status": Format(
         "NET/IB : Got completion from peer {ip}<{port}> with status={err} opcode={opc} len={ln} vendor err {verr} ({dir}) localGid ::ffff:{mine} remoteGids::ffff:{ip}",
         "NCCL transport/net_ib.cc, tags v2.20.3-1 to v2.28.9-1; seen in https://github.com/NVIDIA/nccl/issues/1814 "
@@ -107,7 +129,8 @@ SHARES: dict[str, float] = {
     "neighbour_cascade": 0.5,
     "peers_time_out_first": 0.5,
     "wide_clock_skew": 0.3,
-    "subgroup_collectives": 0.5,  # last: the draws of the behaviours above are unchanged
+    "subgroup_collectives": 0.5,
+    "hccl_heartbeat": 0.5,  # new ones last: the draws of the behaviours above are unchanged
 }
 # per job, in the shares above; plus a settings-group trait: Megatron's per-rank timers
 # (``--timing-log-option all``, ``kinds_extra.rank_timers_block``) in 35% of Megatron/MindSpeed groups
@@ -183,6 +206,31 @@ class BehaviourMixin:
         if sub is None:
             return pattern
         return pattern.replace(DEFAULT_PG_PREFIX, FORMATS["pg_prefix_subgroup"].pattern.format(pg=sub[0], guid=sub[1]))
+
+    def heartbeat_lines(self, r: RankLog, t: float) -> None:
+        """A peer's EI0002 goes on with HCCL's heartbeat report of the lost devices (``hccl_heartbeat``):
+        the faulty node's NPUs whose process exited or whose node dropped off the network."""
+        if ("hccl_heartbeat" not in self.behaviours or self.spec.accelerator != "ascend"
+                or self.propagation not in ("death", "network", "silent") or not self.faulty):
+            return
+        lay = self.lay
+        fnode = self.faulty[0]
+        lost = range(lay.ranks_per_node) if self.propagation == "silent" else \
+            sorted({x % lay.ranks_per_node for x in self.root_ranks} or {0})
+        rng = behaviour_rng(self.spec.seed, 6)
+        cann8 = rng.random() < 0.5  # the two public wordings, per job
+        found = (sorted(self.neighbours) or [(fnode + 1) % lay.n_nodes])[0]
+        lines = [FORMATS["hccl_abnormal_head"].fill(n=len(lost))]
+        for d in lost:
+            if cann8:
+                when = time.strftime("%a %b %d %H:%M:%S %Y", time.gmtime(self.t_root))
+                lines.append(FORMATS["hccl_cluster_exception"].fill(ip=lay.ips[fnode], d=d, when=when,
+                                                                     dip=lay.ips[found], dd=d))
+            else:
+                lines.append(FORMATS["hccl_heartbeat_lost"].fill(ip=lay.ips[fnode], d=d))
+        lines.append(("]", None))
+        for i, (line, tmpl) in enumerate(lines):
+            self._add(t + 1e-6 * (i + 1), r.plain, line, True, tmpl=tmpl)
 
     # -- before the schedule: when the faulty process reports --------------------------------
     def _apply_peers_first(self) -> None:

@@ -602,6 +602,7 @@ class FaultPlan(ExtraKinds, BehaviourMixin):
         tag = "AllReduce_%s%%enp189s0f0_60000_0_%d" % (self.ctx.master_ip, self.ctx.comm_ids[0] % 10**10)
         msg, tm = fill(T_HCCL_NOTIFY, rr=rr, sid=rng.randint(2, 9), tid=rng.randint(1, 60000), tag=tag)
         self._add(t, r.npu_code, "EI0002", msg, tmpl=tm)
+        self.heartbeat_lines(r, t)
         for i, line in enumerate((T_HCCL_NOTIFY_SOLUTION, "        TraceBack (most recent call last):")):
             self._add(t + 1e-5 * (i + 1), r.plain, line, True)
         ex, ex_t = fill("RuntimeError: ACL stream synchronize failed, error code:{code}", code=507048)
