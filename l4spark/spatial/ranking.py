@@ -34,16 +34,15 @@ ERROR_LEVELS = ("ERROR", "FATAL")
 QUIET_LEVELS = ("INFO", "DEBUG", "TRACE")  # other levels, and lines without one, are loud
 
 # What a line may name another unit by. Host names need a digit (cluster names do; it keeps
-# ordinary words out), ranks are the number after the word "rank" (not local_rank / localRank),
-# not in brackets: Ascend's HCCL numbers every rank within its communicator, ``rank[N]``
-# (``[Init][HcclCommunicator]group[dp] rank[0] rankSize[16]``; its errors ``wait socket establish
-# timeout, role[1] rank[12]``, EI0002's ``from remote rank [6]``), and MindSpeed's collectives run
-# in tensor-, data- and pipeline-parallel groups whose members are numbered from 0: the error
-# names a member of a group it does not name (session 29: on a fleet with such groups a
-# node_down job blamed the node holding global ranks 10-11 for the dp group's members 10-11).
+# ordinary words out), ranks are the number after the word "rank" (not local_rank / localRank).
+# HCCL's bracketed ``rank[N]`` / ``remote rank [N]`` numbers a member of a communicator the line
+# does not name (a sub-group's members are numbered from 0); read as a global rank it is right
+# for the world group only. Not reading them was measured and left (session 29, docs/spatial.md,
+# "Rank numbers within a process group"): the simulator's world-group HCCL texts lost more than
+# its sub-group ones gained.
 IPV4_PATTERN = r"\b(?:\d{1,3}\.){3}\d{1,3}\b"
 HOST_PATTERN = r"\b[A-Za-z][A-Za-z0-9_.-]*[0-9][A-Za-z0-9_.-]*\b"
-RANK_PATTERN = r"(?i)\brank[^\w\[]{0,3}(\d+)"
+RANK_PATTERN = r"(?i)\brank\W{0,3}(\d+)"
 # A rank number a process-group line prints in its own prefix is the printing rank's, and within
 # its process group (``rank_``): PyTorch's ProcessGroupNCCL (createLogPrefix) ``[PG ID 3 PG GUID
 # 9(DATA_PARALLEL_GROUP) Rank 2]`` (2.4+), ``[PG 1 Rank 2]`` (2.3), the work's ``[PG GUID 9(...) Rank
