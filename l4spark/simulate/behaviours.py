@@ -85,6 +85,10 @@ FORMATS: dict[str, Format] = {
         "NET/IB : Got completion from peer {ip}<{port}> with error {err}, opcode {opc}, len {ln}, vendor err {verr} ({dir}) localGid ::ffff:{mine} remoteGid ::ffff:{ip}",
         "NCCL transport/net_ib.cc, tags v2.16.2-1 to v2.19.4-1 (https://github.com/NVIDIA/nccl-tests/issues/252)"),
     # from NCCL 2.20 (tag v2.20.3-1 on): "status=" and the remote GID run on after "remoteGids"
+    "ib_completion_status": Format(
+        "NET/IB : Got completion from peer {ip}<{port}> with status={err} opcode={opc} len={ln} vendor err {verr} ({dir}) localGid ::ffff:{mine} remoteGids::ffff:{ip}",
+        "NCCL transport/net_ib.cc, tags v2.20.3-1 to v2.28.9-1; seen in https://github.com/NVIDIA/nccl/issues/1814 "
+        "(status=12 then status=5 vendor err 249) and https://github.com/NVIDIA/nccl/issues/1405, #1664"),
     # ProcessGroupNCCL::createLogPrefix (torch >= 2.4; ``[PG <name> (<desc>) Rank <r>]`` in 2.3 and
     # torch_npu's ProcessGroupHCCL): ``Rank`` is ``rank_``, the rank within the process group.
     # Megatron-LM names its groups (megatron/core/parallel_state.py: ``create_group(ranks, ...,
@@ -108,10 +112,6 @@ FORMATS: dict[str, Format] = {
         "ExceptionType:[Heartbeat Lost Occurred], Possible Reason:1. Process has exited, 2. Network Disconnected",
         "Ascend's HCCL-timeout case (EI0002, CANN 8: 'Cluster Exception Location[IP/ID]:[90.90.92.240/1], Arrival "
         "Time:[Thu Nov 28 11:56:34 2024], Discoverer:[90.90.92.240/0], ExceptionType:[Heartbeat Lost Occurred]')"),
-    "ib_completion_status": Format(
-        "NET/IB : Got completion from peer {ip}<{port}> with status={err} opcode={opc} len={ln} vendor err {verr} ({dir}) localGid ::ffff:{mine} remoteGids::ffff:{ip}",
-        "NCCL transport/net_ib.cc, tags v2.20.3-1 to v2.28.9-1; seen in https://github.com/NVIDIA/nccl/issues/1814 "
-        "(status=12 then status=5 vendor err 249) and https://github.com/NVIDIA/nccl/issues/1405, #1664"),
 }
 # status 5 = IBV_WC_WR_FLUSH_ERR with vendor_err 0xf9 (https://github.com/accelio/accelio/issues/181,
 # https://github.com/spdk/spdk/issues/298): outstanding work flushed when the local QP goes to error
