@@ -9,6 +9,7 @@ import pytest
 from l4spark.config import load_config
 from l4spark.regexliteral import required_literal
 from l4spark.regexsafety import FLAGS
+from l4spark.spatial.ranking import SELF_RANK_PREFIX
 
 
 @pytest.mark.parametrize("pattern, literal", [
@@ -51,7 +52,8 @@ def test_every_rule_regex_that_matches_a_line_finds_its_literal_in_it(tmp_path):
     t, d, s = config.temporal, config.diagnosis, config.spatial
     patterns = ([r.pattern for r in t.stage_rules] + [r.pattern for r in t.iteration_rules]
                 + list(t.elapsed_rules) + list(d.line_frame_patterns) + list(d.consequence_patterns)
-                + list(s.store_client_patterns) + list(s.self_address_patterns) + list(d.exit_line_patterns))
+                + list(s.store_client_patterns) + list(s.self_address_patterns) + list(d.exit_line_patterns)
+                + [SELF_RANK_PREFIX])
     checked = 0
     for pattern in patterns:
         literal = required_literal(pattern)
@@ -68,11 +70,12 @@ def test_every_rule_regex_that_matches_a_line_finds_its_literal_in_it(tmp_path):
 def test_gated_columns_equal_sparks_own_on_every_row(spark):
     from pyspark.sql import functions as F
 
-    from l4spark.regexcolumns import extract_all, rlike
+    from l4spark.regexcolumns import extract_all, replace_all, rlike
 
     rows = [("saving checkpoint at iteration    1200 to /ckpt",), ("iteration 12/ 100 |",), (None,), ("",),
             ("NET/IB : Got completion from peer 10.0.0.2<5> with error 12 (Recv) localGid ::ffff:10.0.0.1 remoteGid ::ffff:10.0.0.2",),
-            ("localGid ::ffff:300.1.1.1",)]
+            ("localGid ::ffff:300.1.1.1",),
+            ("[PG ID 4 PG GUID 7(DATA_PARALLEL_GROUP) Rank 9] Timeout at NCCL work: 12, from rank 3",)]
     lines = spark.createDataFrame(rows, "message string")
     regexes = [r"saving checkpoint at iteration\s+(\d+)", r"localGid ::ffff:([0-9]{1,3}(?:\.[0-9]{1,3}){3})\b",
                r"\biteration\s+(\d+)\s*/\s*\d+\s*\|"]
@@ -85,5 +88,9 @@ def test_gated_columns_equal_sparks_own_on_every_row(spark):
         for i in range(len(regexes)):
             assert row[f"gated_{i}"] == row[f"plain_{i}"]
             assert row[f"gated_all_{i}"] == row[f"plain_all_{i}"]
-    assert [r["gated_0"] for r in got] == [True, False, None, False, False, False]
+    assert [r["gated_0"] for r in got] == [True, False, None, False, False, False, False]
     assert [r["gated_all_1"] for r in got][4] == ["10.0.0.1"]
+    replaced = lines.select(replace_all("message", SELF_RANK_PREFIX, "").alias("gated"),
+                            F.regexp_replace("message", F.lit(SELF_RANK_PREFIX), F.lit("")).alias("plain")).collect()
+    assert all(r["gated"] == r["plain"] for r in replaced)
+    assert replaced[-1]["gated"] == " Timeout at NCCL work: 12, from rank 3"
