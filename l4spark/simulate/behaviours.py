@@ -33,7 +33,6 @@ Every message format used here is in ``FORMATS`` with where it was seen.
 from __future__ import annotations
 
 import random
-import time
 from dataclasses import dataclass
 
 from l4spark.simulate.formats import RankLog, template_of
@@ -222,8 +221,8 @@ class BehaviourMixin:
         found = (sorted(self.neighbours) or [(fnode + 1) % lay.n_nodes])[0]
         lines = [FORMATS["hccl_abnormal_head"].fill(n=len(lost))]
         for d in lost:
-            if cann8:
-                when = time.strftime("%a %b %d %H:%M:%S %Y", time.gmtime(self.t_root))
+            if cann8:  # the arrival time as the printing node's clock reads it
+                when = r.clock.dmesg(self.t_root + r.skew)
                 lines.append(FORMATS["hccl_cluster_exception"].fill(ip=lay.ips[fnode], d=d, when=when,
                                                                      dip=lay.ips[found], dd=d))
             else:

@@ -149,26 +149,21 @@ class SpatialConfig:
         r"Getting socket times out|wait socket establish timeout",
     )
 
-    def _grouped_patterns(self, name: str, group_1: str) -> None:
-        """Setting ``name`` as a tuple of safe regexes, each with a group 1 (``group_1`` says what it holds)."""
+    def _patterns(self, name: str, group_1: str | None = None) -> None:
+        """Setting ``name`` as a tuple of safe regexes; with ``group_1`` (what it holds) each needs a group 1."""
         object.__setattr__(self, name, tuple(str(p) for p in getattr(self, name)))
         for regex in getattr(self, name):
             try:
                 compiled = check_regex(regex)
             except UnsafeRegexError as exc:
                 raise ConfigError(f"spatial.{name}: {exc}") from exc
-            if compiled.groups < 1:
+            if group_1 is not None and compiled.groups < 1:
                 raise ConfigError(f"spatial.{name}: {regex!r} needs a group ({group_1})")
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "remote_patterns", tuple(str(p) for p in self.remote_patterns))
-        for regex in self.remote_patterns:
-            try:
-                check_regex(regex)
-            except UnsafeRegexError as exc:
-                raise ConfigError(f"spatial.remote_patterns: {exc}") from exc
-        self._grouped_patterns("store_client_patterns", "the store's host")
-        self._grouped_patterns("self_address_patterns", "the node's own address")
+        self._patterns("remote_patterns")
+        self._patterns("store_client_patterns", "the store's host")
+        self._patterns("self_address_patterns", "the node's own address")
         for key in ("evidence_required", "blame_discount", "pair_quiet_for_nobody", "pair_silence",
                     "silent_despite_errors", "small_job_timing", "pair_onset_without_remote",
                     "blame_follows_onsets", "store_client_not_blame", "untimed_errors_dated",
