@@ -605,6 +605,29 @@ def test_a_node_down_whose_one_error_line_is_untimed_and_early_is_silent():
     assert not silence(undated, SpatialConfig())["silent"].any()
 
 
+def test_a_node_down_whose_last_error_lines_are_routine_is_silent():
+    # issue #18 (fresh 30909's job-20261105-0034, MindSpeed node_down): n00 went down 7,000 s
+    # before its peers; its last error lines are routine noise that normal jobs print too
+    # ("ERROR:root:Skipping corrupted sample ..." after its files' last timed lines, a retried
+    # checkpoint upload), so the cross-job filter kept none of them. It still logged candidate
+    # events (start-up lines no normal job has), so ``candidate_lines`` cannot tell. The peers'
+    # own errors are candidates and dated at their end
+    activity = _activity(8, last_s={0: 3000.0}).assign(
+        n_error=[3] + [2] * 7, last_error_s=[2990.0] + [9990.0] * 7, last_error_by_s=[np.nan] + [9990.0] * 7,
+        n_candidate_error=[0] + [2] * 7, last_candidate_error_by_s=[np.nan] + [9990.0] * 7,
+        last_s=[3000.0] + [10000.0 + i % 3 for i in range(1, 8)]).set_index("node")
+    lines = pd.Series(40, index=activity.index)
+    assert silence(activity, SpatialConfig(), candidate_lines=lines)["silent"].tolist() == [True] + [False] * 7
+    # the switch off: its undated routine errors may have been the last thing it wrote (loud)
+    assert not silence(activity, SpatialConfig(routine_errors_quiet=False), candidate_lines=lines)["silent"].any()
+    # one candidate error line among them, at its end: it went down with it (a loud crash)
+    loud = activity.assign(n_candidate_error=[1] + [2] * 7, last_candidate_error_by_s=[2999.0] + [9990.0] * 7)
+    assert not silence(loud, SpatialConfig(), candidate_lines=lines)["silent"].any()
+    # ... and one long before its end: dated, so silent again
+    early = loud.assign(last_candidate_error_by_s=[100.0] + [9990.0] * 7)
+    assert silence(early, SpatialConfig(), candidate_lines=lines)["silent"].tolist() == [True] + [False] * 7
+
+
 def _dead_node_job(stop_s: float) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Four nodes; n02 goes down (kernel panic) at ``stop_s`` and writes nothing more; the peers'
     NCCL watchdogs time out on it 40-45 s later, n01's first, and take their ranks down. No
@@ -777,7 +800,7 @@ def test_spatial_eval_keeps_apart_jobs_of_two_fleets_with_the_same_id(tmp_path):
 def test_the_pair_rule_switches_are_true_or_false():
     for key in ("pair_quiet_for_nobody", "pair_silence", "silent_despite_errors", "small_job_timing",
                 "pair_onset_without_remote", "blame_follows_onsets", "store_client_not_blame", "untimed_errors_dated",
-                "silence_without_self"):
+                "silence_without_self", "routine_errors_quiet"):
         with pytest.raises(ConfigError, match=f"spatial.{key}: expected true or false"):
             SpatialConfig(**{key: "false"})
 
@@ -1374,7 +1397,22 @@ def test_unit_activity_dates_untimed_error_lines_by_the_timed_lines_after_them(s
     assert "Join" not in plan and "Window" not in plan
     undated = undated.toPandas().set_index("node").sort_index()
     assert pd.isna(undated.loc["h1", "last_error_by_s"]) and undated.loc["h2", "last_error_by_s"] == start + 50
-    pd.testing.assert_frame_equal(undated.drop(columns="last_error_by_s"), activity.drop(columns="last_error_by_s"))
+    pd.testing.assert_frame_equal(undated.drop(columns=["last_error_by_s", "last_candidate_error_by_s"]),
+                                  activity.drop(columns=["last_error_by_s", "last_candidate_error_by_s"]))
+    # without candidates every error line is one: the candidate columns repeat the others
+    assert activity["n_candidate_error"].tolist() == activity["n_error"].tolist() == [1, 2, 0]
+    pd.testing.assert_series_equal(activity["last_candidate_error_by_s"], activity["last_error_by_s"], check_names=False)
+    # the cross-job filter kept "oom" alone: pip's banner and rank-3's trace no longer count or date
+    kept = spark.createDataFrame([("job-d", "oom"), ("job-d", "step")], "job_id string, event_id string")
+    for is_dated in (True, False):
+        only = unit_activity(events, dated=is_dated, candidates=kept).toPandas().set_index("node").sort_index()
+        assert only["n_candidate_error"].tolist() == [0, 1, 0]
+        assert pd.isna(only.loc["h1", "last_candidate_error_by_s"]) and pd.isna(only.loc["h3", "last_candidate_error_by_s"])
+        assert only.loc["h2", "last_candidate_error_by_s"] == start + 50  # the oom line, dated by itself
+        # the other columns are those of every error line
+        pd.testing.assert_frame_equal(only.drop(columns=["n_candidate_error", "last_candidate_error_by_s"]),
+                                      (activity if is_dated else undated).drop(
+                                          columns=["n_candidate_error", "last_candidate_error_by_s"]))
 
 
 @pytest.mark.spark

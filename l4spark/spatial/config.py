@@ -87,6 +87,12 @@ class SpatialConfig:
     # needed 386 s with itself in a four-unit MAD. False: the group's own median and spread.
     # Off: net 0 with store_client_not_blame on (+1 there, -1 of f17005's four-unit jobs), -2 without.
     silence_without_self: bool = False
+    # Session 30: of a unit's error lines, only those of candidate events (what the cross-job
+    # filter kept) keep it from being silent: a dead node whose last error lines are routine noise
+    # (a checkpoint upload retried, a corrupted sample skipped, both in normal jobs too) went down
+    # without a word about it (docs/spatial.md, "Routine errors do not make a unit loud").
+    # False: every error line counts, as before.
+    routine_errors_quiet: bool = True
     # Session 26: a unit that stopped early without an error line (``silence``'s stopped) and has
     # no failure onset of its own failed when it stopped: its last line is its onset, so a dead
     # node is the first to fail, not the first peer whose watchdog reported it (docs/spatial.md,
@@ -167,7 +173,7 @@ class SpatialConfig:
         for key in ("evidence_required", "blame_discount", "pair_quiet_for_nobody", "pair_silence",
                     "silent_despite_errors", "small_job_timing", "pair_onset_without_remote",
                     "blame_follows_onsets", "store_client_not_blame", "untimed_errors_dated",
-                    "silence_without_self", "stop_is_onset"):
+                    "silence_without_self", "stop_is_onset", "routine_errors_quiet"):
             if not isinstance(getattr(self, key), bool):
                 raise ConfigError(f"spatial.{key}: expected true or false, found {getattr(self, key)!r}")
         if self.granularity not in GRANULARITIES:

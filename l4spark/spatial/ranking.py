@@ -207,7 +207,8 @@ def unit_mentions(events: DataFrame, granularity: str = "node",
     return _fresh(_flag_candidates(mentions, candidates), UNIT_FACTS_COLUMNS)
 
 
-def unit_activity(events: DataFrame, granularity: str = "node", dated: bool = True) -> DataFrame:
+def unit_activity(events: DataFrame, granularity: str = "node", dated: bool = True,
+                  candidates: DataFrame | None = None) -> DataFrame:
     """Per unit, over all its lines: how much and until when it logged, and its error lines.
 
     Input: ``events`` (job_id, node, rank, ts, level, event_id; line_no optional). Output:
@@ -223,7 +224,9 @@ def unit_activity(events: DataFrame, granularity: str = "node", dated: bool = Tr
     (an untimed error after the last timed line may have been written at the very end);
     without line numbers, last_error_s). ``dated`` False (``untimed_errors_dated`` off, the
     baselines): last_error_by_s is last_error_s, and the files' last error lines that date
-    untimed errors are not looked up.
+    untimed errors are not looked up. n_candidate_error and last_candidate_error_by_s are
+    n_error and last_error_by_s over the error lines of ``candidates``' events (job_id,
+    event_id: what the cross-job filter kept) alone; without ``candidates``, of every error line.
     """
     is_error = F.col("level").isin(*ERROR_LEVELS)
     seconds = _seconds()
@@ -232,26 +235,47 @@ def unit_activity(events: DataFrame, granularity: str = "node", dated: bool = Tr
         last_line, last_timed = F.max("line_no"), F.max(F.when(F.col("ts").isNotNull(), F.col("line_no")))
     else:
         last_line = last_timed = F.lit(None).cast("long")
-    if dated and "line_no" in events.columns:
+    # which error lines are of a candidate event: the error lines alone (few rows) are joined with
+    # the candidates, and their per-file figures are broadcast back to the file's lines
+    file_keys = ["job_id", "node", "rank"]
+    dated = dated and "line_no" in events.columns
+    is_candidate = F.lit(True) if candidates is None else F.coalesce(F.col("candidate"), F.lit(False))
+    if dated or candidates is not None:
+        errors = events.where(is_error)
+        if candidates is not None:
+            flags = candidates.select("job_id", "event_id").distinct().withColumn("candidate", F.lit(True))
+            errors = errors.join(F.broadcast(flags), on=["job_id", "event_id"], how="left")
+        per_file_errors = errors.groupBy(*file_keys).agg(
+            F.count(F.when(is_candidate, 1)).alias("file_candidate_errors"),
+            *([F.max("line_no").alias("last_error_line"),
+               F.max(F.when(is_candidate, F.col("line_no"))).alias("last_candidate_line")] if dated else
+              [F.max(F.when(is_candidate, seconds)).alias("file_candidate_error_s")]))
+        events = events.join(F.broadcast(per_file_errors), on=file_keys, how="left")
+        n_candidate = F.coalesce(F.max("file_candidate_errors"), F.lit(0))
+    else:
+        n_candidate = F.count(F.when(is_error, 1))
+    if dated:
         # an untimed error line was written no later than the next timestamped line of its file:
         # each file's last error line (a row per file with an error line, broadcast) joined back
         # to the file's lines, instead of a window that shuffles and sorts every line of the batch
-        last_errors = (events.where(is_error).groupBy("job_id", "node", "rank")
-                       .agg(F.max("line_no").alias("last_error_line")))
-        events = events.join(F.broadcast(last_errors), on=["job_id", "node", "rank"], how="left")
         error_by = F.min(F.when(F.col("line_no") >= F.col("last_error_line"), seconds))
+        candidate_by = F.min(F.when(F.col("line_no") >= F.col("last_candidate_line"), seconds))
         undated = F.count(F.when((F.col("n_error") > 0) & F.col("error_by_s").isNull(), 1)) > 0
+        candidate_undated = F.count(F.when((F.col("n_candidate_error") > 0)
+                                           & F.col("candidate_error_by_s").isNull(), 1)) > 0
     else:
         # no line order (or not asked for): the timestamped error lines alone date the last error
         error_by = F.max(F.when(is_error, seconds))
-        undated = F.lit(False)
+        candidate_by = F.max("file_candidate_error_s") if candidates is not None else error_by
+        undated = candidate_undated = F.lit(False)
     per_file = (
         events.groupBy(*file_columns)
         .agg(F.count(F.lit(1)).alias("n_lines"), F.count(F.when(is_error, 1)).alias("n_error"),
              F.min(F.when(is_error, seconds)).alias("first_error_s"),
              F.max(F.when(is_error, seconds)).alias("last_error_s"), F.min(seconds).alias("first_s"),
              F.max(seconds).alias("last_s"), last_line.alias("last_line"), last_timed.alias("last_timed"),
-             error_by.alias("error_by_s"))
+             error_by.alias("error_by_s"), n_candidate.alias("n_candidate_error"),
+             candidate_by.alias("candidate_error_by_s"))
     )
     cover = F.coalesce(F.col("last_timed"), F.lit(0)) / F.col("last_line")
     activity = (
@@ -262,11 +286,13 @@ def unit_activity(events: DataFrame, granularity: str = "node", dated: bool = Tr
              F.sum("n_error").alias("n_error"), F.min("first_error_s").alias("first_error_s"),
              F.max("last_error_s").alias("last_error_s"), F.min("first_s").alias("first_s"),
              F.max("last_s").alias("last_s"), F.max(cover).alias("ts_cover"),
-             F.when(~undated, F.max("error_by_s")).alias("last_error_by_s"))
+             F.when(~undated, F.max("error_by_s")).alias("last_error_by_s"),
+             F.sum("n_candidate_error").alias("n_candidate_error"),
+             F.when(~candidate_undated, F.max("candidate_error_by_s")).alias("last_candidate_error_by_s"))
     )
     return _fresh(activity, ["job_id", "node", "process_rank", "min_rank", "max_rank", "ranks", "n_files", "n_lines",
                              "n_error", "first_error_s", "last_error_s", "first_s", "last_s", "ts_cover",
-                             "last_error_by_s"])
+                             "last_error_by_s", "n_candidate_error", "last_candidate_error_by_s"])
 
 
 # ---- pure per-job logic --------------------------------------------------------------------
@@ -333,7 +359,7 @@ def unit_inputs(events: DataFrame, granularity: str = "node", candidates: DataFr
     ``unit_mentions``."""
     facts = unit_event_facts(events, granularity, candidates, remote_patterns).unionByName(
         unit_mentions(events, granularity, candidates, store_patterns, self_address_patterns))
-    activity = unit_activity(events, granularity, dated)
+    activity = unit_activity(events, granularity, dated, candidates)
     slow = unit_slowness(events, granularity, timers).withColumnRenamed("job_id", "s_job").withColumnRenamed(
         "node", "s_node").withColumnRenamed("process_rank", "s_rank")
     same_unit = ((activity["job_id"] == slow["s_job"]) & (activity["node"] == slow["s_node"])

@@ -152,7 +152,9 @@ def silence(activity: pd.DataFrame, config: SpatialConfig, candidate_lines: pd.S
     error lines (below) are off. ``untimed_errors_dated``: a unit's last error is dated by
     ``last_error_by_s`` (optional column; its untimed error lines dated by the timed lines after
     them) rather than by its timestamped error lines alone (``last_error_s``, also without that
-    column).
+    column). ``routine_errors_quiet`` (with ``silent_despite_errors``): the error lines of
+    candidate events alone count and date (optional columns n_candidate_error and
+    last_candidate_error_by_s, dated as last_error_by_s is).
     """
     role = roles(activity) if {"min_rank", "max_rank"} <= set(activity.columns) else pd.Series("peer", index=activity.index)
     sizes = role.map(role.value_counts())
@@ -210,9 +212,14 @@ def silence(activity: pd.DataFrame, config: SpatialConfig, candidate_lines: pd.S
     # h21003's dead store host, kept loud by it; docs/spatial.md, "A dead store host is silent").
     dated = "last_error_by_s" if config.untimed_errors_dated and "last_error_by_s" in activity.columns \
         else "last_error_s"
+    n_error = activity["n_error"]
+    if config.routine_errors_quiet and despite and "n_candidate_error" in activity.columns:
+        # only the error lines of candidate events count and date: an error the cross-job filter
+        # found routine (a retried upload, a skipped sample) is no sign the unit went down with it
+        n_error, dated = activity["n_candidate_error"], "last_candidate_error_by_s"
     errors_long_before = (activity[dated] < activity["last_s"] - config.silent_min_gap_s) \
         if dated in activity.columns and despite else False
-    quiet = (activity["n_error"] == 0) | no_candidates | errors_long_before | (len(activity) == 2 and config.pair_silence)
+    quiet = (n_error == 0) | no_candidates | errors_long_before | (len(activity) == 2 and config.pair_silence)
     stopped = by_time.fillna(False) & quiet
     silent = stopped | (missing > 0) | truncated
     return pd.DataFrame({"silent": silent.astype(bool), "silent_gap_s": gap.where(last.notna()),
