@@ -618,6 +618,9 @@ def test_a_node_down_whose_last_error_lines_are_routine_is_silent():
         last_s=[3000.0] + [10000.0 + i % 3 for i in range(1, 8)]).set_index("node")
     lines = pd.Series(40, index=activity.index)
     assert silence(activity, SpatialConfig(), candidate_lines=lines)["silent"].tolist() == [True] + [False] * 7
+    counts = _counts(_healthy_counts(8) + [(f"n{i:02d}", "watchdog", 4) for i in range(1, 8)])
+    first = rank_units("job-r", counts, activity.reset_index(), SpatialConfig()).iloc[0]
+    assert first["node"] == "n00" and "before its peers, its error lines no sign of it" in " ".join(first["signals"])
     # the switch off: its undated routine errors may have been the last thing it wrote (loud)
     assert not silence(activity, SpatialConfig(routine_errors_quiet=False), candidate_lines=lines)["silent"].any()
     # one candidate error line among them, at its end: it went down with it (a loud crash)

@@ -249,7 +249,10 @@ def _signals(unit: str, silent: pd.DataFrame, score: pd.Series, evidence: dict, 
     elif row["truncated"]:
         out.append("silent: far fewer lines than its peers")
     elif row["silent"]:
-        out.append(f"silent: stopped {row['silent_gap_s']:.0f} s before its peers without an error line")
+        # its error lines, if any, were routine (no candidate event), written long before it
+        # stopped, or (of two units) cannot tell who crashed: ``silence``
+        why = "its error lines no sign of it" if row.get("wrote_errors", False) else "without an error line"
+        out.append(f"silent: stopped {row['silent_gap_s']:.0f} s before its peers, {why}")
     ids = evidence[unit][0]
     if ids:
         out.append(f"isolated: score {score[unit]:.3f}, logs {len(ids)} event(s) more than its peers")

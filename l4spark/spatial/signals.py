@@ -141,7 +141,8 @@ def silence(activity: pd.DataFrame, config: SpatialConfig, candidate_lines: pd.S
     (optional). Output (same index): silent (bool), silent_gap_s (how long before its peers' median
     last line the unit stopped; null without timestamps), missing_files, truncated, stopped (silent
     by time: it stopped that long before its peers without an error line to show for it, whatever
-    its files and lines). The peers of a unit are the units of its role (``roles``) when that role
+    its files and lines), wrote_errors (it has error lines, routine or early ones included). The
+    peers of a unit are the units of its role (``roles``) when that role
     has at least 3 members, else every unit: the node of rank 0 or of the last pipeline stage logs
     more, and HF Trainer's non-main ranks less, by role, not by fault. Of a job's two units each is
     compared with the other: silent when it stopped ``silent_min_gap_s`` before it (no spread to
@@ -224,7 +225,7 @@ def silence(activity: pd.DataFrame, config: SpatialConfig, candidate_lines: pd.S
     silent = stopped | (missing > 0) | truncated
     return pd.DataFrame({"silent": silent.astype(bool), "silent_gap_s": gap.where(last.notna()),
                          "missing_files": missing.astype(int), "truncated": truncated.astype(bool),
-                         "stopped": stopped.astype(bool)})
+                         "stopped": stopped.astype(bool), "wrote_errors": activity["n_error"] > 0})
 
 
 def deviations(features: pd.DataFrame) -> pd.DataFrame:
