@@ -21,6 +21,7 @@ from l4spark.spatial.ranking import (
     rank_nodes,
     spatial_events,
     unit_activity,
+    unit_inputs,
     unit_mentions,
     write_diagnosis_nodes,
 )
@@ -1416,6 +1417,9 @@ def test_unit_activity_dates_untimed_error_lines_by_the_timed_lines_after_them(s
         pd.testing.assert_frame_equal(only.drop(columns=["n_candidate_error", "last_candidate_error_by_s"]),
                                       (activity if is_dated else undated).drop(
                                           columns=["n_candidate_error", "last_candidate_error_by_s"]))
+    # the ranking's inputs pass the cross-job filter's candidates on (rank_nodes -> unit_inputs)
+    _, ranked = unit_inputs(events, candidates=kept)
+    assert ranked.toPandas().set_index("node").sort_index()["n_candidate_error"].tolist() == [0, 1, 0]
 
 
 @pytest.mark.spark

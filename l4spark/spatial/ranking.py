@@ -102,11 +102,15 @@ def _is_loud() -> F.Column:
     return ~F.coalesce(F.upper(F.col("level")), F.lit("")).isin(*QUIET_LEVELS)
 
 
+def _candidate_flags(candidates: DataFrame) -> DataFrame:
+    """job_id, event_id, candidate (true): one row per candidate event."""
+    return candidates.select("job_id", "event_id").distinct().withColumn("candidate", F.lit(True))
+
+
 def _flag_candidates(frame: DataFrame, candidates: DataFrame | None) -> DataFrame:
     if candidates is None:
         return frame.withColumn("candidate", F.lit(True))
-    flags = candidates.select("job_id", "event_id").distinct().withColumn("candidate", F.lit(True))
-    return (frame.join(flags, on=["job_id", "event_id"], how="left")
+    return (frame.join(_candidate_flags(candidates), on=["job_id", "event_id"], how="left")
             .withColumn("candidate", F.coalesce(F.col("candidate"), F.lit(False))))
 
 
@@ -243,8 +247,7 @@ def unit_activity(events: DataFrame, granularity: str = "node", dated: bool = Tr
     if dated or candidates is not None:
         errors = events.where(is_error)
         if candidates is not None:
-            flags = candidates.select("job_id", "event_id").distinct().withColumn("candidate", F.lit(True))
-            errors = errors.join(F.broadcast(flags), on=["job_id", "event_id"], how="left")
+            errors = errors.join(F.broadcast(_candidate_flags(candidates)), on=["job_id", "event_id"], how="left")
         per_file_errors = errors.groupBy(*file_keys).agg(
             F.count(F.when(is_candidate, 1)).alias("file_candidate_errors"),
             *([F.max("line_no").alias("last_error_line"),
