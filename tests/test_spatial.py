@@ -630,6 +630,12 @@ def test_a_node_down_whose_last_error_lines_are_routine_is_silent():
     # ... and one long before its end: dated, so silent again
     early = loud.assign(last_candidate_error_by_s=[100.0] + [9990.0] * 7)
     assert silence(early, SpatialConfig(), candidate_lines=lines)["silent"].tolist() == [True] + [False] * 7
+    # ``untimed_errors_dated`` off: the timestamped candidate error lines alone date it, as every
+    # error line is dated by its timestamp alone then (spatial_eval's ablations build dated caches)
+    timed = dict(untimed_errors_dated=False)
+    for at, silent in ((2999.0, False), (100.0, True)):
+        by_stamp = early.assign(last_candidate_error_s=[at] + [9990.0] * 7)
+        assert silence(by_stamp, SpatialConfig(**timed), candidate_lines=lines)["silent"].iloc[0] == silent
 
 
 def _dead_node_job(stop_s: float) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -1406,6 +1412,7 @@ def test_unit_activity_dates_untimed_error_lines_by_the_timed_lines_after_them(s
     # without candidates every error line is one: the candidate columns repeat the others
     assert activity["n_candidate_error"].tolist() == activity["n_error"].tolist() == [1, 2, 0]
     pd.testing.assert_series_equal(activity["last_candidate_error_by_s"], activity["last_error_by_s"], check_names=False)
+    pd.testing.assert_series_equal(activity["last_candidate_error_s"], activity["last_error_s"], check_names=False)
     # the cross-job filter kept "oom" alone: pip's banner and rank-3's trace no longer count or date
     kept = spark.createDataFrame([("job-d", "oom"), ("job-d", "step")], "job_id string, event_id string")
     for is_dated in (True, False):
@@ -1413,10 +1420,12 @@ def test_unit_activity_dates_untimed_error_lines_by_the_timed_lines_after_them(s
         assert only["n_candidate_error"].tolist() == [0, 1, 0]
         assert pd.isna(only.loc["h1", "last_candidate_error_by_s"]) and pd.isna(only.loc["h3", "last_candidate_error_by_s"])
         assert only.loc["h2", "last_candidate_error_by_s"] == start + 50  # the oom line, dated by itself
+        assert only.loc["h2", "last_candidate_error_s"] == start + 50
+        assert only["last_candidate_error_s"].isna().tolist() == [True, False, True]
         # the other columns are those of every error line
-        pd.testing.assert_frame_equal(only.drop(columns=["n_candidate_error", "last_candidate_error_by_s"]),
-                                      (activity if is_dated else undated).drop(
-                                          columns=["n_candidate_error", "last_candidate_error_by_s"]))
+        candidate_columns = ["n_candidate_error", "last_candidate_error_s", "last_candidate_error_by_s"]
+        pd.testing.assert_frame_equal(only.drop(columns=candidate_columns),
+                                      (activity if is_dated else undated).drop(columns=candidate_columns))
     # the ranking's inputs pass the cross-job filter's candidates on (rank_nodes -> unit_inputs)
     _, ranked = unit_inputs(events, candidates=kept)
     assert ranked.toPandas().set_index("node").sort_index()["n_candidate_error"].tolist() == [0, 1, 0]

@@ -208,7 +208,8 @@ def build_inputs(fleet: Path, warehouse: Path, master: str, spatial, job_ids: li
     if stored.exists() and json.loads(stored.read_text("utf-8")) == settings \
             and all((cache / f"{n}.parquet").exists() for n in names):
         frames = {n: pd.read_parquet(cache / f"{n}.parquet") for n in names}
-        if set(job_ids) <= set(frames["activity"]["job_id"]) and "last_error_by_s" in frames["activity"].columns:
+        if set(job_ids) <= set(frames["activity"]["job_id"]) \
+                and {"last_error_by_s", "last_candidate_error_s"} <= set(frames["activity"].columns):
             return frames
     from pyspark.sql import functions as F
 

@@ -228,8 +228,8 @@ def unit_activity(events: DataFrame, granularity: str = "node", dated: bool = Tr
     (an untimed error after the last timed line may have been written at the very end);
     without line numbers, last_error_s). ``dated`` False (``untimed_errors_dated`` off, the
     baselines): last_error_by_s is last_error_s, and the files' last error lines that date
-    untimed errors are not looked up. n_candidate_error and last_candidate_error_by_s are
-    n_error and last_error_by_s over the error lines of ``candidates``' events (job_id,
+    untimed errors are not looked up. n_candidate_error, last_candidate_error_s and
+    last_candidate_error_by_s are n_error, last_error_s and last_error_by_s over the error lines of ``candidates``' events (job_id,
     event_id: what the cross-job filter kept) alone; without ``candidates``, of every error line.
     """
     is_error = F.col("level").isin(*ERROR_LEVELS)
@@ -250,13 +250,15 @@ def unit_activity(events: DataFrame, granularity: str = "node", dated: bool = Tr
             errors = errors.join(F.broadcast(_candidate_flags(candidates)), on=["job_id", "event_id"], how="left")
         per_file_errors = errors.groupBy(*file_keys).agg(
             F.count(F.when(is_candidate, 1)).alias("file_candidate_errors"),
+            F.max(F.when(is_candidate, seconds)).alias("file_candidate_error_s"),
             *([F.max("line_no").alias("last_error_line"),
-               F.max(F.when(is_candidate, F.col("line_no"))).alias("last_candidate_line")] if dated else
-              [F.max(F.when(is_candidate, seconds)).alias("file_candidate_error_s")]))
+               F.max(F.when(is_candidate, F.col("line_no"))).alias("last_candidate_line")] if dated else []))
         events = events.join(F.broadcast(per_file_errors), on=file_keys, how="left")
         n_candidate = F.coalesce(F.max("file_candidate_errors"), F.lit(0))
+        candidate_s = F.max("file_candidate_error_s")
     else:
         n_candidate = F.count(F.when(is_error, 1))
+        candidate_s = F.max(F.when(is_error, seconds))
     if dated:
         # an untimed error line was written no later than the next timestamped line of its file:
         # each file's last error line (a row per file with an error line, broadcast) joined back
@@ -269,7 +271,7 @@ def unit_activity(events: DataFrame, granularity: str = "node", dated: bool = Tr
     else:
         # no line order (or not asked for): the timestamped error lines alone date the last error
         error_by = F.max(F.when(is_error, seconds))
-        candidate_by = F.max("file_candidate_error_s") if candidates is not None else error_by
+        candidate_by = candidate_s
         undated = candidate_undated = F.lit(False)
     per_file = (
         events.groupBy(*file_columns)
@@ -278,7 +280,7 @@ def unit_activity(events: DataFrame, granularity: str = "node", dated: bool = Tr
              F.max(F.when(is_error, seconds)).alias("last_error_s"), F.min(seconds).alias("first_s"),
              F.max(seconds).alias("last_s"), last_line.alias("last_line"), last_timed.alias("last_timed"),
              error_by.alias("error_by_s"), n_candidate.alias("n_candidate_error"),
-             candidate_by.alias("candidate_error_by_s"))
+             candidate_s.alias("candidate_error_s"), candidate_by.alias("candidate_error_by_s"))
     )
     cover = F.coalesce(F.col("last_timed"), F.lit(0)) / F.col("last_line")
     activity = (
@@ -291,11 +293,13 @@ def unit_activity(events: DataFrame, granularity: str = "node", dated: bool = Tr
              F.max("last_s").alias("last_s"), F.max(cover).alias("ts_cover"),
              F.when(~undated, F.max("error_by_s")).alias("last_error_by_s"),
              F.sum("n_candidate_error").alias("n_candidate_error"),
+             F.max("candidate_error_s").alias("last_candidate_error_s"),
              F.when(~candidate_undated, F.max("candidate_error_by_s")).alias("last_candidate_error_by_s"))
     )
     return _fresh(activity, ["job_id", "node", "process_rank", "min_rank", "max_rank", "ranks", "n_files", "n_lines",
                              "n_error", "first_error_s", "last_error_s", "first_s", "last_s", "ts_cover",
-                             "last_error_by_s", "n_candidate_error", "last_candidate_error_by_s"])
+                             "last_error_by_s", "n_candidate_error", "last_candidate_error_s",
+                             "last_candidate_error_by_s"])
 
 
 # ---- pure per-job logic --------------------------------------------------------------------

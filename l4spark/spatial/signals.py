@@ -154,8 +154,8 @@ def silence(activity: pd.DataFrame, config: SpatialConfig, candidate_lines: pd.S
     ``last_error_by_s`` (optional column; its untimed error lines dated by the timed lines after
     them) rather than by its timestamped error lines alone (``last_error_s``, also without that
     column). ``routine_errors_quiet`` (with ``silent_despite_errors``): the error lines of
-    candidate events alone count and date (optional columns n_candidate_error and
-    last_candidate_error_by_s, dated as last_error_by_s is).
+    candidate events alone count and date (optional columns n_candidate_error and, dated as above,
+    last_candidate_error_by_s or last_candidate_error_s).
     """
     role = roles(activity) if {"min_rank", "max_rank"} <= set(activity.columns) else pd.Series("peer", index=activity.index)
     sizes = role.map(role.value_counts())
@@ -215,9 +215,11 @@ def silence(activity: pd.DataFrame, config: SpatialConfig, candidate_lines: pd.S
         else "last_error_s"
     n_error = activity["n_error"]
     if config.routine_errors_quiet and despite and "n_candidate_error" in activity.columns:
-        # only the error lines of candidate events count and date: an error the cross-job filter
-        # found routine (a retried upload, a skipped sample) is no sign the unit went down with it
-        n_error, dated = activity["n_candidate_error"], "last_candidate_error_by_s"
+        # only the error lines of candidate events count and date (dated as above): an error the
+        # cross-job filter found routine (a retried upload, a skipped sample) is no sign the unit
+        # went down with it
+        n_error = activity["n_candidate_error"]
+        dated = {"last_error_by_s": "last_candidate_error_by_s", "last_error_s": "last_candidate_error_s"}[dated]
     errors_long_before = (activity[dated] < activity["last_s"] - config.silent_min_gap_s) \
         if dated in activity.columns and despite else False
     quiet = (n_error == 0) | no_candidates | errors_long_before | (len(activity) == 2 and config.pair_silence)
