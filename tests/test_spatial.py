@@ -785,7 +785,8 @@ def _cached_fleet(root: Path, name: str, job_id: str, faulty: str) -> Path:
     cache = root / f"{name}.warehouse" / "_spatial_inputs"
     cache.mkdir(parents=True)
     baselines = activity[["node", "process_rank"]].assign(method="error_time", rank=[1, 2])
-    for table, frame in {"facts": counts, "activity": activity.assign(last_error_s=900.0, last_error_by_s=900.0),
+    for table, frame in {"facts": counts, "activity": activity.assign(last_error_s=900.0, last_error_by_s=900.0,
+                                                                  last_candidate_error_s=900.0),
                           "baselines": baselines}.items():
         frame.assign(job_id=job_id).to_parquet(cache / f"{table}.parquet")
     from l4spark.evaluation.spatial_eval import cache_settings
@@ -810,7 +811,7 @@ def test_spatial_eval_keeps_apart_jobs_of_two_fleets_with_the_same_id(tmp_path):
 def test_the_pair_rule_switches_are_true_or_false():
     for key in ("pair_quiet_for_nobody", "pair_silence", "silent_despite_errors", "small_job_timing",
                 "pair_onset_without_remote", "blame_follows_onsets", "store_client_not_blame", "untimed_errors_dated",
-                "silence_without_self", "routine_errors_quiet"):
+                "silence_without_self", "routine_errors_quiet", "uncovered_later_onsets", "lone_roles_own_events"):
         with pytest.raises(ConfigError, match=f"spatial.{key}: expected true or false"):
             SpatialConfig(**{key: "false"})
 
@@ -878,6 +879,29 @@ def test_failure_onset_is_the_first_burst_of_new_events_at_a_units_end():
     # fewer than min_timed_units onsets: nothing to compare
     assert failure_onsets(first_seen, activity, pd.Series(0.0, index=activity.index),
                           SpatialConfig(min_timed_units=4)).isna().all()
+
+
+def test_a_unit_not_covered_by_timestamps_keeps_an_onset_later_than_the_first():
+    # issue #18 (MindSpeed hccl_timeout, 3 nodes): n1's rank files end in untimed tracebacks
+    # (ts_cover 0.74), so its onset was unknown, and of three units two onsets are too few:
+    # nobody was timed, though n0's failure began ten minutes before anyone else's. n1's untimed
+    # tail was written after its timed lines, so its timed onset is the earliest it can have
+    # failed: later than n0's, it shows n1 did not fail first
+    activity = pd.DataFrame({"first_s": [0.0] * 3, "last_s": [9990.0] * 3, "ts_cover": [0.97, 0.74, 0.94]},
+                            index=["n0", "n1", "n2"])
+    first_seen = pd.DataFrame({"routine": [5.0] * 3, "cqe_error": [9390.0, np.nan, np.nan],
+                               "acl_error": [9390.2, np.nan, np.nan], "notify_timeout": [9989.0, 9987.0, 9987.5],
+                               "launcher_exit": [9990.0, 9988.0, 9988.5]}, index=activity.index)
+    offsets = pd.Series(0.0, index=activity.index)
+    assert failure_onsets(first_seen, activity, offsets, SpatialConfig()).tolist() == [9390.0, 9987.0, 9987.5]
+    # the switch off: n1 has no onset, and two of three units are too few
+    assert failure_onsets(first_seen, activity, offsets, SpatialConfig(uncovered_later_onsets=False)).isna().all()
+    # a timed onset earlier than the first covered unit's shows nothing (its tail may be later or not)
+    early = first_seen.assign(cqe_error=[np.nan, 9380.0, np.nan], acl_error=[np.nan, 9380.1, np.nan])
+    assert failure_onsets(early, activity, offsets, SpatialConfig()).isna().all()
+    # compared on aligned clocks: n1's clock 700 s behind puts its timed onset before n0's
+    skewed = pd.Series([0.0, 700.0, 0.0], index=activity.index)
+    assert failure_onsets(first_seen, activity, skewed, SpatialConfig()).isna().all()
 
 
 def test_address_book_learns_addresses_from_identity_lines_only():

@@ -102,6 +102,21 @@ class SpatialConfig:
     # node is the first to fail, not the first peer whose watchdog reported it (docs/spatial.md,
     # "A dead node failed when it stopped"). False: such a unit has no onset, as before.
     stop_is_onset: bool = True
+    # Session 31: a unit whose files stop being timestamped before their end (``ts_cover`` under
+    # ``timestamp_cover``) has an onset from its timed lines all the same when it is later than
+    # the first onset of the units that are covered: its failure lines written after its last
+    # timed line cannot be earlier than that line, so its timed onset is a lower bound, and a
+    # lower bound later than another unit's onset says it did not fail first (docs/spatial.md,
+    # "Later onsets of uncovered units"). False: such a unit has no onset, and of a small job
+    # nobody has (sessions 30 and before).
+    uncovered_later_onsets: bool = True
+    # Session 31: a role of one member (the node of rank 0 or of the last rank; every node of a
+    # three-node job) is compared with the others on the candidate events only it logs too, when
+    # the cross-job filter ran on the job (some of its events are no candidates): zeroing them
+    # was for the role's routine output, which the filter removes. The node of rank 0 with an
+    # ECC error its peers never print had no evidence of it (docs/spatial.md, "A role of one
+    # keeps its own events"). False: those events are zeroed, as before.
+    lone_roles_own_events: bool = False
     # The c10d TCPStore client's texts that state the endpoint it connects to (Java regexes; group 1
     # is the store's host or address): pytorch/pytorch torch/csrc/distributed/c10d/TCPStore.cpp
     # ("TCP client failed to connect/validate to host {host}:{port} - retrying|timed out (...)"),
@@ -177,7 +192,8 @@ class SpatialConfig:
         for key in ("evidence_required", "blame_discount", "pair_quiet_for_nobody", "pair_silence",
                     "silent_despite_errors", "small_job_timing", "pair_onset_without_remote",
                     "blame_follows_onsets", "store_client_not_blame", "untimed_errors_dated",
-                    "silence_without_self", "stop_is_onset", "routine_errors_quiet"):
+                    "silence_without_self", "stop_is_onset", "routine_errors_quiet",
+                    "uncovered_later_onsets", "lone_roles_own_events"):
             if not isinstance(getattr(self, key), bool):
                 raise ConfigError(f"spatial.{key}: expected true or false, found {getattr(self, key)!r}")
         if self.granularity not in GRANULARITIES:

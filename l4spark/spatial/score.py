@@ -88,7 +88,10 @@ def unit_signals(counts: pd.DataFrame, activity: pd.DataFrame, config: SpatialCo
         evidence = {unit: ([], []) for unit in activity.index}
         has_evidence = score > 0.5
     else:
-        features = normalised_features(matrix, activity, config.normalisation)
+        # the cross-job filter ran on the job when some of its events are no candidates
+        filtered = not facts["candidate"].astype(bool).all()
+        features = normalised_features(matrix, activity, config.normalisation,
+                                       config.lone_roles_own_events and filtered)
         score = isolation_scores(features, config)
         deviation = deviations(features)
         evidence = {unit: _evidence(deviation, unit, config.max_evidence) for unit in activity.index}

@@ -40,12 +40,15 @@ def size_factors(counts: pd.DataFrame) -> pd.Series:
     return factors.clip(lower=1e-6)
 
 
-def normalised_features(matrix: pd.DataFrame, activity: pd.DataFrame, normalisation: str) -> pd.DataFrame:
+def normalised_features(matrix: pd.DataFrame, activity: pd.DataFrame, normalisation: str,
+                        lone_roles_own_events: bool = False) -> pd.DataFrame:
     """The unit x event matrix transformed for comparison (see the module docstring).
 
     ``matrix``: counts (index = unit keys, columns = event ids); ``activity``: indexed by unit
     key, with min_rank and max_rank. Returns a float frame of the same rows; columns constant over the
-    units are dropped (they cannot tell units apart).
+    units are dropped (they cannot tell units apart). ``lone_roles_own_events`` (``role``): the
+    events only a role of one member logs keep their value (the cross-job filter has removed the
+    role's routine output); false: zeroed.
     """
     counts = matrix.astype(float)
     if normalisation == "raw":
@@ -55,12 +58,13 @@ def normalised_features(matrix: pd.DataFrame, activity: pd.DataFrame, normalisat
     else:
         features = np.log1p(counts.div(size_factors(counts), axis=0))
         if normalisation == "role":
-            features = _relative_to_role(features, counts, activity.reindex(counts.index))
+            features = _relative_to_role(features, counts, activity.reindex(counts.index), lone_roles_own_events)
     varying = features.columns[features.nunique(axis=0) > 1]
     return features[varying]
 
 
-def _relative_to_role(features: pd.DataFrame, counts: pd.DataFrame, activity: pd.DataFrame) -> pd.DataFrame:
+def _relative_to_role(features: pd.DataFrame, counts: pd.DataFrame, activity: pd.DataFrame,
+                      keep_own: bool = False) -> pd.DataFrame:
     role = roles(activity)
     out = features - features.median(axis=0)
     for name, members in role.groupby(role).groups.items():
@@ -72,6 +76,9 @@ def _relative_to_role(features: pd.DataFrame, counts: pd.DataFrame, activity: pd
         # the events only it logs. One job cannot tell its role's output (rank 0's banners and
         # launcher lines, the last stage's iteration lines) from a fault there; cross-job
         # filtering removes the routine part upstream, and silence still shows a dead unit.
+        # When it has (``keep_own``), what only the role logs is no routine output of it.
+        if keep_own:
+            continue
         others = [u for u in features.index if role[u] != name]
         own_only = (counts.loc[others] == 0).all(axis=0)
         out.loc[members, own_only[own_only].index] = 0.0
@@ -280,7 +287,8 @@ def failure_onsets(first_seen: pd.DataFrame, activity: pd.DataFrame, offsets: pd
     once (the error, its trace, the abort), and one unrelated new line shortly before the end
     (a kernel perf warning) is not the start of it. Units whose rank files stop
     being timestamped well before their end (``ts_cover`` below ``timestamp_cover``) have no
-    onset: their final lines' times are unknown. With fewer than ``min_timed_units`` onsets
+    onset: their final lines' times are unknown; with ``uncovered_later_onsets`` they keep their
+    timed one when it is later than the first onset of the covered units (below). With fewer than ``min_timed_units`` onsets
     there is nothing to compare and every onset is NaN; with ``small_job_timing``, a job of
     fewer units than that needs an onset on every unit (and at least 2): a pair is timed when
     both units have one.
@@ -317,19 +325,33 @@ def failure_onsets(first_seen: pd.DataFrame, activity: pd.DataFrame, offsets: pd
     if reactions is not None:
         reacting = reactions.reindex(index=terminal.index, columns=terminal.columns).eq(True)
     only_reactions = pd.Series(False, index=activity.index)
+    bound = pd.Series(np.nan, index=activity.index)  # the timed onsets of units not covered
     for unit, times in terminal.iterrows():
         ordered = np.sort(times.dropna().to_numpy())
-        if len(ordered) and covered[unit]:
-            start = _burst_start(ordered, config.burst_gap_s, config.burst_events)
-            # the failure begins with a line saying a peer failed (at the burst's first time, as
-            # PyTorch prints its follow-ups milliseconds after it, or before it): a reaction
-            only_reactions[unit] = bool((times[reacting.loc[unit]] <= start).any())
-            if not only_reactions[unit]:
-                onset[unit] = start
+        if not len(ordered):
+            continue
+        start = _burst_start(ordered, config.burst_gap_s, config.burst_events)
+        if not covered[unit]:
+            bound[unit] = start
+            continue
+        # the failure begins with a line saying a peer failed (at the burst's first time, as
+        # PyTorch prints its follow-ups milliseconds after it, or before it): a reaction
+        only_reactions[unit] = bool((times[reacting.loc[unit]] <= start).any())
+        if not only_reactions[unit]:
+            onset[unit] = start
     if stopped is not None and config.stop_is_onset:
         stops = stopped.reindex(activity.index).eq(True) & onset.isna() & ~only_reactions
         onset = onset.where(~stops, end)
     onset = onset - offsets.reindex(activity.index).fillna(0.0)
+    if config.uncovered_later_onsets:
+        # A unit not covered by timestamps wrote its untimed tail after its last timed line: a
+        # failure that began there began later than its timed onset, which is therefore the
+        # earliest it can have begun to fail (up to untimed lines between timed ones, as for any
+        # unit). Later than the first onset of the covered units, it shows that the unit did not
+        # fail first, which is all timing asks of it (and it lets a small job with such a unit be
+        # timed at all). Earlier, it shows nothing: no onset, as before.
+        bound = bound - offsets.reindex(activity.index).fillna(0.0)
+        onset = onset.where(onset.notna() | ~(bound > onset.min()), bound)
     needed = config.min_timed_units
     if config.small_job_timing:
         # A job of fewer units than that (two nodes) can never have as many onsets, and its
