@@ -980,6 +980,51 @@ def test_a_dead_node_is_blamed_by_the_peers_that_name_its_address():
     assert named.at["a", "names"] == ["ip:10.0.0.0"]
 
 
+def test_a_role_of_one_keeps_its_own_events_once_the_cross_job_filter_ran():
+    # issue #18: in a job of three nodes every node is a role of one (rank 0's, the last rank's,
+    # the one between), and the candidate events only one role logs were zeroed, as if they were
+    # its routine output. n02's GPU fails (an ECC error and a CUDA error only it prints); its peers
+    # time out. The cross-job filter has run (the iteration lines are no candidates)
+    rows = [(n, "iteration", 200) for n in ("n00", "n01", "n02")]
+    rows += [("n00", "nccl_timeout", 4), ("n01", "nccl_timeout", 4), ("n02", "ecc_error", 2), ("n02", "cuda_error", 3)]
+    counts = _counts(rows).assign(candidate=[False] * 3 + [True] * 4)
+    activity = _activity(3)
+    on = rank_units("job-l", counts, activity, SpatialConfig(lone_roles_own_events=True)).set_index("node")
+    assert set(on.at["n02", "evidence"]) == {"ecc_error", "cuda_error"}
+    assert on.at["n02", "combined_score"] == on.at["n02", "score"] > 0.5
+    # off: its own events are zeroed; the forest isolates it for what it lacks (the peers'
+    # timeouts), which is no evidence: it counts as ordinary (0.5)
+    off = rank_units("job-l", counts, activity, SpatialConfig()).set_index("node")
+    assert not any(len(e) for e in off["evidence"]) and off.at["n02", "combined_score"] == 0.5
+    # without the filter (every event a candidate) they stay zeroed, switch or not
+    unfiltered = rank_units("job-l", counts.drop(columns=["candidate"]), activity, SpatialConfig(lone_roles_own_events=True))
+    assert not any(len(e) for e in unfiltered["evidence"])
+
+
+def test_small_rank_numbers_count_in_an_event_that_numbers_the_jobs_ranks():
+    # issue #18 (MindSpeed hccl_timeout, 3 nodes of 4 ranks): every rank's HCCL notify wait names
+    # the remote rank it waited for; n1 and n2 wait for n0's ranks (0-3), n0 for n1's. Numbers below
+    # the ranks per node were never read (HF Trainer's "Process rank: 3" is a local rank), so
+    # only n0's names counted and the healthy n1 was blamed
+    activity = pd.DataFrame({"node": ["n0", "n1", "n2"], "ranks": [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]},
+                            index=["n0", "n1", "n2"])
+    rows = [("n0", "n0", "notify_wait", "rank:4", 1, 1199.0, True), ("n0", "n0", "notify_wait", "rank:5", 1, 1199.0, True),
+            ("n1", "n1", "notify_wait", "rank:0", 1, 1197.0, True), ("n2", "n2", "notify_wait", "rank:2", 1, 1197.5, True),
+            # a local rank: its event never names a number as large as the ranks per node
+            ("n1", "n1", "process_rank", "rank:3", 1, 1190.0, True), ("n2", "n2", "process_rank", "rank:1", 1, 1190.0, True)]
+    mentions = pd.DataFrame(rows, columns=["unit", "node", "event_id", "token", "n_loud", "first_s", "candidate"])
+    offsets = pd.Series(0.0, index=activity.index)
+    named = peer_mentions(mentions, activity, offsets, since=1190.0, window_s=60.0, global_small_ranks=True)
+    assert named["named_by"].to_dict() == {"n0": 2, "n1": 1, "n2": 0}
+    assert named.at["n0", "names"] == ["rank:0", "rank:2"]
+    # off: the first node's ranks are never named
+    before = peer_mentions(mentions, activity, offsets, since=1190.0, window_s=60.0)
+    assert before["named_by"].to_dict() == {"n0": 0, "n1": 1, "n2": 0}
+    # an event whose numbers all stay below the ranks per node names nobody, switch or not
+    local = mentions[mentions["event_id"] == "process_rank"]
+    assert not peer_mentions(local, activity, offsets, 1190.0, 60.0, global_small_ranks=True)["named_by"].any()
+
+
 @pytest.mark.spark
 def test_unit_mentions_read_the_address_a_line_states_as_its_own(spark):
     rows = [("job-s", "h2", 8, "h2/rank-8.log", 1, T0, "WARN", "ib_error",

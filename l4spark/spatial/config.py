@@ -117,6 +117,12 @@ class SpatialConfig:
     # ECC error its peers never print had no evidence of it (docs/spatial.md, "A role of one
     # keeps its own events"). False: those events are zeroed, as before.
     lone_roles_own_events: bool = False
+    # Session 31: a rank number below the ranks per node names that rank too when its event names
+    # a rank of the job at or above the ranks per node somewhere in the job: such an event numbers
+    # the job's ranks (HCCL's "remote rank [N]" of the world group), not a node's, and the first
+    # node's ranks could never be named (docs/spatial.md, "Small rank numbers of an event that
+    # numbers the job's ranks"). False: numbers below the ranks per node are never read.
+    global_small_ranks: bool = False
     # The c10d TCPStore client's texts that state the endpoint it connects to (Java regexes; group 1
     # is the store's host or address): pytorch/pytorch torch/csrc/distributed/c10d/TCPStore.cpp
     # ("TCP client failed to connect/validate to host {host}:{port} - retrying|timed out (...)"),
@@ -193,7 +199,7 @@ class SpatialConfig:
                     "silent_despite_errors", "small_job_timing", "pair_onset_without_remote",
                     "blame_follows_onsets", "store_client_not_blame", "untimed_errors_dated",
                     "silence_without_self", "stop_is_onset", "routine_errors_quiet",
-                    "uncovered_later_onsets", "lone_roles_own_events"):
+                    "uncovered_later_onsets", "lone_roles_own_events", "global_small_ranks"):
             if not isinstance(getattr(self, key), bool):
                 raise ConfigError(f"spatial.{key}: expected true or false, found {getattr(self, key)!r}")
         if self.granularity not in GRANULARITIES:

@@ -419,7 +419,8 @@ def address_book(mentions: pd.DataFrame, nodes: Iterable[str], by_elimination: b
 
 def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Series,
                   since: float | None, window_s: float, onsets: pd.Series | None = None,
-                  reactions: Iterable[tuple[str, str]] = (), store_clients: bool = False) -> pd.DataFrame:
+                  reactions: Iterable[tuple[str, str]] = (), store_clients: bool = False,
+                  global_small_ranks: bool = False) -> pd.DataFrame:
     """Which units the others' loud lines name, and how many others name each.
 
     ``mentions``: unit, node, event_id, token, n_loud, first_s, candidate rows;
@@ -457,6 +458,13 @@ def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Se
     rendezvous endpoint the job was started with, not blame: every live client prints it once
     the store goes away, whoever failed (docs/spatial.md, "Store-client lines name the store,
     not the fault"). By host name (or its first label) or by address.
+
+    ``global_small_ranks``: a rank number below the ranks per node counts too when its event
+    names, in some loud line of the job, a rank of the job at or above the ranks per node: that
+    event numbers ranks across the job, not within a node (HCCL's ``remote rank [N]`` of the
+    world group, where the first node's ranks were never read), while a local-rank text never
+    names a number that large (docs/spatial.md, "Small rank numbers of an event that numbers
+    the job's ranks").
     """
     out = pd.DataFrame({"named_by": 0, "named_weight": 0.0, "names": [[] for _ in activity.index]},
                        index=activity.index)
@@ -472,6 +480,11 @@ def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Se
     loud = mentions[(mentions["n_loud"] > 0) & mentions["candidate"]]
     first = loud["first_s"] if "first_s" in loud.columns else pd.Series(np.nan, index=loud.index)
     loud = loud.assign(when=first - loud["unit"].map(offsets).fillna(0.0))  # the naming lines' aligned time
+    numbering = set()  # events that name a rank of the job at or above the ranks per node
+    if global_small_ranks:
+        ranks = loud.loc[loud["token"].str.startswith("rank:"), ["event_id", "token"]]
+        numbering = {event for event, token in ranks.itertuples(index=False)
+                     if per_node <= int(token[len("rank:"):]) and int(token[len("rank:"):]) in rank_units}
     if since is not None and not math.isnan(since):
         loud = loud[~(loud["when"] < since - window_s)]
     pairs = []
@@ -495,7 +508,7 @@ def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Se
     for unit, node, event, token, when in named_at.itertuples(index=False):
         kind, _, value = token.partition(":")
         if kind == "rank":
-            target = rank_units.get(int(value)) if int(value) >= per_node else None
+            target = rank_units.get(int(value)) if int(value) >= per_node or event in numbering else None
             if target is not None and target != unit and blames(unit, target, event, when):
                 pairs.append((unit, target, event, token))
             continue
