@@ -881,19 +881,21 @@ def test_failure_onset_is_the_first_burst_of_new_events_at_a_units_end():
                           SpatialConfig(min_timed_units=4)).isna().all()
 
 
-def test_a_unit_not_covered_by_timestamps_keeps_an_onset_later_than_the_first():
+def test_a_unit_not_covered_by_timestamps_counts_as_timed_when_later_than_the_first():
     # issue #18 (MindSpeed hccl_timeout, 3 nodes): n1's rank files end in untimed tracebacks
     # (ts_cover 0.74), so its onset was unknown, and of three units two onsets are too few:
     # nobody was timed, though n0's failure began ten minutes before anyone else's. n1's untimed
     # tail was written after its timed lines, so its timed onset is the earliest it can have
-    # failed: later than n0's, it shows n1 did not fail first
+    # failed: later than n0's, it shows n1 did not fail first. Like a reaction, it counts as timed
+    # for the number needed, without an onset of its own (how much later is not known)
     activity = pd.DataFrame({"first_s": [0.0] * 3, "last_s": [9990.0] * 3, "ts_cover": [0.97, 0.74, 0.94]},
                             index=["n0", "n1", "n2"])
     first_seen = pd.DataFrame({"routine": [5.0] * 3, "cqe_error": [9390.0, np.nan, np.nan],
                                "acl_error": [9390.2, np.nan, np.nan], "notify_timeout": [9989.0, 9987.0, 9987.5],
                                "launcher_exit": [9990.0, 9988.0, 9988.5]}, index=activity.index)
     offsets = pd.Series(0.0, index=activity.index)
-    assert failure_onsets(first_seen, activity, offsets, SpatialConfig()).tolist() == [9390.0, 9987.0, 9987.5]
+    onsets = failure_onsets(first_seen, activity, offsets, SpatialConfig())
+    assert onsets["n0"] == 9390.0 and np.isnan(onsets["n1"]) and onsets["n2"] == 9987.5  # n1 counts, unscored
     # the switch off: n1 has no onset, and two of three units are too few
     assert failure_onsets(first_seen, activity, offsets, SpatialConfig(uncovered_later_onsets=False)).isna().all()
     # a timed onset earlier than the first covered unit's shows nothing (its tail may be later or not)

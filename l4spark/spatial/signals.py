@@ -287,8 +287,9 @@ def failure_onsets(first_seen: pd.DataFrame, activity: pd.DataFrame, offsets: pd
     once (the error, its trace, the abort), and one unrelated new line shortly before the end
     (a kernel perf warning) is not the start of it. Units whose rank files stop
     being timestamped well before their end (``ts_cover`` below ``timestamp_cover``) have no
-    onset: their final lines' times are unknown; with ``uncovered_later_onsets`` they keep their
-    timed one when it is later than the first onset of the covered units (below). With fewer than ``min_timed_units`` onsets
+    onset: their final lines' times are unknown; with ``uncovered_later_onsets`` one whose timed
+    onset is later than the first onset of the covered units counts as timed for the number
+    needed (below), still without an onset. With fewer than ``min_timed_units`` onsets
     there is nothing to compare and every onset is NaN; with ``small_job_timing``, a job of
     fewer units than that needs an onset on every unit (and at least 2): a pair is timed when
     both units have one.
@@ -343,15 +344,16 @@ def failure_onsets(first_seen: pd.DataFrame, activity: pd.DataFrame, offsets: pd
         stops = stopped.reindex(activity.index).eq(True) & onset.isna() & ~only_reactions
         onset = onset.where(~stops, end)
     onset = onset - offsets.reindex(activity.index).fillna(0.0)
+    later = pd.Series(False, index=activity.index)
     if config.uncovered_later_onsets:
         # A unit not covered by timestamps wrote its untimed tail after its last timed line: a
         # failure that began there began later than its timed onset, which is therefore the
         # earliest it can have begun to fail (up to untimed lines between timed ones, as for any
         # unit). Later than the first onset of the covered units, it shows that the unit did not
-        # fail first, which is all timing asks of it (and it lets a small job with such a unit be
-        # timed at all). Earlier, it shows nothing: no onset, as before.
-        bound = bound - offsets.reindex(activity.index).fillna(0.0)
-        onset = onset.where(onset.notna() | ~(bound > onset.min()), bound)
+        # fail first: like a reaction, it counts as timed for the number needed (a small job with
+        # such a unit can be timed at all) and gets no onset (how much later is not known).
+        # Earlier, it shows nothing.
+        later = (bound - offsets.reindex(activity.index).fillna(0.0)) > onset.min()
     needed = config.min_timed_units
     if config.small_job_timing:
         # A job of fewer units than that (two nodes) can never have as many onsets, and its
@@ -359,7 +361,7 @@ def failure_onsets(first_seen: pd.DataFrame, activity: pd.DataFrame, offsets: pd
         # watchdog, store client or HCCL notify wait reports a dead peer only after it has gone
         # (fresh seeds 17001/17003: the faulty unit first in 30 of the 32 pairs with both onsets).
         needed = min(needed, max(2, len(activity)))
-    if onset.notna().sum() == 0 or onset.notna().sum() + only_reactions.sum() < needed:
+    if onset.notna().sum() == 0 or onset.notna().sum() + only_reactions.sum() + later.sum() < needed:
         return pd.Series(np.nan, index=activity.index)
     return onset
 
