@@ -103,26 +103,28 @@ class SpatialConfig:
     # "A dead node failed when it stopped"). False: such a unit has no onset, as before.
     stop_is_onset: bool = True
     # Session 31: a unit whose files stop being timestamped before their end (``ts_cover`` under
-    # ``timestamp_cover``) has an onset from its timed lines all the same when it is later than
-    # the first onset of the units that are covered: its failure lines written after its last
-    # timed line cannot be earlier than that line, so its timed onset is a lower bound, and a
-    # lower bound later than another unit's onset says it did not fail first (docs/spatial.md,
-    # "Later onsets of uncovered units"). False: such a unit has no onset, and of a small job
-    # nobody has (sessions 30 and before).
+    # ``timestamp_cover``) counts as timed, still without an onset, when its timed onset is later
+    # than the first onset of the covered units: its untimed tail was written after its timed
+    # lines, so that onset is the earliest it can have failed, and later than another's it says
+    # the unit did not fail first. A small job with such a unit is then timed at all (docs/spatial.md,
+    # "Uncovered units that failed later"): development 361 -> 363 of 376, none lost. False: such a
+    # unit does not count (sessions 30 and before).
     uncovered_later_onsets: bool = True
     # Session 31: a role of one member (the node of rank 0 or of the last rank; every node of a
     # three-node job) is compared with the others on the candidate events only it logs too, when
     # the cross-job filter ran on the job (some of its events are no candidates): zeroing them
-    # was for the role's routine output, which the filter removes. The node of rank 0 with an
-    # ECC error its peers never print had no evidence of it (docs/spatial.md, "A role of one
-    # keeps its own events"). False: those events are zeroed, as before.
+    # was for the role's routine output, which the filter removes. Measured and left off: development
+    # 361 -> 358 of 376 (+5 MindSpeed, -8: stragglers, slowdowns and hangs of Megatron and HF
+    # Trainer, where rank 0's node prints what a slow or stuck job makes it print by role;
+    # docs/spatial.md, "A role of one keeps its own events: measured, left off"). False: zeroed.
     lone_roles_own_events: bool = False
     # Session 31: a rank number below the ranks per node names that rank too when its event names
     # a rank of the job at or above the ranks per node somewhere in the job: such an event numbers
     # the job's ranks (HCCL's "remote rank [N]" of the world group), not a node's, and the first
     # node's ranks could never be named (docs/spatial.md, "Small rank numbers of an event that
-    # numbers the job's ranks"). False: numbers below the ranks per node are never read.
-    global_small_ranks: bool = False
+    # numbers the job's ranks"): development 363 -> 365 of 376 (MindSpeed), none lost. False:
+    # numbers below the ranks per node are never read (sessions 30 and before).
+    global_small_ranks: bool = True
     # The c10d TCPStore client's texts that state the endpoint it connects to (Java regexes; group 1
     # is the store's host or address): pytorch/pytorch torch/csrc/distributed/c10d/TCPStore.cpp
     # ("TCP client failed to connect/validate to host {host}:{port} - retrying|timed out (...)"),
