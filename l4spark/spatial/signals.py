@@ -352,8 +352,12 @@ def failure_onsets(first_seen: pd.DataFrame, activity: pd.DataFrame, offsets: pd
         # unit). Later than the first onset of the covered units, it shows that the unit did not
         # fail first: like a reaction, it counts as timed for the number needed (a small job with
         # such a unit can be timed at all) and gets no onset (how much later is not known).
-        # Earlier, it shows nothing.
-        later = (bound - offsets.reindex(activity.index).fillna(0.0)) > onset.min()
+        # Earlier, it shows nothing. It only confirms an order that at least two onsets of their
+        # own give: a unit with few timed lines (Megatron's non-logging ranks) may have begun to
+        # fail in untimed lines long before its timed ones, and with one covered unit among
+        # uncovered ones, that unit would be first for being the only one timed.
+        if onset.notna().sum() >= 2:
+            later = (bound - offsets.reindex(activity.index).fillna(0.0)) > onset.min()
     needed = config.min_timed_units
     if config.small_job_timing:
         # A job of fewer units than that (two nodes) can never have as many onsets, and its
