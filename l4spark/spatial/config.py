@@ -106,17 +106,18 @@ class SpatialConfig:
     # ``timestamp_cover``) counts as timed, still without an onset, when its timed onset is later
     # than the first onset of the covered units: its untimed tail was written after its timed
     # lines, so that onset is the earliest it can have failed, and later than another's it says
-    # the unit did not fail first. A small job with such a unit is then timed at all (docs/spatial.md,
-    # "Uncovered units that failed later"): development 361 -> 363 of 376, none lost. False: such a
+    # the unit did not fail first. A small job with such a unit is then timed at all, when at least
+    # two units have onsets of their own (docs/spatial.md, "Uncovered units that failed later"):
+    # development 361 -> 363 of 376, fresh 32001-32005 88 -> 90 of 100, none lost. False: such a
     # unit does not count (sessions 30 and before).
     uncovered_later_onsets: bool = True
     # Session 31: a role of one member (the node of rank 0 or of the last rank; every node of a
     # three-node job) is compared with the others on the candidate events only it logs too, when
     # the cross-job filter ran on the job (some of its events are no candidates): zeroing them
     # was for the role's routine output, which the filter removes. Measured and left off: development
-    # 361 -> 358 of 376 (+5 MindSpeed, -8: stragglers, slowdowns and hangs of Megatron and HF
-    # Trainer, where rank 0's node prints what a slow or stuck job makes it print by role;
-    # docs/spatial.md, "A role of one keeps its own events: measured, left off"). False: zeroed.
+    # 363 -> 358 of 376 (+3, -8: stragglers, slowdowns and hangs of Megatron and HF Trainer, where
+    # rank 0's node prints what a slow or stuck job makes it print by role), fresh 32001-32005 -1
+    # (docs/spatial.md, "A role of one keeps its own events: measured, left off"). False: zeroed.
     lone_roles_own_events: bool = False
     # Session 31: a rank number below the ranks per node names that rank too when its event names
     # a rank of the job at or above the ranks per node somewhere in the job: such an event numbers
