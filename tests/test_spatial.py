@@ -909,6 +909,12 @@ def test_a_unit_not_covered_by_timestamps_counts_as_timed_when_later_than_the_fi
     # stage's, was first for being the only one timed)
     sparse = activity.assign(ts_cover=[0.97, 0.74, 0.70])
     assert failure_onsets(first_seen, sparse, offsets, SpatialConfig()).isna().all()
+    # an uncovered unit that stopped early has its stop as its onset, and counts once: n1 stopped,
+    # n2's timed onset is before n0's, so n0 and n1 are two of three units, too few
+    stopped = pd.Series([False, True, False], index=activity.index)
+    n2_early = first_seen.assign(cqe_error=[9390.0, np.nan, 9380.0], acl_error=[9390.2, np.nan, 9380.1])
+    assert failure_onsets(n2_early, sparse.assign(last_s=[9990.0, 9988.0, 9990.0]), offsets, SpatialConfig(),
+                          stopped=stopped).isna().all()
 
 
 def test_address_book_learns_addresses_from_identity_lines_only():

@@ -229,8 +229,9 @@ def unit_activity(events: DataFrame, granularity: str = "node", dated: bool = Tr
     without line numbers, last_error_s). ``dated`` False (``untimed_errors_dated`` off, the
     baselines): last_error_by_s is last_error_s, and the files' last error lines that date
     untimed errors are not looked up. n_candidate_error, last_candidate_error_s and
-    last_candidate_error_by_s are n_error, last_error_s and last_error_by_s over the error lines of ``candidates``' events (job_id,
-    event_id: what the cross-job filter kept) alone; without ``candidates``, of every error line.
+    last_candidate_error_by_s are n_error, last_error_s and last_error_by_s over the error lines
+    of ``candidates``' events (job_id, event_id: what the cross-job filter kept) alone; without
+    ``candidates``, of every error line.
     """
     is_error = F.col("level").isin(*ERROR_LEVELS)
     seconds = _seconds()

@@ -356,8 +356,8 @@ def failure_onsets(first_seen: pd.DataFrame, activity: pd.DataFrame, offsets: pd
         # own give: a unit with few timed lines (Megatron's non-logging ranks) may have begun to
         # fail in untimed lines long before its timed ones, and with one covered unit among
         # uncovered ones, that unit would be first for being the only one timed.
-        if onset.notna().sum() >= 2:
-            later = (bound - offsets.reindex(activity.index).fillna(0.0)) > onset.min()
+        if onset.notna().sum() >= 2:  # (a unit stopped early has its stop as onset already)
+            later = onset.isna() & ((bound - offsets.reindex(activity.index).fillna(0.0)) > onset.min())
     needed = config.min_timed_units
     if config.small_job_timing:
         # A job of fewer units than that (two nodes) can never have as many onsets, and its
