@@ -49,9 +49,10 @@ def test_fault_class_is_scored_over_every_job_and_over_the_classes_the_library_h
     assert "fault class" in text and "no matched pattern" in text
 
 
-def test_evaluate_scores_the_fault_class_of_diagnosis_jobs_against_the_labels(spark, test_config, tmp_path):
+def test_evaluate_scores_the_fault_class_of_diagnosis_jobs_against_the_labels(spark, test_config, tmp_path, capsys):
     """A small fleet end to end: the figure is the share of labelled jobs whose diagnosis_jobs
-    fault_class is the label's, per kind too."""
+    fault_class is the label's, per kind too. Its dump holds the ranking's inputs: ranked again
+    without Spark they give the diagnosis' ranking, score for score (evaluation/rerank.py)."""
     from l4spark.evaluation.diagnosis_eval import evaluate_fleet
     from l4spark.evaluation.labels import load_labels
     from l4spark.io.storage import read_table
@@ -60,7 +61,7 @@ def test_evaluate_scores_the_fault_class_of_diagnosis_jobs_against_the_labels(sp
     fleet = tmp_path / "fleet"
     simulate_fleet(fleet, FleetOptions(seed=5, jobs=6, nodes=(2, 2), ranks_per_node=2, iterations=30, failed_share=0.5,
                                        fault_kinds=("gpu_ecc_error", "dataset_read_failure"), frameworks=("megatron",)))
-    result = evaluate_fleet(spark, test_config, fleet, ablation=False, progress=lambda *_: None)
+    result = evaluate_fleet(spark, test_config, fleet, ablation=False, dump=tmp_path / "dump", progress=lambda *_: None)
     labels = load_labels(fleet)
     got = dict(read_table(spark, test_config.storage, "diagnosis_jobs").select("job_id", "fault_class").collect())
     right = [got.get(j) == label.fault_class for j, label in labels.items()]
@@ -69,3 +70,36 @@ def test_evaluate_scores_the_fault_class_of_diagnosis_jobs_against_the_labels(sp
         jobs = [j for j, label in labels.items() if label.fault_kind == kind]
         assert block["fault_class_accuracy"] == round(sum(got.get(j) == labels[j].fault_class for j in jobs) / len(jobs), 4)
     assert result["per_kind"]["gpu_ecc_error"]["fault_class_accuracy"] == 1.0
+    _ranked_again_from_the_dump(tmp_path / "dump", capsys)
+
+
+def _ranked_again_from_the_dump(dump, capsys) -> None:
+    import pytest
+
+    from l4spark.config import load_config
+    from l4spark.evaluation.rerank import main, rank_again, read_inputs
+
+    facts, activity, lifts, per_job = read_inputs(dump)
+    written = pd.read_parquet(dump / "nodes.parquet")
+    assert len(lifts), "an ECC error printed by one node is a lone printer of a known fault"
+    config = load_config()
+
+    def ranking(nodes: pd.DataFrame) -> dict:
+        return {j: [(r.node, round(float(r.combined_score), 6), bool(r.suspect)) for r in g.sort_values("rank").itertuples()]
+                for j, g in nodes.groupby("job_id")}
+
+    assert ranking(rank_again(facts, activity, lifts, config)) == ranking(written)
+    # without the known-fault term, each lone printer's units score the weight less
+    plain = rank_again(facts, activity, lifts, load_config(overrides={"diagnosis.known_fault_weight": 0.0}))
+    weight = config.diagnosis.known_fault_weight
+    for row in lifts.itertuples():
+        before = written[(written.job_id == row.job_id) & (written.node == row.node)]["combined_score"].astype(float)
+        after = plain[(plain.job_id == row.job_id) & (plain.node == row.node)]["combined_score"].astype(float)
+        assert sorted(round(b - a, 6) for b, a in zip(sorted(before), sorted(after))) == [weight] * len(before)
+    n = int(per_job["has_faulty_nodes"].sum())
+    assert main(["--dump", str(dump), "--json", str(dump / "base.json")]) == 0
+    assert f"of {n}" in capsys.readouterr().out
+    assert main(["--dump", str(dump), "--set", "diagnosis.known_fault_weight=0", "--against", str(dump / "base.json")]) == 0
+    assert "against the base:" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="shapes the ranking's inputs"):
+        main(["--dump", str(dump), "--set", "spatial.granularity=rank"])

@@ -14,7 +14,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--fleet", required=True, help="a fleet written by `l4spark simulate` (with _labels)")
     parser.add_argument("--json", metavar="OUT", help="write the figures, per kind and misses as JSON")
     parser.add_argument("--no-filter-ablation", action="store_true", help="skip the run without the cross-job filter")
-    parser.add_argument("--dump", metavar="DIR", help="also write the evidence of every candidate event as Parquet")
+    parser.add_argument("--dump", metavar="DIR", help="also write the evidence of every candidate event and the node ranking's "
+                        "inputs as Parquet (studies without Spark: python -m l4spark.evaluation.rerank, .known_faults)")
     parser.add_argument("--misses", type=int, default=20, help="misses printed (default 20)")
     add_common_options(parser, warehouse_help="warehouse root (default: <fleet>.warehouse)")
     parser.set_defaults(func=run)

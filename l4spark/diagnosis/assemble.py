@@ -45,12 +45,12 @@ from l4spark.diagnosis.patterns import FaultPattern, unit_fault_patterns
 from l4spark.crossjob.reasons import NO_HISTORY
 from l4spark.diagnosis.config import CONFIG_ECHO_PATTERN, INDENTED_PATTERN, WARNING_LINE_PATTERN, DiagnosisConfig
 from l4spark.diagnosis.scoring import (SEVERITY, job_patterns, pattern_hit_rows, rank_matches, score_events,
-                                      with_known_fault_printers, with_unit_fault)
+                                      known_fault_printers, lift_printers, with_unit_fault)
 from l4spark.io.frames import computed_once, materialize, session_settings
 from l4spark.io.session import ADAPTIVE, CODEGEN_FACTORY_MODE, WHOLE_STAGE_CODEGEN
 from l4spark.regexcolumns import rlike
 from l4spark.spatial.pace import PACE_COLUMNS, timer_readings, unit_pace
-from l4spark.spatial.ranking import rank_nodes, spatial_events, write_diagnosis_nodes
+from l4spark.spatial.ranking import configured_unit_inputs, rank_unit_inputs, spatial_events, write_diagnosis_nodes
 from l4spark.io.storage import in_parallel, read_table, table_exists, write_job_rows
 from l4spark.io.tables import DIAGNOSIS_ATTEMPTS, DIAGNOSIS_EVENTS, DIAGNOSIS_ITERATIONS, DIAGNOSIS_JOBS, DIAGNOSIS_NODES, DIAGNOSIS_PACE, columns
 from l4spark.temporal.jobs import analyse_iterations, job_failure_points, temporal_events
@@ -222,6 +222,10 @@ class Diagnosis:
     heat: pd.DataFrame  # job_id, event_id, node, n_lines (flagged events)
     pace: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=PACE_COLUMNS))  # DIAGNOSIS_PACE rows
     extra: dict[str, dict] = field(default_factory=dict)  # job -> settings, n_nodes, n_ranks, history
+    # only with keep_ranking_inputs: what the ranking ranked, to rank again offline
+    # (evaluation/rerank.py): "facts" and "activity" (spatial.ranking.unit_inputs), "lifts"
+    # (job_id, node, pattern_ids: the lone printers of a known fault, ``known_fault_printers``)
+    ranking_inputs: dict[str, pd.DataFrame] = field(default_factory=dict)
 
     @property
     def diagnosed(self) -> list[str]:
@@ -247,8 +251,9 @@ def new_run_id(prefix: str = "diagnose") -> str:
 
 
 def diagnose_jobs(spark: SparkSession, config: Config, job_ids: Iterable[str], run_id: str | None = None,
-                  progress: Callable[[str], None] = log.info) -> Diagnosis:
+                  progress: Callable[[str], None] = log.info, keep_ranking_inputs: bool = False) -> Diagnosis:
     """Diagnose ``job_ids`` (already parsed) in one pass; nothing is written (``write_diagnosis``).
+    ``keep_ranking_inputs``: also return the node ranking's inputs (``Diagnosis.ranking_inputs``).
 
     A job missing from the jobs table, or without any line, becomes an error row. When the batch
     fails on a job's data, the jobs are diagnosed one by one so that only the broken one errs.
@@ -275,7 +280,7 @@ def diagnose_jobs(spark: SparkSession, config: Config, job_ids: Iterable[str], r
     if ready:
         n_lines = sum(int(registry[job_id].n_lines or 0) for job_id in ready)
         with session_settings(spark, batch_settings(config.diagnosis, n_lines)):
-            _diagnose_ready(spark, config, ready, registry, progress, parts, errors, library)
+            _diagnose_ready(spark, config, ready, registry, progress, parts, errors, library, keep_ranking_inputs)
     merged = _merge_parts(parts)
     rows = [*merged.pop("job_rows")]
     for job_id, reason in sorted(errors.items()):
@@ -289,12 +294,12 @@ def diagnose_jobs(spark: SparkSession, config: Config, job_ids: Iterable[str], r
 
 def _diagnose_ready(spark: SparkSession, config: Config, ready: list[str], registry: dict,
                     progress: Callable[[str], None], parts: list[dict], errors: dict[str, str],
-                    library: list[FaultPattern]) -> None:
+                    library: list[FaultPattern], keep_ranking_inputs: bool = False) -> None:
     """The batch of ``ready`` jobs in one pass into ``parts``; when it fails on some job's data,
     the jobs one by one, so that only the broken one gets its reason in ``errors``. ``library``:
     the fault patterns matched (``enabled_patterns``)."""
     try:
-        parts.append(_diagnose_batch(spark, config, ready, registry, progress, library))
+        parts.append(_diagnose_batch(spark, config, ready, registry, progress, library, keep_ranking_inputs))
     except Exception as exc:  # a step failed on some job's data: isolate it
         if len(ready) == 1:
             errors[ready[0]] = _failed(ready[0], exc)
@@ -302,7 +307,8 @@ def _diagnose_ready(spark: SparkSession, config: Config, ready: list[str], regis
             progress(f"batch diagnosis failed ({type(exc).__name__}); diagnosing the {len(ready)} jobs one by one")
             for job_id in ready:
                 try:
-                    parts.append(_diagnose_batch(spark, config, [job_id], registry, progress, library))
+                    parts.append(_diagnose_batch(spark, config, [job_id], registry, progress, library,
+                                                 keep_ranking_inputs))
                 except Exception as one:  # noqa: BLE001 - reported as the job's error row
                     errors[job_id] = _failed(job_id, one)
 
@@ -324,11 +330,15 @@ def _merge_parts(parts: list[dict]) -> dict:
     for p in parts:
         merged["patterns"].update(p["patterns"])
         merged["extra"].update(p["extra"])
+    kept = [p["ranking_inputs"] for p in parts if p.get("ranking_inputs")]
+    merged["ranking_inputs"] = {name: pd.concat([k[name] for k in kept], ignore_index=True)
+                                for name in (kept[0] if kept else {})}
     return merged
 
 
 def _diagnose_batch(spark: SparkSession, config: Config, job_ids: list[str], registry: dict,
-                    progress: Callable[[str], None], library: list[FaultPattern]) -> dict:
+                    progress: Callable[[str], None], library: list[FaultPattern],
+                    keep_ranking_inputs: bool = False) -> dict:
     conf = config.diagnosis
     tconf = config.temporal
     storage = config.storage
@@ -348,7 +358,7 @@ def _diagnose_batch(spark: SparkSession, config: Config, job_ids: list[str], reg
         lines = computed_once(with_message_form(prepare_lines(staged, offsets, conf, tconf), config.masking,
                                                 config.structure.fold_digits))
         return _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs, lines, offsets,
-                               progress, library)
+                               progress, library, keep_ranking_inputs)
     finally:
         if lines is not None:
             lines.unpersist()
@@ -356,7 +366,7 @@ def _diagnose_batch(spark: SparkSession, config: Config, job_ids: list[str], reg
 
 
 def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs, lines, offsets,
-                    progress, library: list[FaultPattern]) -> dict:
+                    progress, library: list[FaultPattern], keep_ranking_inputs: bool = False) -> dict:
     storage = config.storage
     # 1. cross-job filter
     pool = read_normal_pool(spark, storage)
@@ -377,13 +387,21 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     # 2. spatial
     # the per-rank timer blocks are parsed once, for the ranking's slowness and for the pace rows
     timers = materialize(timer_readings(events, tconf))
-    nodes = rank_nodes(events, config.spatial, candidate_events, timers).toPandas()
+    facts, activity = configured_unit_inputs(events, config.spatial, candidate_events, timers)
+    kept = {}
+    if keep_ranking_inputs:
+        facts, activity = materialize(facts), materialize(activity)
+        kept = {"facts": facts.toPandas(), "activity": activity.toPandas()}
+    nodes = rank_unit_inputs(facts, activity, config.spatial).toPandas()
     # the library's matches, over every candidate event: a known fault of a node-local class that
     # one node alone printed is a term of the ranking's score (known_fault_weight)
     templates = _templates(spark, config, evidence["event_id"].unique().tolist())
     matches = job_patterns(evidence, templates, library, conf.pattern_min_confidence)
-    nodes = with_known_fault_printers(nodes, matches, evidence, conf.known_fault_weight, conf.known_fault_classes,
-                                      config.spatial)
+    printers = known_fault_printers(matches, evidence, conf.known_fault_classes)
+    nodes = lift_printers(nodes, printers, conf.known_fault_weight, config.spatial)
+    if keep_ranking_inputs:
+        kept["lifts"] = pd.DataFrame([(job_id, node, ids) for job_id, (node, ids) in printers.items()],
+                                     columns=["job_id", "node", "pattern_ids"])
     spatial = spatial_events(nodes)[["job_id", "event_id", "score"]]
     pace = unit_pace(events, tconf, config.spatial.granularity, timers).toPandas()
     # 3. temporal
@@ -437,7 +455,7 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
                          "n_nodes": int(info.get("n_nodes") or 0), "n_ranks": int(info.get("n_ranks") or 0)}
     events_out = _events_table(flagged)
     return {"job_rows": job_rows, "events": events_out, "nodes": nodes, "iterations": iterations, "scored": scored,
-            "pace": pace, "patterns": pattern_rows, "extra": extra, **report_parts}
+            "pace": pace, "patterns": pattern_rows, "extra": extra, "ranking_inputs": kept, **report_parts}
 
 
 def _settings(raw: str | None) -> dict:

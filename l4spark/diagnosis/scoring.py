@@ -155,6 +155,22 @@ def _listed(value) -> list:
     return [] if value is None or (isinstance(value, float) and value != value) else list(value)
 
 
+def known_fault_printers(matches: dict[str, list[PatternMatch]], evidence: pd.DataFrame,
+                         classes: Sequence[str]) -> dict[str, tuple[str, list[str]]]:
+    """job -> (node, pattern ids) for every job where one node alone printed the events of its
+    matched known faults of a node-local class (``classes``). ``matches``: ``job_patterns`` per
+    job; ``evidence``: job_id, event_id, nodes (the nodes that printed the event)."""
+    printed_by = {(r.job_id, r.event_id): _listed(r.nodes) for r in evidence.itertuples()} \
+        if "nodes" in evidence.columns else {}
+    lifted, classes = {}, set(classes)
+    for job_id, found in matches.items():
+        local = [m for m in found if m.fault_class in classes]
+        printers = {n for m in local for e in m.matched_event_ids for n in printed_by.get((job_id, e), [])}
+        if len(printers) == 1:
+            lifted[job_id] = (printers.pop(), sorted({m.pattern_id for m in local}))
+    return lifted
+
+
 def with_known_fault_printers(nodes: pd.DataFrame, matches: dict[str, list[PatternMatch]], evidence: pd.DataFrame,
                               weight: float, classes: Sequence[str], spatial: SpatialConfig) -> pd.DataFrame:
     """The node ranking with one more term in its one score: a job's units on the only node that
@@ -170,15 +186,14 @@ def with_known_fault_printers(nodes: pd.DataFrame, matches: dict[str, list[Patte
     """
     if nodes is None or not len(nodes) or weight <= 0:
         return nodes
-    printed_by = {(r.job_id, r.event_id): _listed(r.nodes) for r in evidence.itertuples()} \
-        if "nodes" in evidence.columns else {}
-    lifted, classes = {}, set(classes)
-    for job_id, found in matches.items():
-        local = [m for m in found if m.fault_class in classes]
-        printers = {n for m in local for e in m.matched_event_ids for n in printed_by.get((job_id, e), [])}
-        if len(printers) == 1:
-            lifted[job_id] = (printers.pop(), sorted({m.pattern_id for m in local}))
-    if not lifted:
+    return lift_printers(nodes, known_fault_printers(matches, evidence, classes), weight, spatial)
+
+
+def lift_printers(nodes: pd.DataFrame, lifted: dict[str, tuple[str, list[str]]], weight: float,
+                  spatial: SpatialConfig) -> pd.DataFrame:
+    """``nodes`` with ``weight`` added to the score of the units on each job's lone printer
+    (``known_fault_printers``), each lifted job ordered again and its suspects recomputed."""
+    if not lifted or nodes is None or not len(nodes) or weight <= 0:
         return nodes
     parts = []
     for job_id, job in nodes.groupby("job_id", sort=False):

@@ -126,7 +126,7 @@ def evaluate_fleet(spark, config, fleet: Path, ablation: bool = True, dump: Path
     started = time.perf_counter()
     catch_up(spark, config, str(fleet), progress)
     job_ids = sorted(labels)
-    diagnosis = diagnose_jobs(spark, config, job_ids, progress=progress)
+    diagnosis = diagnose_jobs(spark, config, job_ids, progress=progress, keep_ranking_inputs=dump is not None)
     write_diagnosis(spark, config, diagnosis)
     seconds = time.perf_counter() - started
     events = read_table(spark, config.storage, "events").where(F.col("job_id").isin(job_ids))
@@ -195,12 +195,16 @@ def _per_job(diagnosis, indicating: pd.DataFrame, baselines: pd.DataFrame, label
 
 
 def _dump(folder: Path, diagnosis, indicating: pd.DataFrame, per_job: pd.DataFrame) -> None:
-    """Every candidate event with its evidence, the node ranking, the labelled events and the
-    per-job figures as Parquet: what a study of the score needs, without rerunning Spark."""
+    """Every candidate event with its evidence, the node ranking and its inputs, the labelled
+    events and the per-job figures as Parquet: what a study of the score needs, without rerunning
+    Spark (``known_faults``, ``rerank``)."""
+    from l4spark.evaluation.rerank import save_ranking_inputs
+
     folder.mkdir(parents=True, exist_ok=True)
     for name, frame in (("scored", diagnosis.scored), ("nodes", diagnosis.nodes), ("indicating", indicating),
                         ("per_job", per_job), ("iterations", diagnosis.iterations)):
         frame.to_parquet(folder / f"{name}.parquet", index=False)
+    save_ranking_inputs(folder, diagnosis.ranking_inputs)
 
 
 def _misses(per_job: pd.DataFrame) -> list[dict]:

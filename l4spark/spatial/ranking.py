@@ -404,10 +404,18 @@ def rank_nodes(events: DataFrame, config: SpatialConfig = SpatialConfig(),
     (DIAGNOSIS_NODES.schema): one row per unit; process_rank is null at node granularity.
     ``timers``: ``pace.timer_readings`` of ``events``, when already computed (``unit_slowness``).
     """
+    return rank_unit_inputs(*configured_unit_inputs(events, config, candidates, timers), config)
+
+
+def configured_unit_inputs(events: DataFrame, config: SpatialConfig = SpatialConfig(),
+                           candidates: DataFrame | None = None,
+                           timers: DataFrame | None = None) -> tuple[DataFrame, DataFrame]:
+    """``unit_inputs`` built as ``rank_nodes`` builds them under ``config`` (the settings that
+    shape the inputs: granularity, remote and store-client patterns, dating)."""
     # the store-client tokens are only read when the switch is on: no extra regexes per line otherwise
     stores = config.store_client_patterns if config.store_client_not_blame else ()
-    return rank_unit_inputs(*unit_inputs(events, config.granularity, candidates, timers, config.remote_patterns,
-                                         stores, config.untimed_errors_dated, config.self_address_patterns), config)
+    return unit_inputs(events, config.granularity, candidates, timers, config.remote_patterns,
+                       stores, config.untimed_errors_dated, config.self_address_patterns)
 
 
 def baseline_rankings(events: DataFrame, granularity: str = "node") -> DataFrame:

@@ -1,0 +1,167 @@
+"""The node ranking of ``evaluate --dump`` folders ranked again under other settings, in seconds.
+
+    python -m l4spark.evaluation.rerank --dump D [--dump D2 ...] [--set spatial.KEY=VALUE ...]
+        [--conf F.toml] [--json OUT] [--against BASE.json]
+
+Each ``--dump`` is a folder written by ``l4spark evaluate --fleet F --dump D`` (session 32 and
+after): besides the diagnosis it holds what the node ranking ranked, as the diagnosis saw it
+(``ranking_facts`` and ``ranking_activity``: ``spatial.ranking.unit_inputs`` of the candidate
+events the cross-job filter kept; ``ranking_lifts``: the lone printers of a known fault,
+``scoring.known_fault_printers``). No Spark: every job is ranked again by
+``spatial.score.rank_units`` under the configuration (``--conf`` files, then ``--set``
+overrides, values as TOML literals: ``--set spatial.behind_weight=0.5``,
+``--set 'spatial.remote_patterns=[]'``), and the known-fault term added
+(``scoring.lift_printers``, ``diagnosis.known_fault_weight``). Unlike
+``spatial_eval`` (every event a candidate, no history), this ranks what ``l4spark diagnose``
+ranks: with the settings of the dump's run it gives the dump's ``nodes`` job for job.
+
+Settings that shape the inputs themselves (``granularity``, ``remote_patterns``,
+``store_client_not_blame``, ``untimed_errors_dated``, ...: those read by
+``ranking.configured_unit_inputs``) are fixed by the run that wrote the dump; changing one here
+is refused. Printed: per dump and in total, the jobs with a labelled faulty node whose first
+node is faulty (top-1) and with one in the first five (top-5). ``--json`` writes each job's
+outcome; ``--against`` lists the jobs whose top-1 differs from such a file's (won, lost).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tomllib
+from pathlib import Path
+
+import pandas as pd
+
+INPUT_FILES = ("ranking_facts", "ranking_activity", "ranking_lifts")
+# the [spatial] settings ``configured_unit_inputs`` reads: fixed once the inputs are built
+INPUT_SETTINGS = ("granularity", "remote_patterns", "store_client_not_blame", "store_client_patterns",
+                  "untimed_errors_dated", "self_address_patterns")
+
+
+def save_ranking_inputs(folder: Path, inputs: dict[str, pd.DataFrame]) -> None:
+    """``Diagnosis.ranking_inputs`` into an evaluation dump (``INPUT_FILES``)."""
+    for name in ("facts", "activity", "lifts"):
+        frame = inputs.get(name)
+        if frame is None:
+            frame = pd.DataFrame(columns=["job_id", "node", "pattern_ids"]) if name == "lifts" else None
+        if frame is not None:
+            frame.to_parquet(folder / f"ranking_{name}.parquet", index=False)
+
+
+def read_inputs(dump: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(facts, activity, lifts, per_job) of an ``evaluate --dump`` folder."""
+    missing = [name for name in INPUT_FILES if not (dump / f"{name}.parquet").is_file()]
+    if missing:
+        raise SystemExit(f"{dump}: no {', '.join(missing)}.parquet (a dump of `l4spark evaluate --dump` from "
+                         "session 32 on holds the ranking's inputs)")
+    facts, activity, lifts = (pd.read_parquet(dump / f"{name}.parquet") for name in INPUT_FILES)
+    return facts, activity, lifts, pd.read_parquet(dump / "per_job.parquet")
+
+
+def rank_again(facts: pd.DataFrame, activity: pd.DataFrame, lifts: pd.DataFrame, config) -> pd.DataFrame:
+    """``diagnosis_nodes`` rows of every job of ``activity``, as the diagnosis ranks them under
+    ``config`` (``rank_unit_inputs`` per job, then the known-fault term)."""
+    from l4spark.diagnosis.scoring import lift_printers
+    from l4spark.spatial.ranking import DIAGNOSIS_NODES_COLUMNS
+    from l4spark.spatial.score import rank_units
+
+    by_job = dict(tuple(facts.groupby("job_id", sort=False)))
+    parts = []
+    for job_id, job_activity in activity.groupby("job_id", sort=True):
+        job_facts = by_job.get(job_id, facts.iloc[:0])
+        parts.append(rank_units(str(job_id), job_facts.drop(columns=["job_id"]),
+                                job_activity.drop(columns=["job_id"]), config.spatial))
+    nodes = pd.concat(parts, ignore_index=True)[DIAGNOSIS_NODES_COLUMNS] if parts else \
+        pd.DataFrame(columns=DIAGNOSIS_NODES_COLUMNS)
+    lifted = {r.job_id: (r.node, list(r.pattern_ids)) for r in lifts.itertuples()}
+    return lift_printers(nodes, lifted, config.diagnosis.known_fault_weight, config.spatial)
+
+
+def outcomes(nodes: pd.DataFrame, per_job: pd.DataFrame) -> pd.DataFrame:
+    """Per job with a labelled faulty node: top1 and top5 (the share of its faulty nodes within
+    the first one and five distinct nodes, as ``evaluate`` scores them), first (the first node),
+    fault_kind, n_units."""
+    from l4spark.spatial.score import top_k_hit
+
+    ranked = {j: g.sort_values("rank")["node"].drop_duplicates().tolist() for j, g in nodes.groupby("job_id")}
+    units = nodes.groupby("job_id").size().to_dict()
+    rows = []
+    for row in per_job[per_job["has_faulty_nodes"].astype(bool)].itertuples():
+        ranking = ranked.get(row.job_id, [])
+        faulty = list(row.faulty_nodes)
+        rows.append({"job_id": row.job_id, "fault_kind": row.fault_kind, "top1": top_k_hit(ranking, faulty, 1),
+                     "top5": top_k_hit(ranking, faulty, 5), "first": ranking[0] if ranking else None,
+                     "n_units": int(units.get(row.job_id, 0))})
+    return pd.DataFrame(rows, columns=["job_id", "fault_kind", "top1", "top5", "first", "n_units"])
+
+
+def parse_overrides(pairs: list[str]) -> dict:
+    """``KEY=VALUE`` pairs (values as TOML literals, a bare word as a string) as config overrides."""
+    out = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or "." not in key:
+            raise SystemExit(f"--set {pair!r}: expected SECTION.KEY=VALUE")
+        try:
+            out[key.strip()] = tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError:
+            out[key.strip()] = raw
+    fixed = [k for k in out if k.startswith("spatial.") and k.split(".", 1)[1] in INPUT_SETTINGS]
+    if fixed:
+        raise SystemExit(f"--set {', '.join(fixed)}: shapes the ranking's inputs, which the dump's run fixed "
+                         "(run `l4spark evaluate --dump` again with it)")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    from l4spark.config import load_config
+    from l4spark.errors import ConfigError
+
+    parser = argparse.ArgumentParser(prog="python -m l4spark.evaluation.rerank", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dump", action="append", required=True, type=Path, help="an `evaluate --dump` folder")
+    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="a setting")
+    parser.add_argument("--conf", action="append", default=[], metavar="FILE", help="TOML config over the defaults")
+    parser.add_argument("--json", type=Path, metavar="OUT", help="write each job's outcome")
+    parser.add_argument("--against", type=Path, metavar="BASE", help="an earlier --json: list the jobs that moved")
+    args = parser.parse_args(argv)
+    try:
+        config = load_config(*args.conf, overrides=parse_overrides(args.set))
+    except ConfigError as exc:
+        raise SystemExit(f"configuration: {exc}") from None
+    result, frames = {}, []
+    for dump in args.dump:
+        facts, activity, lifts, per_job = read_inputs(dump)
+        got = outcomes(rank_again(facts, activity, lifts, config), per_job)
+        print(f"{dump}: top-1 {_count(got['top1'])}, top-5 {_count(got['top5'])} of {len(got)}")
+        frames.append(got)
+        result.update({f"{dump.name}/{r['job_id']}": r for r in got.to_dict("records")})
+    if len(frames) > 1:
+        both = pd.concat(frames, ignore_index=True)
+        print(f"total: top-1 {_count(both['top1'])}, top-5 {_count(both['top5'])} of {len(both)}")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1, default=str), "utf-8")
+    if args.against:
+        print_moves(json.loads(args.against.read_text("utf-8")), result)
+    return 0
+
+
+def _count(hits: pd.Series) -> str:
+    """The jobs whose every faulty node is within the k (top-k share 1), and the mean share."""
+    return f"{int((hits >= 1).sum())} (mean {hits.mean():.3f})" if len(hits) else "0"
+
+
+def print_moves(base: dict, now: dict) -> None:
+    """The jobs whose first node is faulty in one of ``base`` and ``now`` only."""
+    common = [j for j in base if j in now]
+    won = [j for j in common if base[j]["top1"] < 1 <= now[j]["top1"]]
+    lost = [j for j in common if now[j]["top1"] < 1 <= base[j]["top1"]]
+    print(f"against the base: {len(won)} won, {len(lost)} lost ({len(common)} jobs in both)")
+    for tag, jobs in (("won", won), ("lost", lost)):
+        for j in jobs:
+            print(f"  {tag} {j} [{now[j]['fault_kind']}] units={now[j]['n_units']} first {base[j]['first']} -> "
+                  f"{now[j]['first']}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
