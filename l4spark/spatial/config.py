@@ -89,7 +89,9 @@ class SpatialConfig:
     # Session 30, again net 0: +1 of 376 development jobs (26003, a DeepSpeed node_down), -1 on fresh
     # 31003 (a MindSpeed host_oom_kill where two of four nodes stopped together: without itself,
     # each early one is silent against the two late ones, and the healthy one ranked first).
-    silence_without_self: bool = False
+    # Session 32: on, with ``stop_before_onsets`` and ``silence_needs_cover`` (docs/spatial.md,
+    # "Silence, session 32"): a dead node's own stop widened the spread it was judged by.
+    silence_without_self: bool = True
     # Session 30: of a unit's error lines, only those of candidate events (what the cross-job
     # filter kept) keep it from being silent: a dead node whose last error lines are routine noise
     # (a checkpoint upload retried, a corrupted sample skipped, both in normal jobs too) went down
@@ -102,6 +104,18 @@ class SpatialConfig:
     # node is the first to fail, not the first peer whose watchdog reported it (docs/spatial.md,
     # "A dead node failed when it stopped"). False: such a unit has no onset, as before.
     stop_is_onset: bool = True
+    # Session 32: a unit is stopped (silent by time) only when it stopped before the failure
+    # onset of every other unit that has one of its own (clocks aligned): a dead node stops first
+    # and its peers time out on it after; a unit that stopped after another began to fail was
+    # taken down with the job (a launcher killing its ranks, a communicator's abort) and its quiet
+    # end says nothing about it (docs/spatial.md, "Stopped before anyone failed"). False: any
+    # early stop counts, as before.
+    stop_before_onsets: bool = True
+    # Session 32: silent by time only for a unit whose files are timestamped to their end
+    # (``ts_cover`` at least ``timestamp_cover``): its last timestamp before untimed lines is no
+    # stop (Megatron's rank 0, MindSpeed print iteration lines untimed), and so no onset either.
+    # False: every unit's last timestamp is its stop, as before.
+    silence_needs_cover: bool = True
     # Session 31: a unit whose files stop being timestamped before their end (``ts_cover`` under
     # ``timestamp_cover``) counts as timed, still without an onset, when its timed onset is later
     # than the first onset of the covered units: its untimed tail was written after its timed
@@ -201,7 +215,7 @@ class SpatialConfig:
         for key in ("evidence_required", "blame_discount", "pair_quiet_for_nobody", "pair_silence",
                     "silent_despite_errors", "small_job_timing", "pair_onset_without_remote",
                     "blame_follows_onsets", "store_client_not_blame", "untimed_errors_dated",
-                    "silence_without_self", "stop_is_onset", "routine_errors_quiet",
+                    "silence_without_self", "stop_is_onset", "stop_before_onsets", "silence_needs_cover", "routine_errors_quiet",
                     "uncovered_later_onsets", "lone_roles_own_events", "global_small_ranks"):
             if not isinstance(getattr(self, key), bool):
                 raise ConfigError(f"spatial.{key}: expected true or false, found {getattr(self, key)!r}")

@@ -101,6 +101,9 @@ def unit_signals(counts: pd.DataFrame, activity: pd.DataFrame, config: SpatialCo
         first_seen = _pivot(facts, "first_s", activity.index)
         offsets = clock_offsets(first_seen, activity)
         first_seen = first_seen.reindex(columns=_candidate_events(facts))
+        if config.stop_before_onsets:
+            silent = stopped_before_onsets(silent, failure_onsets(first_seen, activity, offsets, config),
+                                           activity["last_s"].astype(float) - offsets)
         onsets = failure_onsets(first_seen, activity, offsets, config, stopped=silent["stopped"])
         timed = onsets
         if len(activity.index) == 2 and config.pair_onset_without_remote:
@@ -134,6 +137,18 @@ def unit_signals(counts: pd.DataFrame, activity: pd.DataFrame, config: SpatialCo
     details = {"activity": activity, "silent": silent, "evidence": evidence, "named": named, "onsets": timed,
                "own": own, "outside_nccl": lag["outside_nccl"]}
     return signals, details
+
+
+def stopped_before_onsets(silent: pd.DataFrame, onsets: pd.Series, stops: pd.Series) -> pd.DataFrame:
+    """``silence``'s frame with ``stopped`` kept only for the units whose stop (``stops``, aligned
+    last lines) came before every other unit's own failure onset (``onsets``, aligned; NaN: none);
+    ``silent`` recomputed from it (stopped, missing files or truncated)."""
+    stopped = silent["stopped"].copy()
+    for unit in stopped.index[stopped]:
+        others = onsets.drop(index=unit).dropna()
+        if len(others) and stops[unit] > others.min():
+            stopped[unit] = False
+    return silent.assign(stopped=stopped, silent=stopped | (silent["missing_files"] > 0) | silent["truncated"])
 
 
 def combine(signals: pd.DataFrame, config: SpatialConfig) -> pd.DataFrame:

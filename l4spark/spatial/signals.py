@@ -162,7 +162,9 @@ def silence(activity: pd.DataFrame, config: SpatialConfig, candidate_lines: pd.S
     them) rather than by its timestamped error lines alone (``last_error_s``, also without that
     column). ``routine_errors_quiet`` (with ``silent_despite_errors``): the error lines of
     candidate events alone count and date (optional columns n_candidate_error and, dated as above,
-    last_candidate_error_by_s or last_candidate_error_s).
+    last_candidate_error_by_s or last_candidate_error_s). ``silence_needs_cover``: silent by
+    time only when the unit's files are timestamped to their end (optional column ts_cover, at
+    least ``timestamp_cover``): a last timestamp followed by untimed lines is no stop.
     """
     role = roles(activity) if {"min_rank", "max_rank"} <= set(activity.columns) else pd.Series("peer", index=activity.index)
     sizes = role.map(role.value_counts())
@@ -200,6 +202,8 @@ def silence(activity: pd.DataFrame, config: SpatialConfig, candidate_lines: pd.S
         typical_files.loc[targets] = activity.loc[members, "n_files"].mode().max() if len(members) else 0
     gap = reference - last
     by_time = (gap >= config.silent_min_gap_s) & (gap >= config.silent_z * spread)
+    if config.silence_needs_cover and "ts_cover" in activity.columns:
+        by_time &= activity["ts_cover"].fillna(1.0) >= config.timestamp_cover
     missing = (typical_files - activity["n_files"]).clip(lower=0)
     truncated = (activity["n_lines"] < config.truncated_share * line_median).fillna(False)
     # A unit that stopped early but wrote errors crashed loudly: the count vectors show it.
