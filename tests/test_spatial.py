@@ -75,7 +75,9 @@ def test_silence_needs_an_early_quiet_stop_or_missing_files():
     # n03 stopped 600 s early without an error; n05 too but wrote errors (a loud crash);
     # n06 lacks a rank file
     assert result["silent"][result["silent"]].index.tolist() == ["n03", "n06"]
-    assert result.loc["n03", "silent_gap_s"] == pytest.approx(600.5)  # peers median 1000.5
+    assert result.loc["n03", "silent_gap_s"] == pytest.approx(601.0)  # the others' median 1001
+    # with itself in the median (silence_without_self off, sessions 31 and before): 1000.5
+    assert silence(activity, SpatialConfig(silence_without_self=False)).loc["n03", "silent_gap_s"] == pytest.approx(600.5)
     assert result.loc["n06", "missing_files"] == 1
     # n05's error lines are no candidate events (the cross-job filter found them routine): its
     # count vector shows nothing, so its early stop is silence after all (fresh seed 16003: a
@@ -132,7 +134,7 @@ def test_a_silent_node_ranks_first_even_without_an_error_line():
     ranked = rank_units("job-x", counts, activity, SpatialConfig())
     first = ranked.iloc[0]
     assert (first["node"], bool(first["silent"]), bool(first["suspect"])) == ("n02", True, True)
-    assert first["silent_gap_s"] == pytest.approx(700.5)
+    assert first["silent_gap_s"] == pytest.approx(701.0)
 
 
 def test_a_job_of_two_units_is_ranked_without_a_forest():
@@ -679,6 +681,41 @@ def test_a_dead_node_failed_when_it_stopped_not_when_its_peers_timed_out():
     assert ranked["rank"].idxmin() == "n01"
 
 
+def test_a_unit_that_stopped_after_another_began_to_fail_is_not_silent():
+    # issue #18 (fresh 32003, MindSpeed invalid_rank_table): n03's ranks fail at 930 s with errors
+    # of their own; n02 stops 15 s later without a candidate error (taken down with the job) while
+    # n00 and n01 run on to their watchdogs. Stopped early, but after n03 began to fail: its quiet
+    # end says nothing about it, and it is no dead node that failed first
+    facts, activity = _dead_node_job(945.0)
+    own = pd.DataFrame([_fact("n03", "rank_table_error", 4, 930.0), _fact("n03", "trace", 8, 930.1),
+                        _fact("n03", "abort", 4, 930.2)], columns=UNIT_FACTS_COLUMNS[1:])
+    facts = pd.concat([facts[facts["node"] != "n03"], own], ignore_index=True)
+    activity = activity.assign(last_s=[990.0, 986.0, 945.0, 931.0])
+    ranked = rank_units("job-d", facts, activity, SpatialConfig()).set_index("node")
+    assert not ranked.loc["n02", "silent"] and ranked["rank"].idxmin() == "n03"
+    # the switch off (sessions 31 and before): n02 is silent, its stop its onset
+    before = rank_units("job-d", facts, activity, SpatialConfig(stop_before_onsets=False)).set_index("node")
+    assert before.loc["n02", "silent"] and before.loc["n02", "combined_score"] > ranked.loc["n02", "combined_score"]
+    # a dead node stops before anyone fails: the rule keeps it silent and first
+    facts, activity = _dead_node_job(945.0)
+    assert rank_units("job-d", facts, activity, SpatialConfig()).iloc[0]["node"] == "n02"
+
+
+def test_a_unit_not_timestamped_to_its_end_is_not_silent_by_time():
+    # issue #18 (26031, MindSpeed loss_nan): n02's files carry timestamps only at start-up and
+    # hours of untimed iteration lines after them (ts_cover 0.5): its last timestamp is no stop
+    activity = _activity(4, last_s={2: 300.0}, n_error={2: 0}).set_index("node").assign(ts_cover=[1.0, 1.0, 0.5, 0.97])
+    assert not silence(activity, SpatialConfig())["silent"].any()
+    assert silence(activity, SpatialConfig(silence_needs_cover=False))["silent"].tolist() == [False, False, True, False]
+    # timestamped to its end (at least timestamp_cover), the same stop is silence
+    assert silence(activity.assign(ts_cover=0.95), SpatialConfig())["silent"].tolist() == [False, False, True, False]
+    # and the uncovered unit gets no stop as its onset either: nobody is timed by it
+    facts, dead = _dead_node_job(945.0)
+    uncovered = dead.assign(ts_cover=[1.0, 1.0, 0.5, 1.0])
+    ranked = rank_units("job-d", facts, uncovered, SpatialConfig()).set_index("node")
+    assert not ranked.loc["n02", "silent"] and np.isnan(ranked.loc["n02", "onset_lag_s"])
+
+
 def test_silence_judges_a_unit_against_the_others_of_its_group_without_itself():
     # 22013's job-20261105-0029 (node_down of rank 0's node): n00 stopped 104 s before two
     # peers, and the last stage's node n02 logged 450 s longer; with n00 in its own median and
@@ -811,7 +848,8 @@ def test_spatial_eval_keeps_apart_jobs_of_two_fleets_with_the_same_id(tmp_path):
 def test_the_pair_rule_switches_are_true_or_false():
     for key in ("pair_quiet_for_nobody", "pair_silence", "silent_despite_errors", "small_job_timing",
                 "pair_onset_without_remote", "blame_follows_onsets", "store_client_not_blame", "untimed_errors_dated",
-                "silence_without_self", "routine_errors_quiet", "uncovered_later_onsets", "lone_roles_own_events"):
+                "silence_without_self", "routine_errors_quiet", "uncovered_later_onsets", "lone_roles_own_events",
+                "stop_before_onsets", "silence_needs_cover"):
         with pytest.raises(ConfigError, match=f"spatial.{key}: expected true or false"):
             SpatialConfig(**{key: "false"})
 
