@@ -701,6 +701,19 @@ def test_a_unit_that_stopped_after_another_began_to_fail_is_not_silent():
     assert rank_units("job-d", facts, activity, SpatialConfig()).iloc[0]["node"] == "n02"
 
 
+def test_a_unit_that_stopped_alone_first_is_silent_whatever_the_spread_of_the_others():
+    # issue #18 (fresh 33001, HF Trainer node_down of 8 nodes): rank 0's node n00 went down at
+    # -179 s; four peers crashed loudly at -103 to -83 s, three hung until killed at about 0 s.
+    # The others' median is -83 s, their spread (MAD) 20 s: 96 s early is under five spreads
+    ends = {0: -179.3, 1: -82.9, 2: -3.4, 3: -103.0, 4: -99.1, 5: -85.9, 6: 0.0, 7: -1.6}
+    activity = _activity(8, last_s=ends, n_error={0: 0, 2: 0, 6: 0, 7: 0}).set_index("node")
+    assert silence(activity, SpatialConfig())["silent"].tolist() == [True] + [False] * 7
+    assert not silence(activity, SpatialConfig(silent_first_alone=False))["silent"].any()
+    # 76 s before the first other end is the margin; one within silent_min_gap_s of it is not alone
+    close = _activity(8, last_s={**ends, 0: -120.0}, n_error={0: 0, 2: 0, 6: 0, 7: 0}).set_index("node")
+    assert not silence(close, SpatialConfig())["silent"].any()
+
+
 def test_a_unit_not_timestamped_to_its_end_is_not_silent_by_time():
     # issue #18 (26031, MindSpeed loss_nan): n02's files carry timestamps only at start-up and
     # hours of untimed iteration lines after them (ts_cover 0.5): its last timestamp is no stop
@@ -849,7 +862,7 @@ def test_the_pair_rule_switches_are_true_or_false():
     for key in ("pair_quiet_for_nobody", "pair_silence", "silent_despite_errors", "small_job_timing",
                 "pair_onset_without_remote", "blame_follows_onsets", "store_client_not_blame", "untimed_errors_dated",
                 "silence_without_self", "routine_errors_quiet", "uncovered_later_onsets", "lone_roles_own_events",
-                "stop_before_onsets", "silence_needs_cover"):
+                "stop_before_onsets", "silence_needs_cover", "silent_first_alone"):
         with pytest.raises(ConfigError, match=f"spatial.{key}: expected true or false"):
             SpatialConfig(**{key: "false"})
 

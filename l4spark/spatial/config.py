@@ -116,6 +116,11 @@ class SpatialConfig:
     # stop (Megatron's rank 0, MindSpeed print iteration lines untimed), and so no onset either.
     # False: every unit's last timestamp is its stop, as before.
     silence_needs_cover: bool = True
+    # Session 32: a unit of three or more that stopped silent_min_gap_s before every other unit's
+    # last line is stopped by time, whatever the spread of the others' ends: in a failing job
+    # those are two crowds (the loud crashes, the ranks that hung until killed) whose MAD hid a
+    # dead node 76 s ahead of both (fresh 33001's HF Trainer node_down). False: the spread test alone.
+    silent_first_alone: bool = True
     # Session 31: a unit whose files stop being timestamped before their end (``ts_cover`` under
     # ``timestamp_cover``) counts as timed, still without an onset, when its timed onset is later
     # than the first onset of the covered units: its untimed tail was written after its timed
@@ -215,7 +220,8 @@ class SpatialConfig:
         for key in ("evidence_required", "blame_discount", "pair_quiet_for_nobody", "pair_silence",
                     "silent_despite_errors", "small_job_timing", "pair_onset_without_remote",
                     "blame_follows_onsets", "store_client_not_blame", "untimed_errors_dated",
-                    "silence_without_self", "stop_is_onset", "stop_before_onsets", "silence_needs_cover", "routine_errors_quiet",
+                    "silence_without_self", "stop_is_onset", "stop_before_onsets", "silence_needs_cover",
+                    "silent_first_alone", "routine_errors_quiet",
                     "uncovered_later_onsets", "lone_roles_own_events", "global_small_ranks"):
             if not isinstance(getattr(self, key), bool):
                 raise ConfigError(f"spatial.{key}: expected true or false, found {getattr(self, key)!r}")

@@ -165,6 +165,8 @@ def silence(activity: pd.DataFrame, config: SpatialConfig, candidate_lines: pd.S
     last_candidate_error_by_s or last_candidate_error_s). ``silence_needs_cover``: silent by
     time only when the unit's files are timestamped to their end (optional column ts_cover, at
     least ``timestamp_cover``): a last timestamp followed by untimed lines is no stop.
+    ``silent_first_alone``: of three units or more, one that stopped ``silent_min_gap_s`` before
+    every other unit's last line is silent by time whatever their spread.
     """
     role = roles(activity) if {"min_rank", "max_rank"} <= set(activity.columns) else pd.Series("peer", index=activity.index)
     sizes = role.map(role.value_counts())
@@ -202,6 +204,11 @@ def silence(activity: pd.DataFrame, config: SpatialConfig, candidate_lines: pd.S
         typical_files.loc[targets] = activity.loc[members, "n_files"].mode().max() if len(members) else 0
     gap = reference - last
     by_time = (gap >= config.silent_min_gap_s) & (gap >= config.silent_z * spread)
+    if config.silent_first_alone and len(activity) >= 3:
+        for unit in activity.index:
+            others = last.drop(index=unit).dropna()
+            if len(others) and others.min() - last[unit] >= config.silent_min_gap_s:
+                by_time[unit] = True
     if config.silence_needs_cover and "ts_cover" in activity.columns:
         by_time &= activity["ts_cover"].fillna(1.0) >= config.timestamp_cover
     missing = (typical_files - activity["n_files"]).clip(lower=0)
