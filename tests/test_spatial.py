@@ -734,8 +734,10 @@ def test_silence_judges_a_unit_against_the_others_of_its_group_without_itself():
     # peers, and the last stage's node n02 logged 450 s longer; with n00 in its own median and
     # spread (a MAD of 52 s over four units) it needed 386 s to be silent
     activity = _activity(4, last_s={0: 446.0, 1: 550.0, 2: 1000.0, 3: 550.2}, n_error={0: 0}).set_index("node")
-    assert not silence(activity, SpatialConfig(silence_without_self=False))["silent"].any()
-    result = silence(activity, SpatialConfig(silence_without_self=True))
+    assert not silence(activity, SpatialConfig(silence_without_self=False, silent_first_alone=False))["silent"].any()
+    # (it stopped 104 s before every other unit's end: silent_first_alone finds it on its own too)
+    assert silence(activity, SpatialConfig(silence_without_self=False))["silent"].tolist() == [True, False, False, False]
+    result = silence(activity, SpatialConfig(silence_without_self=True, silent_first_alone=False))
     assert result["silent"].tolist() == [True, False, False, False]
     assert result.loc["n00", "silent_gap_s"] == pytest.approx(104.2)  # the others' median, 550.2
     # a pair is still judged by pair_silence alone (each against the other), whatever the switch
