@@ -10,7 +10,7 @@ events the cross-job filter kept; ``ranking_lifts``: the lone printers of a know
 ``scoring.known_fault_printers``). No Spark: every job is ranked again by
 ``spatial.score.rank_units`` under the configuration (``--conf`` files, then ``--set``
 overrides, values as TOML literals: ``--set spatial.behind_weight=0.5``,
-``--set 'spatial.remote_patterns=[]'``), and the known-fault term added
+``--set spatial.normalisation=role``), and the known-fault term added
 (``scoring.lift_printers``, ``diagnosis.known_fault_weight``). Unlike
 ``spatial_eval`` (every event a candidate, no history), this ranks what ``l4spark diagnose``
 ranks: with the settings of the dump's run it gives the dump's ``nodes`` job for job.
