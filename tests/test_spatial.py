@@ -714,6 +714,29 @@ def test_a_unit_that_stopped_alone_first_is_silent_whatever_the_spread_of_the_ot
     assert not silence(close, SpatialConfig())["silent"].any()
 
 
+def test_the_leave_one_out_medians_and_minimum_equal_the_loops_they_replace():
+    # silence_without_self and silent_first_alone per unit, by dropping the unit (session 32's
+    # first version: O(n^2), 4.3 s for 4,096 units), against the vectorised forms
+    from l4spark.spatial.signals import _others_median, _others_min
+
+    rng = np.random.default_rng(7)
+    for n in (1, 2, 3, 4, 5, 8, 33):
+        for _ in range(40):
+            values = np.round(rng.normal(1000.0, 50.0, n), 0 if rng.random() < 0.5 else 3)  # ties half the time
+            values[rng.random(n) < 0.2] = np.nan
+            series = pd.Series(values)
+            loop_median = [series.drop(index=i).median() for i in range(n)]
+            loop_min = [series.drop(index=i).min() for i in range(n)]
+            np.testing.assert_allclose(_others_median(values), loop_median, equal_nan=True)
+            np.testing.assert_allclose(_others_min(values), loop_min, equal_nan=True)
+            ref = _others_median(values)
+            for i in range(n):
+                if not np.isnan(ref[i]):
+                    others = series.drop(index=i)
+                    mad = _others_median(np.abs(values - ref[i]))[i]
+                    assert mad == pytest.approx((others - ref[i]).abs().median())
+
+
 def test_a_unit_not_timestamped_to_its_end_is_not_silent_by_time():
     # issue #18 (26031, MindSpeed loss_nan): n02's files carry timestamps only at start-up and
     # hours of untimed iteration lines after them (ts_cover 0.5): its last timestamp is no stop

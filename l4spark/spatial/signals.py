@@ -140,6 +140,37 @@ def pair_isolation(matrix: pd.DataFrame, limit: int, remote: Iterable[str] = (),
     return score.reindex(matrix.index), listed
 
 
+def _others_median(values: np.ndarray) -> np.ndarray:
+    """For each element, the median of the other elements' values, NaNs left out (NaN when no
+    other value): the median of the sorted values with one copy of the element's own removed."""
+    valid = ~np.isnan(values)
+    ordered = np.sort(values[valid])
+    m = len(ordered)
+    out = np.full(len(values), np.median(ordered) if m else np.nan)  # a NaN element: every value is another's
+    if m < 2:
+        out[valid] = np.nan
+        return out
+    position = np.empty(m, dtype=int)
+    position[np.argsort(values[valid], kind="stable")] = np.arange(m)
+
+    def reduced(k: int) -> np.ndarray:  # the k-th of the others, per valid element
+        return np.where(k < position, ordered[k], ordered[np.minimum(k + 1, m - 1)])
+
+    n = m - 1
+    out[valid] = reduced(n // 2) if n % 2 else (reduced(n // 2 - 1) + reduced(n // 2)) / 2.0
+    return out
+
+
+def _others_min(values: np.ndarray) -> np.ndarray:
+    """For each element, the smallest of the other elements' values, NaNs left out (NaN when none)."""
+    ordered = np.sort(values[~np.isnan(values)])
+    if not len(ordered):
+        return np.full(len(values), np.nan)
+    second = ordered[1] if len(ordered) > 1 else np.nan
+    lone_first = (values == ordered[0]) & ((len(ordered) == 1) | (second != ordered[0]))
+    return np.where(lone_first, second, ordered[0])
+
+
 def silence(activity: pd.DataFrame, config: SpatialConfig, candidate_lines: pd.Series | None = None) -> pd.DataFrame:
     """Which units went silent, each judged against the peers of its own role.
 
@@ -189,12 +220,17 @@ def silence(activity: pd.DataFrame, config: SpatialConfig, candidate_lines: pd.S
             spread.loc[targets] = 0.0
         elif peer_last.notna().any() and config.silence_without_self and len(members) >= 3:
             # each unit against the others of its group: its own early stop moves neither their
-            # median nor their spread
-            for unit in targets:
-                others = peer_last.drop(index=unit)
-                ref = others.median()
-                reference.loc[unit] = ref if others.notna().any() else last.loc[unit]
-                spread.loc[unit] = 1.4826 * (others - ref).abs().median() if others.notna().any() else 0.0
+            # median nor their spread (leave-one-out medians, no loop over units)
+            values = peer_last.to_numpy(dtype=float)
+            ref = _others_median(values)
+            mad = np.full(len(values), np.nan)
+            for centre in np.unique(ref[~np.isnan(ref)]):
+                at = ref == centre
+                mad[at] = _others_median(np.abs(values - centre))[at]
+            ref, mad = pd.Series(ref, index=members), pd.Series(mad, index=members)
+            alone = ref.loc[targets].isna()  # no other member has a last line
+            reference.loc[targets] = ref.loc[targets].where(~alone, last.loc[targets])
+            spread.loc[targets] = (1.4826 * mad.loc[targets]).where(~alone, 0.0)
         elif peer_last.notna().any():
             ref = peer_last.median()
             reference.loc[targets] = ref
@@ -205,10 +241,7 @@ def silence(activity: pd.DataFrame, config: SpatialConfig, candidate_lines: pd.S
     gap = reference - last
     by_time = (gap >= config.silent_min_gap_s) & (gap >= config.silent_z * spread)
     if config.silent_first_alone and len(activity) >= 3:
-        for unit in activity.index:
-            others = last.drop(index=unit).dropna()
-            if len(others) and others.min() - last[unit] >= config.silent_min_gap_s:
-                by_time[unit] = True
+        by_time |= (_others_min(last.to_numpy(dtype=float)) - last.to_numpy(dtype=float)) >= config.silent_min_gap_s
     if config.silence_needs_cover and "ts_cover" in activity.columns:
         by_time &= activity["ts_cover"].fillna(1.0) >= config.timestamp_cover
     missing = (typical_files - activity["n_files"]).clip(lower=0)
