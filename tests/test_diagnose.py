@@ -574,8 +574,42 @@ def test_a_first_ranked_unit_behind_outside_nccl_is_the_hang_fault_before_its_pe
     assert [m.pattern_id for m in got["hang"]] == ["hang-unit", "nccl-watchdog-timeout"]
     assert got["hang"][0].fault_class == "hang"
     assert [m.pattern_id for m in got["stall"]] == ["nccl-watchdog-timeout"]
-    assert [p.pattern_id for p in unit_fault_patterns()] == ["straggler-unit", "hang-unit"]
-    assert [p.pattern_id for p in unit_fault_patterns(hung=False)] == ["straggler-unit"]
+    assert [p.pattern_id for p in unit_fault_patterns()] == ["node-down-unit", "straggler-unit", "hang-unit"]
+    assert [p.pattern_id for p in unit_fault_patterns(hung=False, dead=False)] == ["straggler-unit"]
+
+
+SILENT_STOP = "silent: stopped 91 s before its peers, its error lines no sign of it"
+
+
+def test_a_first_ranked_unit_that_stopped_first_is_the_dead_node_unless_a_node_local_fault_says_why():
+    """A node that dies writes nothing more; its peers' IB completion errors naming it match the
+    network pattern. When the first-ranked unit stopped before any other unit's failure began,
+    the known fault is the dead node (class node); a GPU fallen off the bus (node-local, matched
+    first) still says why it went quiet; a unit that also never enqueued its peers' collective is
+    the hang."""
+    from l4spark.diagnosis.patterns import PatternMatch
+    from l4spark.diagnosis.scoring import with_unit_faults
+
+    ib = PatternMatch("ib-completion-error", "IB", "network", 1.0, ("E_ib",))
+    bus = PatternMatch("gpu-fallen-off-bus", "GPU", "accelerator", 1.0, ("E_bus",))
+    named = "named by 3 peer(s) (weight 3.00 after discounting names given by design): ip:10.3.1.38"
+    nodes = pd.DataFrame({
+        "job_id": ["dead", "dead", "bus", "hang", "crash"],
+        "rank": [1, 2, 1, 1, 1],
+        "signals": [[SILENT_STOP, named], ["failed first"], [SILENT_STOP, named],
+                    [SILENT_STOP, "behind, outside NCCL: it never enqueued the collective its peers timed out in"],
+                    ["silent: far fewer lines than its peers", named]],  # fewer lines is not a stop
+    })
+    matches = {"dead": [ib], "bus": [bus, ib], "hang": [ib], "crash": [ib]}
+    got = with_unit_faults(matches, nodes, DiagnosisConfig())
+    assert [m.pattern_id for m in got["dead"]] == ["node-down-unit", "ib-completion-error"]
+    assert got["dead"][0].fault_class == "node" and got["dead"][0].matched_event_ids == ()
+    assert [m.pattern_id for m in got["bus"]] == ["gpu-fallen-off-bus", "node-down-unit", "ib-completion-error"]
+    assert [m.pattern_id for m in got["hang"]] == ["hang-unit", "node-down-unit", "ib-completion-error"]
+    assert [m.pattern_id for m in got["crash"]] == ["ib-completion-error"]
+    # switched off: the peers' network match, as in session 32
+    off = load_config(overrides={"diagnosis.dead_unit_fault": False}).diagnosis
+    assert with_unit_faults(matches, nodes, off)["dead"] == [ib]
 
 
 def test_rank_matches_places_a_match_by_its_unit_at_rank_granularity():
@@ -792,6 +826,41 @@ def test_the_first_ranked_units_exit_line_is_not_failure_boilerplate():
         load_config(overrides={"diagnosis.suspect_exit_lines": "yes"})
 
 
+# a communication library's back trace of a failed call: NCCL's NCCLCHECK (INFO, include/checks.h)
+# and Ascend HCCL's CHK_RET (ERROR, hcomm pub_inc/log.h), as printed in public logs
+NCCL_TRACE = "transport/net.cc:1134 -> 6"
+NCCL_PROXY_TRACE = "proxy.cc:858 -> 6 [Proxy Thread]"
+HCCL_TRACE = "[transport_manager.cc:1402] [18744][SetMachinePara]call trace: hcclRet -> 9"
+
+
+def test_a_communication_librarys_error_back_trace_is_not_failure_boilerplate():
+    # every event below is printed by every other failed job: boilerplate by generic_share alone
+    evidence = pd.DataFrame([
+        _late_error("nccl", NCCL_TRACE, severity=1),
+        _late_error("proxy", NCCL_PROXY_TRACE, severity=1),
+        _late_error("hccl", HCCL_TRACE),
+        # a line naming a source file without an error code returned through it stays boilerplate
+        _late_error("teardown", "ProcessGroupNCCL.cpp:1205 destroying the process group"),
+    ])
+    timing = pd.DataFrame([{"job_id": "j", "start_t": 0.0, "last_progress_t": 95.0}])
+    empty = pd.DataFrame(columns=["job_id", "event_id", "score"])
+    hits = pd.DataFrame(columns=["job_id", "event_id", "confidence"])
+    shares = pd.DataFrame({"event_id": ["nccl", "proxy", "hccl", "teardown"], "n_failed": [30] * 4})
+    shares.attrs["n_failed_jobs"] = 30
+
+    def flags(conf: DiagnosisConfig) -> dict:
+        scored = score_events(evidence, timing, empty, empty, hits, shares, conf)
+        return {r.event_id: (bool(r.flagged), bool(r.generic)) for r in scored.itertuples()}
+
+    assert flags(DiagnosisConfig()) == {"nccl": (True, False), "proxy": (True, False), "hccl": (True, False),
+                                        "teardown": (False, True)}
+    # switched off: boilerplate wherever generic_share says so, as in session 32
+    off = load_config(overrides={"diagnosis.error_trace_lines": False}).diagnosis
+    assert all(generic and not flagged for flagged, generic in flags(off).values())
+    with pytest.raises(ConfigError, match="error_trace_patterns"):
+        load_config(overrides={"diagnosis.error_trace_patterns": ["(a+)+$"]})
+
+
 def test_event_evidence_lists_the_nodes_of_its_exit_lines(spark):
     from l4spark.diagnosis.assemble import event_evidence
 
@@ -848,6 +917,18 @@ def test_known_faults_study_recomputes_a_library_change_from_a_dump(tmp_path, ca
     # the same settings both sides: nothing changes
     assert main(["--dump", str(tmp_path / "d1")]) == 0
     assert "total: node top-1 2 -> 2 of 2, fault class 2 -> 2 of 2" in capsys.readouterr().out
+    # the dead node's unit fault against a baseline configuration without it: "ib"'s first unit
+    # says it stopped first, and its network match gives way to class node (labelled network: lost)
+    nodes = pd.read_parquet(tmp_path / "d1" / "nodes.parquet")
+    nodes["signals"] = [[SILENT_STOP] if (job, rank) == ("ib", 1) else list(s)
+                        for job, rank, s in zip(nodes["job_id"], nodes["rank"], nodes["signals"])]
+    nodes.to_parquet(tmp_path / "d1" / "nodes.parquet")
+    (tmp_path / "off.toml").write_text("[diagnosis]\ndead_unit_fault = false\n", "utf-8")
+    assert main(["--dump", str(tmp_path / "d1"), "--base-conf", str(tmp_path / "off.toml")]) == 0
+    out = capsys.readouterr().out
+    assert "total: node top-1 2 -> 2 of 2, fault class 2 -> 1 of 2" in out
+    assert [line.split()[1:] for line in out.splitlines() if line.rstrip().endswith(("gained", "lost"))] == [
+        ["ib", "ib_completion_error", "class_ok", "lost"]]
     with pytest.raises(SystemExit):
         main(["--dump", str(tmp_path / "d1"), "--without", "no-such-pattern"])
     assert "no seed pattern" in capsys.readouterr().err

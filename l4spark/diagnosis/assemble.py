@@ -45,7 +45,7 @@ from l4spark.diagnosis.patterns import FaultPattern, unit_fault_patterns
 from l4spark.crossjob.reasons import NO_HISTORY
 from l4spark.diagnosis.config import CONFIG_ECHO_PATTERN, INDENTED_PATTERN, WARNING_LINE_PATTERN, DiagnosisConfig
 from l4spark.diagnosis.scoring import (SEVERITY, job_patterns, pattern_hit_rows, rank_matches, score_events,
-                                      known_fault_printers, lift_printers, with_unit_fault)
+                                      known_fault_printers, lift_printers, with_unit_faults)
 from l4spark.io.frames import computed_once, materialize, session_settings
 from l4spark.io.session import ADAPTIVE, CODEGEN_FACTORY_MODE, WHOLE_STAGE_CODEGEN
 from l4spark.regexcolumns import rlike
@@ -417,8 +417,7 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     shares = failed_event_shares(spark, config, job_ids)
     scored = score_events(evidence, timing, spatial, temporal, hits, shares, conf, nodes=nodes)
     matches = rank_matches(matches, scored, nodes if conf.locate_matches else None)
-    for pattern in unit_fault_patterns(conf.slow_unit_fault, conf.hung_unit_fault):
-        matches = with_unit_fault(matches, nodes, pattern)
+    matches = with_unit_faults(matches, nodes, conf)
     scored["template"] = scored["event_id"].map(templates)
     flagged = scored[scored["flagged"]]
     report_parts = _report_inputs(spark, lines, flagged)

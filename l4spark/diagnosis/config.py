@@ -103,6 +103,11 @@ class DiagnosisConfig:
     # signals say "behind, outside NCCL: ...") matches the hang fault first (patterns.hung_unit_pattern,
     # class hang); false: session 26 and before, such jobs kept what their peers' timeouts matched
     hung_unit_fault: bool = True
+    # a job whose first-ranked unit stopped logging before any other unit's own failure began (its
+    # signals say "silent: stopped ...") matches the dead node (patterns.dead_unit_pattern, class
+    # node) first, unless its first match is of a node-local known class (known_fault_classes);
+    # false: session 32 and before, such jobs kept what their peers' network errors matched
+    dead_unit_fault: bool = True
     # the node ranking's one score gains known_fault_weight for the units of the only node that
     # printed a known fault of a node-local class (known_fault_classes): a GPU's ECC error, the
     # kernel's OOM kill, a stale handle on its mount are that node's own words; 0: off, sessions 24
@@ -111,6 +116,19 @@ class DiagnosisConfig:
     known_fault_weight: float = 0.5
     known_fault_classes: tuple = ("accelerator", "node", "out_of_memory", "storage", "software_incompatibility",
                                   "slowdown")
+    # a communication library's back trace of a failed call, one line per function the error
+    # code returned through: NCCL's NCCLCHECK prints "file.cc:N -> code" (include/checks.h, "Print
+    # the back trace"; NCCL's docs: "NCCL_DEBUG=INFO will print the back trace which led to the
+    # error"), Ascend HCCL's CHK_RET "[func]call trace: hcclRet -> code" (hcomm pub_inc/log.h). The
+    # line carries the library's error code and exists only when a call failed; every network or
+    # peer-death failure prints it, so in a fleet where such failures are half the failed jobs
+    # generic_share made it boilerplate and in one where they are fewer it did not. With
+    # error_trace_lines = true (default) such an event is not failure boilerplate: how common a
+    # cause is in tonight's fleet is not a reason to drop its evidence. false: sessions 32 and
+    # before (docs/diagnosis.md, "Error-code back traces")
+    error_trace_lines: bool = True
+    error_trace_patterns: tuple = (r"[A-Za-z0-9_./-]+\.(?:cc|cpp|cu|c|h|hpp):[0-9]+ -> -?[0-9]+\b",
+                                   r"call trace: hcclRet -> -?[0-9]+\b")
     exit_line_patterns: tuple = (r"failed \(exitcode: -?[0-9]+\) local_rank: [0-9]+",
                                  r"exits with return code = -?[0-9]+\s*$")
     # consequence and advice lines: the launcher tearing the other processes down after one failed,
@@ -168,6 +186,8 @@ class DiagnosisConfig:
             _check_java_regex(regex, "diagnosis.consequence_patterns")
         for regex in self.exit_line_patterns:
             _check_java_regex(regex, "diagnosis.exit_line_patterns")
+        for regex in self.error_trace_patterns:
+            _check_java_regex(regex, "diagnosis.error_trace_patterns")
         unknown = sorted(set(self.weights) - set(SOURCES) - {"late", "error"})
         if unknown:
             raise ConfigError(f"diagnosis.weights: unknown evidence {unknown}; known: {list(SOURCES) + ['late', 'error']}")

@@ -98,10 +98,38 @@ def hung_unit_pattern() -> "FaultPattern":
         signature=(r"^behind, outside NCCL: ",))
 
 
-def unit_fault_patterns(slow: bool = True, hung: bool = True) -> list["FaultPattern"]:
+# A known fault no log line names, the third: the node that died. The ranking writes "silent:
+# stopped N s before its peers, ..." (``spatial.score``) for a unit whose lines end before any
+# other unit's own failure began (``spatial.stop_before_onsets``): a node that lost power, panicked,
+# hung in its kernel or had its processes taken by the host's OOM killer writes nothing after its
+# last buffered line, and its peers then report what they saw of it (NCCL's IB completion errors
+# naming its address once their retry budget is spent, closed sockets, watchdog timeouts), which
+# the library matches as a network fault. ``scoring.with_unit_fault`` adds it
+# (``diagnosis.dead_unit_fault``); it does not overtake a job's match of a node-local known class
+# (``diagnosis.known_fault_classes``: an uncorrectable ECC error or a GPU fallen off the bus says
+# why the node went quiet better than its silence does).
+DEAD_UNIT_PATTERN_ID = "node-down-unit"
+
+
+def dead_unit_pattern() -> "FaultPattern":
+    return FaultPattern(
+        pattern_id=DEAD_UNIT_PATTERN_ID, name="Node down: the unit stopped logging before any peer failed",
+        fault_class="node",
+        root_cause=("A node stopped (power loss, kernel panic or hang, a host OOM kill of its processes, its "
+                    "network cut): its logs end before any other node's failure began, and the network errors and "
+                    "timeouts its peers printed after name it."),
+        remedy=("Check the node's BMC/IPMI event log, its kernel log from before its last line (panic, MCE, OOM "
+                "killer, NIC link) and the scheduler's node state (sinfo -R, kubectl describe node); drain it and "
+                "restart the job from the last checkpoint without it."),
+        signature=(r"^silent: stopped ",))
+
+
+def unit_fault_patterns(slow: bool = True, hung: bool = True, dead: bool = True) -> list["FaultPattern"]:
     """The built-in faults matched against the first-ranked unit's signals, in the order they are
-    applied (the last that matches is the job's first): the straggler, then the hang."""
-    return [p for p, on in ((slow_unit_pattern(), slow), (hung_unit_pattern(), hung)) if on]
+    applied (the last that matches is the job's first): the dead node, the straggler, then the
+    hang (a unit stuck outside NCCL also stops logging: the hang says more)."""
+    return [p for p, on in ((dead_unit_pattern(), dead), (slow_unit_pattern(), slow), (hung_unit_pattern(), hung))
+            if on]
 
 
 def validate_pattern(pattern: FaultPattern) -> None:

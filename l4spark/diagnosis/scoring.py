@@ -15,7 +15,8 @@ import pandas as pd
 
 from l4spark.crossjob.reasons import NO_EVENT_ID, NO_HISTORY
 from l4spark.diagnosis.config import SOURCES, DiagnosisConfig
-from l4spark.diagnosis.patterns import FaultPattern, PatternMatch, match_patterns
+from l4spark.diagnosis.patterns import (DEAD_UNIT_PATTERN_ID, FaultPattern, PatternMatch, match_patterns,
+                                       unit_fault_patterns)
 from l4spark.spatial.config import SpatialConfig
 from l4spark.spatial.score import order_units, suspect_flags, unit_key
 
@@ -61,8 +62,12 @@ def score_events(evidence: pd.DataFrame, timing: pd.DataFrame, spatial: pd.DataF
     frame["suspect_exit"] = _suspect_exit(frame, nodes) if conf.suspect_exit_lines else False
     # the launcher's report of the first-ranked unit's own failed worker is about this failure,
     # however many failures print the same template (DiagnosisConfig.suspect_exit_lines)
+    # nor is a communication library's back trace of a failed call, which carries its error code
+    # (DiagnosisConfig.error_trace_lines)
+    error_trace = (_matches_any(frame["sample"], conf.error_trace_patterns) if conf.error_trace_lines
+                   else pd.Series(False, index=frame.index))
     frame["generic"] = ((n_failed_jobs >= conf.generic_min_jobs) & (other_share >= conf.generic_share)
-                        & ~frame["pattern"] & ~frame["suspect_exit"])
+                        & ~frame["pattern"] & ~frame["suspect_exit"] & ~error_trace)
     # stack frames, and lines without a letter (blank lines, ==== / ---- separators): structure, not content
     no_words = ~frame["sample"].fillna("").astype(str).str.contains(r"[^\W\d_]", regex=True)
     frame["frame"] = ((frame["frame_share"].fillna(0) >= 0.5) | no_words) & ~frame["pattern"]
@@ -217,12 +222,13 @@ def lift_printers(nodes: pd.DataFrame, lifted: dict[str, tuple[str, list[str]]],
 
 
 def with_unit_fault(matches: dict[str, list[PatternMatch]], nodes: pd.DataFrame,
-                    pattern: FaultPattern) -> dict[str, list[PatternMatch]]:
-    """A built-in fault of the first-ranked unit (``patterns.unit_fault_patterns``: the straggler,
-    the hang) first for every job whose first-ranked unit's ``signals`` match its signature: the
-    ranking found the unit the others wait for, which prints no error of its own; whatever its
-    peers printed when they timed out came after it. ``nodes``: job_id, rank, signals (a list of
-    strings, or null). No matched events."""
+                    pattern: FaultPattern, yields_to: Sequence[str] = ()) -> dict[str, list[PatternMatch]]:
+    """A built-in fault of the first-ranked unit (``patterns.unit_fault_patterns``: the dead node,
+    the straggler, the hang) first for every job whose first-ranked unit's ``signals`` match its
+    signature: the ranking found the unit the others wait for, which prints no error of its own;
+    whatever its peers printed when they timed out came after it. Second, after the job's first
+    match, where that match's class is one of ``yields_to``. ``nodes``: job_id, rank, signals (a
+    list of strings, or null). No matched events."""
     regexes = [re.compile(regex) for regex in pattern.signature]
     out = {job_id: list(found) for job_id, found in matches.items()}
     if nodes is None or not len(nodes):
@@ -230,9 +236,21 @@ def with_unit_fault(matches: dict[str, list[PatternMatch]], nodes: pd.DataFrame,
     for row in nodes[nodes["rank"] == 1].drop_duplicates("job_id").itertuples():
         signals = [str(s) for s in _listed(row.signals)]
         if all(any(regex.search(s) for s in signals) for regex in regexes):
-            slow = PatternMatch(pattern.pattern_id, pattern.name, pattern.fault_class, 1.0, ())
-            out[row.job_id] = [slow] + [m for m in out.get(row.job_id, []) if m.pattern_id != pattern.pattern_id]
+            unit = PatternMatch(pattern.pattern_id, pattern.name, pattern.fault_class, 1.0, ())
+            others = [m for m in out.get(row.job_id, []) if m.pattern_id != pattern.pattern_id]
+            at = 1 if others and others[0].fault_class in set(yields_to) else 0
+            out[row.job_id] = others[:at] + [unit] + others[at:]
     return out
+
+
+def with_unit_faults(matches: dict[str, list[PatternMatch]], nodes: pd.DataFrame,
+                     conf: DiagnosisConfig) -> dict[str, list[PatternMatch]]:
+    """``with_unit_fault`` for each built-in unit fault ``conf`` switches on, in order; the dead
+    node yields to a match of a node-local known class (``known_fault_classes``)."""
+    for pattern in unit_fault_patterns(conf.slow_unit_fault, conf.hung_unit_fault, conf.dead_unit_fault):
+        yields_to = conf.known_fault_classes if pattern.pattern_id == DEAD_UNIT_PATTERN_ID else ()
+        matches = with_unit_fault(matches, nodes, pattern, yields_to)
+    return matches
 
 
 def pattern_hit_rows(matches: dict[str, list[PatternMatch]]) -> pd.DataFrame:

@@ -139,7 +139,8 @@ def evaluate_fleet(spark, config, fleet: Path, ablation: bool = True, dump: Path
         no_filter = diagnose_jobs(spark, plain, job_ids, progress=progress).events
     library_classes = {p.fault_class for p in enabled_patterns(spark, config.storage, config.diagnosis.disabled_patterns)}
     library_classes |= {p.fault_class for p in unit_fault_patterns(config.diagnosis.slow_unit_fault,
-                                                                   config.diagnosis.hung_unit_fault)}
+                                                                   config.diagnosis.hung_unit_fault,
+                                                                   config.diagnosis.dead_unit_fault)}
     per_job = _per_job(diagnosis, indicating, baselines, labels, library_classes)
     if dump is not None:
         _dump(dump, diagnosis, indicating, per_job)

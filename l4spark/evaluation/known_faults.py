@@ -1,18 +1,19 @@
 """The pattern library's and the known-fault term's effect, recomputed from evaluation dumps.
 
     python -m l4spark.evaluation.known_faults --dump D [--dump D2 ...]
-        [--without PATTERN_ID ...] [--classes C1,C2,...] [--weight W] [--conf F.toml]
+        [--without PATTERN_ID ...] [--classes C1,C2,...] [--weight W] [--conf F.toml] [--base-conf B.toml]
 
 Each ``--dump`` is a folder written by ``l4spark evaluate --fleet F --dump D`` (``scored``,
 ``nodes`` and ``per_job`` Parquet; ``scored`` with each event's ``nodes``, sessions 25 and
 after). No Spark: the library is matched again over each job's candidate events
 (``scoring.job_patterns``), the known-fault term applied to the dump's node ranking
 (``scoring.with_known_fault_printers``), the matches ordered as the diagnosis orders them
-(``rank_matches``, then ``with_unit_fault``), in seconds.
+(``rank_matches``, then ``with_unit_faults``), in seconds.
 
 Two settings are compared: the configuration's (``--conf``, default the defaults) and a
 baseline that differs from it by ``--without`` (seed patterns left out), ``--classes`` (the
-baseline's ``known_fault_classes``) and ``--weight`` (its ``known_fault_weight``). Printed per
+baseline's ``known_fault_classes``), ``--weight`` (its ``known_fault_weight``) and ``--base-conf``
+(its diagnosis configuration otherwise: the unit faults, say). Printed per
 dump and in total: the jobs with a faulty node whose first-ranked node is faulty (node top-1)
 and the failed jobs whose first match's class is the label's (fault class), under both; then
 every job that one setting gets right and the other not. A dump's ranking already holds the
@@ -45,20 +46,17 @@ def read_dump(dump: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     return scored, pd.read_parquet(dump / "nodes.parquet"), pd.read_parquet(dump / "per_job.parquet")
 
 
-def outcomes(frames: tuple, setting: Setting, min_confidence: float, spatial, slow_unit: bool = True,
-             hung_unit: bool = True) -> pd.DataFrame:
+def outcomes(frames: tuple, setting: Setting, conf, spatial) -> pd.DataFrame:
     """Per failed job of a dump (``read_dump``): node_first (None without a labelled faulty node)
-    and class_ok."""
-    from l4spark.diagnosis.patterns import unit_fault_patterns
-    from l4spark.diagnosis.scoring import job_patterns, rank_matches, with_known_fault_printers, with_unit_fault
+    and class_ok. ``conf``: the diagnosis configuration (its confidence threshold and unit faults)."""
+    from l4spark.diagnosis.scoring import job_patterns, rank_matches, with_known_fault_printers, with_unit_faults
 
     scored, nodes, per_job = frames
     templates = dict(zip(scored["event_id"], scored["template"]))
-    matches = job_patterns(scored, templates, list(setting.library), min_confidence)
+    matches = job_patterns(scored, templates, list(setting.library), conf.pattern_min_confidence)
     ranked = with_known_fault_printers(nodes, matches, scored, setting.weight, setting.classes, spatial)
     ordered = rank_matches(matches, scored, ranked)
-    for pattern in unit_fault_patterns(slow_unit, hung_unit):
-        ordered = with_unit_fault(ordered, ranked, pattern)
+    ordered = with_unit_faults(ordered, ranked, conf)
     first = ranked[ranked["rank"] == 1].drop_duplicates("job_id").set_index("job_id")["node"]
     rows = []
     for job in per_job.itertuples():
@@ -69,14 +67,15 @@ def outcomes(frames: tuple, setting: Setting, min_confidence: float, spatial, sl
     return pd.DataFrame(rows)
 
 
-def compare(dumps: list[Path], base: Setting, current: Setting, min_confidence: float, spatial,
-            slow_unit: bool = True, hung_unit: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(per-dump totals, the jobs whose outcome differs) of ``base`` against ``current``."""
+def compare(dumps: list[Path], base: Setting, current: Setting, conf, spatial,
+            base_conf=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per-dump totals, the jobs whose outcome differs) of ``base`` under ``base_conf`` (default
+    ``conf``) against ``current`` under ``conf`` (diagnosis configurations)."""
     totals, changed = [], []
     for dump in dumps:
         frames = read_dump(dump)
-        before = outcomes(frames, base, min_confidence, spatial, slow_unit, hung_unit)
-        after = outcomes(frames, current, min_confidence, spatial, slow_unit, hung_unit)
+        before = outcomes(frames, base, base_conf or conf, spatial)
+        after = outcomes(frames, current, conf, spatial)
         with_nodes = before["node_first"].notna()
         totals.append({"dump": str(dump), "node_jobs": int(with_nodes.sum()), "jobs": len(before),
                        "node_first_base": int(before.loc[with_nodes, "node_first"].astype(bool).sum()),
@@ -104,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--classes", help="the baseline's known_fault_classes, comma-separated (default: the conf's)")
     parser.add_argument("--weight", type=float, help="the baseline's known_fault_weight (default: the conf's)")
     parser.add_argument("--conf", type=Path, help="a configuration file over the defaults")
+    parser.add_argument("--base-conf", type=Path, help="the baseline's configuration file over the defaults "
+                        "(default: --conf's); e.g. a unit fault switched off")
     args = parser.parse_args(argv)
     config = load_config(args.conf) if args.conf else load_config()
     conf = config.diagnosis
@@ -118,8 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     base = Setting(tuple(p for p in library if p.pattern_id not in set(args.without)),
                    tuple(c.strip() for c in args.classes.split(",") if c.strip()) if args.classes else current.classes,
                    conf.known_fault_weight if args.weight is None else args.weight)
-    totals, changed = compare(args.dump, base, current, conf.pattern_min_confidence, config.spatial,
-                              conf.slow_unit_fault, conf.hung_unit_fault)
+    base_conf = load_config(args.base_conf).diagnosis if args.base_conf else conf
+    totals, changed = compare(args.dump, base, current, conf, config.spatial, base_conf)
     print(f"baseline: without {sorted(args.without) or 'nothing'}, classes {list(base.classes)}, weight {base.weight}")
     print(f"current:  the seed library ({len(library)}), classes {list(current.classes)}, weight {current.weight}\n")
     print(totals.to_string(index=False))
