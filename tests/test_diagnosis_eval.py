@@ -77,7 +77,7 @@ def _ranked_again_from_the_dump(dump, capsys) -> None:
     import pytest
 
     from l4spark.config import load_config
-    from l4spark.evaluation.rerank import main, rank_again, read_inputs
+    from l4spark.evaluation.rerank import main, outcomes, rank_again, read_inputs
 
     facts, activity, lifts, per_job = read_inputs(dump)
     written = pd.read_parquet(dump / "nodes.parquet")
@@ -89,6 +89,11 @@ def _ranked_again_from_the_dump(dump, capsys) -> None:
                 for j, g in nodes.groupby("job_id")}
 
     assert ranking(rank_again(facts, activity, lifts, config)) == ranking(written)
+    # and scored as evaluate scored them
+    got = outcomes(rank_again(facts, activity, lifts, config), per_job).set_index("job_id")
+    labelled = per_job[per_job["has_faulty_nodes"]].set_index("job_id")
+    for k in ("top1", "top5"):
+        assert got[k].to_dict() == labelled[f"l4spark_{k}"].to_dict()
     # without the known-fault term, each lone printer's units score the weight less
     plain = rank_again(facts, activity, lifts, load_config(overrides={"diagnosis.known_fault_weight": 0.0}))
     weight = config.diagnosis.known_fault_weight

@@ -1596,6 +1596,19 @@ def test_rank_nodes_counts_the_peers_naming_a_node(message_events):
     assert list(rows.columns) == [c for c in DIAGNOSIS_NODES_COLUMNS if c != "node"]
 
 
+def test_unit_input_settings_are_the_settings_configured_unit_inputs_reads():
+    """``rerank`` refuses to change UNIT_INPUT_SETTINGS offline: a setting that starts to shape the
+    inputs there must join the list."""
+    import ast
+    import inspect
+
+    from l4spark.spatial.ranking import UNIT_INPUT_SETTINGS, configured_unit_inputs
+
+    read = {node.attr for node in ast.walk(ast.parse(inspect.getsource(configured_unit_inputs)))
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "config"}
+    assert sorted(read) == sorted(UNIT_INPUT_SETTINGS)
+
+
 # ---- end to end ----------------------------------------------------------------------------
 
 

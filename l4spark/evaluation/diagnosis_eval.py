@@ -35,6 +35,10 @@ K_VALUES = (1, 3, 5, 8)
 PAPER = {"event_precision": 0.786, "event_recall": 0.982, "event_f1": 0.873, "node_top1": 0.658,
          "node_top5": 0.80, "node_top8": 0.912, "error_time_top1": 0.473, "error_count_top1": 0.367}
 BAR = {"event_f1": 0.90, "event_recall": 0.95, "node_top1": 0.85, "stage_accuracy": 0.95}
+# a dump's files of the node ranking's inputs, by their names in ``Diagnosis.ranking_inputs``:
+# what ``rerank`` ranks again
+RANKING_INPUT_FILES = {"facts": "ranking_facts.parquet", "activity": "ranking_activity.parquet",
+                       "lifts": "ranking_lifts.parquet"}
 
 
 def event_scores(flagged: pd.DataFrame, indicating: pd.DataFrame, job_ids: Sequence[str]) -> pd.DataFrame:
@@ -54,12 +58,18 @@ def prf(tp: int, fp: int, fn: int) -> dict[str, float]:
     return {"precision": round(precision, 4), "recall": round(recall, 4), "f1": round(f1, 4)}
 
 
+def node_rankings(rows: pd.DataFrame) -> dict[str, list[str]]:
+    """Each job's distinct nodes, first-ranked first, from ranking rows (job_id, node, rank)."""
+    return {j: g["node"].drop_duplicates().tolist() for j, g in rows.sort_values(["job_id", "rank"]).groupby("job_id")}
+
+
 def node_hits(rankings: dict[str, list[str]], faulty: dict[str, tuple[str, ...]]) -> pd.DataFrame:
-    """Per job with faulty nodes: the top-k hit share for each k."""
+    """Per job with faulty nodes: the top-k hit share for each k (columns job_id, top1, top3, ...)."""
     from l4spark.spatial.score import top_k_hit
 
     return pd.DataFrame([{"job_id": j, **{f"top{k}": top_k_hit(rankings.get(j, []), nodes, k) for k in K_VALUES}}
-                         for j, nodes in sorted(faulty.items())])
+                         for j, nodes in sorted(faulty.items())],
+                        columns=["job_id", *(f"top{k}" for k in K_VALUES)])
 
 
 def iteration_hit(flags: list[int], reported: int | None, want: int) -> bool:
@@ -158,11 +168,10 @@ def evaluate_fleet(spark, config, fleet: Path, ablation: bool = True, dump: Path
 def _per_job(diagnosis, indicating: pd.DataFrame, baselines: pd.DataFrame, labels: dict,
              library_classes: set[str]) -> pd.DataFrame:
     counts = event_scores(diagnosis.events, indicating, sorted(labels)).set_index("job_id")
-    nodes = diagnosis.nodes.sort_values(["job_id", "rank"])
-    n_nodes = nodes.groupby("job_id")["node"].nunique().to_dict()
-    rankings = {"l4spark": {j: g["node"].drop_duplicates().tolist() for j, g in nodes.groupby("job_id")}}
-    for method, group in baselines.sort_values(["job_id", "rank"]).groupby("method"):
-        rankings[method] = {j: g["node"].drop_duplicates().tolist() for j, g in group.groupby("job_id")}
+    n_nodes = diagnosis.nodes.groupby("job_id")["node"].nunique().to_dict()
+    rankings = {"l4spark": node_rankings(diagnosis.nodes)}
+    for method, group in baselines.groupby("method"):
+        rankings[method] = node_rankings(group)
     faulty = {j: label.faulty_nodes for j, label in labels.items() if label.faulty_nodes}
     hits = {method: node_hits(ranking, faulty).set_index("job_id") for method, ranking in rankings.items()}
     flagged_iterations = (diagnosis.iterations[diagnosis.iterations["anomalous"].astype(bool)]
@@ -199,13 +208,12 @@ def _dump(folder: Path, diagnosis, indicating: pd.DataFrame, per_job: pd.DataFra
     """Every candidate event with its evidence, the node ranking and its inputs, the labelled
     events and the per-job figures as Parquet: what a study of the score needs, without rerunning
     Spark (``known_faults``, ``rerank``)."""
-    from l4spark.evaluation.rerank import save_ranking_inputs
-
     folder.mkdir(parents=True, exist_ok=True)
     for name, frame in (("scored", diagnosis.scored), ("nodes", diagnosis.nodes), ("indicating", indicating),
                         ("per_job", per_job), ("iterations", diagnosis.iterations)):
         frame.to_parquet(folder / f"{name}.parquet", index=False)
-    save_ranking_inputs(folder, diagnosis.ranking_inputs)
+    for name, frame in diagnosis.ranking_inputs.items():
+        frame.to_parquet(folder / RANKING_INPUT_FILES[name], index=False)
 
 
 def _misses(per_job: pd.DataFrame) -> list[dict]:

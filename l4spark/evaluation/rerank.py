@@ -8,19 +8,20 @@ after): besides the diagnosis it holds what the node ranking ranked, as the diag
 (``ranking_facts`` and ``ranking_activity``: ``spatial.ranking.unit_inputs`` of the candidate
 events the cross-job filter kept; ``ranking_lifts``: the lone printers of a known fault,
 ``scoring.known_fault_printers``). No Spark: every job is ranked again by
-``spatial.score.rank_units`` under the configuration (``--conf`` files, then ``--set``
-overrides, values as TOML literals: ``--set spatial.behind_weight=0.5``,
-``--set spatial.normalisation=role``), and the known-fault term added
-(``scoring.lift_printers``, ``diagnosis.known_fault_weight``). Unlike
+``spatial.ranking.rank_job``, the diagnosis's own per-job step, under the configuration
+(``--conf`` files, then ``--set`` overrides, values as TOML literals:
+``--set spatial.behind_weight=0.5``, ``--set spatial.normalisation=role``), and the known-fault
+term added (``scoring.lift_printers``, ``diagnosis.known_fault_weight``). Unlike
 ``spatial_eval`` (every event a candidate, no history), this ranks what ``l4spark diagnose``
 ranks: with the settings of the dump's run it gives the dump's ``nodes`` job for job.
 
-Settings that shape the inputs themselves (``granularity``, ``remote_patterns``,
-``store_client_not_blame``, ``untimed_errors_dated``, ...: those read by
+Settings that shape the inputs themselves (``ranking.UNIT_INPUT_SETTINGS``: ``granularity``,
+``remote_patterns``, ``store_client_not_blame``, ``untimed_errors_dated``, ..., those read by
 ``ranking.configured_unit_inputs``) are fixed by the run that wrote the dump; changing one here
 is refused. Printed: per dump and in total, the jobs with a labelled faulty node whose first
-node is faulty (top-1) and with one in the first five (top-5). ``--json`` writes each job's
-outcome; ``--against`` lists the jobs whose top-1 differs from such a file's (won, lost).
+node is faulty (top-1) and with one in the first five (top-5), scored as ``evaluate`` scores
+them (``diagnosis_eval.node_hits``). ``--json`` writes each job's outcome; ``--against`` lists
+the jobs whose top-1 differs from such a file's (won, lost).
 """
 
 from __future__ import annotations
@@ -33,45 +34,30 @@ from pathlib import Path
 
 import pandas as pd
 
-INPUT_FILES = ("ranking_facts", "ranking_activity", "ranking_lifts")
-# the [spatial] settings ``configured_unit_inputs`` reads: fixed once the inputs are built
-INPUT_SETTINGS = ("granularity", "remote_patterns", "store_client_not_blame", "store_client_patterns",
-                  "untimed_errors_dated", "self_address_patterns")
-
-
-def save_ranking_inputs(folder: Path, inputs: dict[str, pd.DataFrame]) -> None:
-    """``Diagnosis.ranking_inputs`` into an evaluation dump (``INPUT_FILES``)."""
-    for name in ("facts", "activity", "lifts"):
-        frame = inputs.get(name)
-        if frame is None:
-            frame = pd.DataFrame(columns=["job_id", "node", "pattern_ids"]) if name == "lifts" else None
-        if frame is not None:
-            frame.to_parquet(folder / f"ranking_{name}.parquet", index=False)
-
 
 def read_inputs(dump: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """(facts, activity, lifts, per_job) of an ``evaluate --dump`` folder."""
-    missing = [name for name in INPUT_FILES if not (dump / f"{name}.parquet").is_file()]
+    """(facts, activity, lifts, per_job) of an ``evaluate --dump`` folder (``diagnosis_eval``
+    writes the ranking's inputs as ``RANKING_INPUT_FILES``)."""
+    from l4spark.evaluation.diagnosis_eval import RANKING_INPUT_FILES
+
+    missing = [file for file in RANKING_INPUT_FILES.values() if not (dump / file).is_file()]
     if missing:
-        raise SystemExit(f"{dump}: no {', '.join(missing)}.parquet (a dump of `l4spark evaluate --dump` from "
+        raise SystemExit(f"{dump}: no {', '.join(missing)} (a dump of `l4spark evaluate --dump` from "
                          "session 32 on holds the ranking's inputs)")
-    facts, activity, lifts = (pd.read_parquet(dump / f"{name}.parquet") for name in INPUT_FILES)
+    facts, activity, lifts = (pd.read_parquet(dump / RANKING_INPUT_FILES[name])
+                              for name in ("facts", "activity", "lifts"))
     return facts, activity, lifts, pd.read_parquet(dump / "per_job.parquet")
 
 
 def rank_again(facts: pd.DataFrame, activity: pd.DataFrame, lifts: pd.DataFrame, config) -> pd.DataFrame:
     """``diagnosis_nodes`` rows of every job of ``activity``, as the diagnosis ranks them under
-    ``config`` (``rank_unit_inputs`` per job, then the known-fault term)."""
+    ``config`` (``rank_job`` per job, then the known-fault term)."""
     from l4spark.diagnosis.scoring import lift_printers
-    from l4spark.spatial.ranking import DIAGNOSIS_NODES_COLUMNS
-    from l4spark.spatial.score import rank_units
+    from l4spark.spatial.ranking import DIAGNOSIS_NODES_COLUMNS, rank_job
 
     by_job = dict(tuple(facts.groupby("job_id", sort=False)))
-    parts = []
-    for job_id, job_activity in activity.groupby("job_id", sort=True):
-        job_facts = by_job.get(job_id, facts.iloc[:0])
-        parts.append(rank_units(str(job_id), job_facts.drop(columns=["job_id"]),
-                                job_activity.drop(columns=["job_id"]), config.spatial))
+    parts = [rank_job(by_job.get(job_id, facts.iloc[:0]), job_activity, config.spatial)
+             for job_id, job_activity in activity.groupby("job_id", sort=True)]
     nodes = pd.concat(parts, ignore_index=True)[DIAGNOSIS_NODES_COLUMNS] if parts else \
         pd.DataFrame(columns=DIAGNOSIS_NODES_COLUMNS)
     lifted = {r.job_id: (r.node, list(r.pattern_ids)) for r in lifts.itertuples()}
@@ -80,24 +66,24 @@ def rank_again(facts: pd.DataFrame, activity: pd.DataFrame, lifts: pd.DataFrame,
 
 def outcomes(nodes: pd.DataFrame, per_job: pd.DataFrame) -> pd.DataFrame:
     """Per job with a labelled faulty node: top1 and top5 (the share of its faulty nodes within
-    the first one and five distinct nodes, as ``evaluate`` scores them), first (the first node),
+    the first one and five distinct nodes: ``evaluate``'s ``node_hits``), first (the first node),
     fault_kind, n_units."""
-    from l4spark.spatial.score import top_k_hit
+    from l4spark.evaluation.diagnosis_eval import node_hits, node_rankings
 
-    ranked = {j: g.sort_values("rank")["node"].drop_duplicates().tolist() for j, g in nodes.groupby("job_id")}
+    labelled = per_job[per_job["has_faulty_nodes"].astype(bool)]
+    rankings = node_rankings(nodes)
+    hits = node_hits(rankings, dict(zip(labelled["job_id"], labelled["faulty_nodes"]))).set_index("job_id")
     units = nodes.groupby("job_id").size().to_dict()
-    rows = []
-    for row in per_job[per_job["has_faulty_nodes"].astype(bool)].itertuples():
-        ranking = ranked.get(row.job_id, [])
-        faulty = list(row.faulty_nodes)
-        rows.append({"job_id": row.job_id, "fault_kind": row.fault_kind, "top1": top_k_hit(ranking, faulty, 1),
-                     "top5": top_k_hit(ranking, faulty, 5), "first": ranking[0] if ranking else None,
-                     "n_units": int(units.get(row.job_id, 0))})
+    rows = [{"job_id": row.job_id, "fault_kind": row.fault_kind, "top1": hits.at[row.job_id, "top1"],
+             "top5": hits.at[row.job_id, "top5"], "first": rankings.get(row.job_id, [None])[0],
+             "n_units": int(units.get(row.job_id, 0))} for row in labelled.itertuples()]
     return pd.DataFrame(rows, columns=["job_id", "fault_kind", "top1", "top5", "first", "n_units"])
 
 
 def parse_overrides(pairs: list[str]) -> dict:
     """``KEY=VALUE`` pairs (values as TOML literals, a bare word as a string) as config overrides."""
+    from l4spark.spatial.ranking import UNIT_INPUT_SETTINGS
+
     out = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
@@ -107,7 +93,7 @@ def parse_overrides(pairs: list[str]) -> dict:
             out[key.strip()] = tomllib.loads(f"v = {raw}")["v"]
         except tomllib.TOMLDecodeError:
             out[key.strip()] = raw
-    fixed = [k for k in out if k.startswith("spatial.") and k.split(".", 1)[1] in INPUT_SETTINGS]
+    fixed = [k for k in out if k.startswith("spatial.") and k.split(".", 1)[1] in UNIT_INPUT_SETTINGS]
     if fixed:
         raise SystemExit(f"--set {', '.join(fixed)}: shapes the ranking's inputs, which the dump's run fixed "
                          "(run `l4spark evaluate --dump` again with it)")

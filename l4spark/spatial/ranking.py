@@ -376,19 +376,23 @@ def unit_inputs(events: DataFrame, granularity: str = "node", candidates: DataFr
     return facts, activity
 
 
+def rank_job(job_facts: pd.DataFrame, job_activity: pd.DataFrame, config: SpatialConfig) -> pd.DataFrame:
+    """One job's ``diagnosis_nodes`` rows (DIAGNOSIS_NODES_COLUMNS) from its rows of ``unit_inputs``
+    (both with job_id): ``rank_units``; no row without activity. The per-job step of
+    ``rank_unit_inputs`` in Spark, and of ``evaluation.rerank`` offline: one ranking for both."""
+    if job_activity.empty:
+        return pd.DataFrame(columns=DIAGNOSIS_NODES_COLUMNS)
+    job_id = str(job_activity["job_id"].iloc[0])
+    return rank_units(job_id, job_facts.drop(columns=["job_id"]), job_activity.drop(columns=["job_id"]), config)
+
+
 def rank_unit_inputs(facts: DataFrame, activity: DataFrame, config: SpatialConfig = SpatialConfig()) -> DataFrame:
     """``diagnosis_nodes`` rows from ``unit_inputs`` (made with ``config.granularity``): one
-    grouped pandas call per job (``cogroup().applyInPandas(rank_units)``)."""
-
-    def per_job(job_facts: pd.DataFrame, job_activity: pd.DataFrame) -> pd.DataFrame:
-        if job_activity.empty:
-            return pd.DataFrame(columns=DIAGNOSIS_NODES_COLUMNS)
-        job_id = str(job_activity["job_id"].iloc[0])
-        return rank_units(job_id, job_facts.drop(columns=["job_id"]), job_activity.drop(columns=["job_id"]), config)
-
+    grouped pandas call per job (``cogroup().applyInPandas(rank_job)``)."""
     return (
         facts.groupBy("job_id").cogroup(activity.groupBy("job_id"))
-        .applyInPandas(per_job, schema=DIAGNOSIS_NODES.schema)
+        .applyInPandas(lambda job_facts, job_activity: rank_job(job_facts, job_activity, config),
+                       schema=DIAGNOSIS_NODES.schema)
         .select(*DIAGNOSIS_NODES_COLUMNS)
     )
 
@@ -407,11 +411,17 @@ def rank_nodes(events: DataFrame, config: SpatialConfig = SpatialConfig(),
     return rank_unit_inputs(*configured_unit_inputs(events, config, candidates, timers), config)
 
 
+# the settings ``configured_unit_inputs`` reads: they shape the inputs, so inputs once built fix
+# them (``evaluation.rerank`` refuses to change one); a test holds this list to what it reads
+UNIT_INPUT_SETTINGS = ("granularity", "remote_patterns", "store_client_not_blame", "store_client_patterns",
+                       "untimed_errors_dated", "self_address_patterns")
+
+
 def configured_unit_inputs(events: DataFrame, config: SpatialConfig = SpatialConfig(),
                            candidates: DataFrame | None = None,
                            timers: DataFrame | None = None) -> tuple[DataFrame, DataFrame]:
     """``unit_inputs`` built as ``rank_nodes`` builds them under ``config`` (the settings that
-    shape the inputs: granularity, remote and store-client patterns, dating)."""
+    shape the inputs, ``UNIT_INPUT_SETTINGS``: granularity, remote and store-client patterns, dating)."""
     # the store-client tokens are only read when the switch is on: no extra regexes per line otherwise
     stores = config.store_client_patterns if config.store_client_not_blame else ()
     return unit_inputs(events, config.granularity, candidates, timers, config.remote_patterns,
