@@ -324,7 +324,7 @@ def _temporal(table: dict[str, Any]) -> TemporalConfig:
 
 def _diagnosis(table: dict[str, Any]) -> DiagnosisConfig:
     """Pattern lists as lists of regexes; ``weights`` a table merged over the default weights."""
-    for key in ("frame_patterns", "consequence_patterns", "exit_line_patterns", "error_trace_patterns",
+    for key in ("frame_patterns", "consequence_patterns", "exit_line_patterns", "failed_call_patterns",
                 "disabled_patterns"):
         if isinstance(table.get(key), list):
             table[key] = tuple(str(p) for p in table[key])

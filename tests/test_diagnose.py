@@ -826,26 +826,30 @@ def test_the_first_ranked_units_exit_line_is_not_failure_boilerplate():
         load_config(overrides={"diagnosis.suspect_exit_lines": "yes"})
 
 
-# a communication library's back trace of a failed call: NCCL's NCCLCHECK (INFO, include/checks.h)
+# a communication library's report of a failed call: NCCL's NCCLCHECK (INFO, include/checks.h)
 # and Ascend HCCL's CHK_RET (ERROR, hcomm pub_inc/log.h), as printed in public logs
 NCCL_TRACE = "transport/net.cc:1134 -> 6"
 NCCL_PROXY_TRACE = "proxy.cc:858 -> 6 [Proxy Thread]"
 HCCL_TRACE = "[transport_manager.cc:1402] [18744][SetMachinePara]call trace: hcclRet -> 9"
+# torch_npu's exception for a failed HCCL call (vllm-project/vllm-ascend#486)
+NPU_CALL = ("RuntimeError: InnerRunOpApi:torch_npu/csrc/framework/OpParamMaker.cpp:281 OPS function error: "
+            "HcclAllreduce, error code is 6")
 
 
-def test_a_communication_librarys_error_back_trace_is_not_failure_boilerplate():
+def test_a_communication_librarys_failed_call_and_its_code_is_not_failure_boilerplate():
     # every event below is printed by every other failed job: boilerplate by generic_share alone
     evidence = pd.DataFrame([
         _late_error("nccl", NCCL_TRACE, severity=1),
         _late_error("proxy", NCCL_PROXY_TRACE, severity=1),
         _late_error("hccl", HCCL_TRACE),
+        _late_error("npu", NPU_CALL),
         # a line naming a source file without an error code returned through it stays boilerplate
         _late_error("teardown", "ProcessGroupNCCL.cpp:1205 destroying the process group"),
     ])
     timing = pd.DataFrame([{"job_id": "j", "start_t": 0.0, "last_progress_t": 95.0}])
     empty = pd.DataFrame(columns=["job_id", "event_id", "score"])
     hits = pd.DataFrame(columns=["job_id", "event_id", "confidence"])
-    shares = pd.DataFrame({"event_id": ["nccl", "proxy", "hccl", "teardown"], "n_failed": [30] * 4})
+    shares = pd.DataFrame({"event_id": ["nccl", "proxy", "hccl", "npu", "teardown"], "n_failed": [30] * 5})
     shares.attrs["n_failed_jobs"] = 30
 
     def flags(conf: DiagnosisConfig) -> dict:
@@ -853,12 +857,12 @@ def test_a_communication_librarys_error_back_trace_is_not_failure_boilerplate():
         return {r.event_id: (bool(r.flagged), bool(r.generic)) for r in scored.itertuples()}
 
     assert flags(DiagnosisConfig()) == {"nccl": (True, False), "proxy": (True, False), "hccl": (True, False),
-                                        "teardown": (False, True)}
+                                        "npu": (True, False), "teardown": (False, True)}
     # switched off: boilerplate wherever generic_share says so, as in session 32
-    off = load_config(overrides={"diagnosis.error_trace_lines": False}).diagnosis
+    off = load_config(overrides={"diagnosis.failed_call_lines": False}).diagnosis
     assert all(generic and not flagged for flagged, generic in flags(off).values())
-    with pytest.raises(ConfigError, match="error_trace_patterns"):
-        load_config(overrides={"diagnosis.error_trace_patterns": ["(a+)+$"]})
+    with pytest.raises(ConfigError, match="failed_call_patterns"):
+        load_config(overrides={"diagnosis.failed_call_patterns": ["(a+)+$"]})
 
 
 def test_event_evidence_lists_the_nodes_of_its_exit_lines(spark):

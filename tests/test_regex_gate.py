@@ -53,7 +53,7 @@ def test_every_rule_regex_that_matches_a_line_finds_its_literal_in_it(tmp_path):
     patterns = ([r.pattern for r in t.stage_rules] + [r.pattern for r in t.iteration_rules]
                 + list(t.elapsed_rules) + list(d.line_frame_patterns) + list(d.consequence_patterns)
                 + list(s.store_client_patterns) + list(s.self_address_patterns) + list(d.exit_line_patterns)
-                + list(d.error_trace_patterns)
+                + list(d.failed_call_patterns)
                 + [SELF_RANK_PREFIX])
     checked = 0
     for pattern in patterns:

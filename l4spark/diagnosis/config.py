@@ -116,19 +116,22 @@ class DiagnosisConfig:
     known_fault_weight: float = 0.5
     known_fault_classes: tuple = ("accelerator", "node", "out_of_memory", "storage", "software_incompatibility",
                                   "slowdown")
-    # a communication library's back trace of a failed call, one line per function the error
-    # code returned through: NCCL's NCCLCHECK prints "file.cc:N -> code" (include/checks.h, "Print
-    # the back trace"; NCCL's docs: "NCCL_DEBUG=INFO will print the back trace which led to the
-    # error"), Ascend HCCL's CHK_RET "[func]call trace: hcclRet -> code" (hcomm pub_inc/log.h). The
-    # line carries the library's error code and exists only when a call failed; every network or
-    # peer-death failure prints it, so in a fleet where such failures are half the failed jobs
-    # generic_share made it boilerplate and in one where they are fewer it did not. With
-    # error_trace_lines = true (default) such an event is not failure boilerplate: how common a
-    # cause is in tonight's fleet is not a reason to drop its evidence. false: sessions 32 and
-    # before (docs/diagnosis.md, "Error-code back traces")
-    error_trace_lines: bool = True
-    error_trace_patterns: tuple = (r"[A-Za-z0-9_./-]+\.(?:cc|cpp|cu|c|h|hpp):[0-9]+ -> -?[0-9]+\b",
-                                   r"call trace: hcclRet -> -?[0-9]+\b")
+    # a communication library's report of a failed call with its result code: NCCL's back trace,
+    # one line per function the code returned through ("file.cc:N -> code", NCCLCHECK in
+    # include/checks.h, "Print the back trace"; NCCL's docs: "NCCL_DEBUG=INFO will print the back
+    # trace which led to the error"), Ascend HCCL's ("[func]call trace: hcclRet -> code", CANN
+    # hcomm's CHK_RET) and torch_npu's exception for a failed HCCL call ("OPS function error:
+    # HcclAllreduce, error code is 6", "HCCL function error: HcclCommInitRootInfo(...), error code
+    # is 1"; vllm-project/vllm-ascend#486, #3196). Such a line exists only when a call failed and
+    # carries its code; every network or peer-death failure prints it, so in a fleet where such
+    # failures were half the failed jobs generic_share made it boilerplate and in one where they
+    # were fewer it did not. With failed_call_lines = true (default) such an event is not failure
+    # boilerplate: how common a cause is in tonight's fleet is not a reason to drop its evidence.
+    # false: sessions 32 and before (docs/diagnosis.md, "Failed calls and their codes")
+    failed_call_lines: bool = True
+    failed_call_patterns: tuple = (r"[A-Za-z0-9_./-]+\.(?:cc|cpp|cu|c|h|hpp):[0-9]+ -> -?[0-9]+\b",
+                                   r"call trace: hcclRet -> -?[0-9]+\b",
+                                   r"(?:OPS|HCCL) function error: [Hh]ccl.*, error code is [0-9]+")
     exit_line_patterns: tuple = (r"failed \(exitcode: -?[0-9]+\) local_rank: [0-9]+",
                                  r"exits with return code = -?[0-9]+\s*$")
     # consequence and advice lines: the launcher tearing the other processes down after one failed,
@@ -186,8 +189,8 @@ class DiagnosisConfig:
             _check_java_regex(regex, "diagnosis.consequence_patterns")
         for regex in self.exit_line_patterns:
             _check_java_regex(regex, "diagnosis.exit_line_patterns")
-        for regex in self.error_trace_patterns:
-            _check_java_regex(regex, "diagnosis.error_trace_patterns")
+        for regex in self.failed_call_patterns:
+            _check_java_regex(regex, "diagnosis.failed_call_patterns")
         unknown = sorted(set(self.weights) - set(SOURCES) - {"late", "error"})
         if unknown:
             raise ConfigError(f"diagnosis.weights: unknown evidence {unknown}; known: {list(SOURCES) + ['late', 'error']}")

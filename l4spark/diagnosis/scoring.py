@@ -62,12 +62,12 @@ def score_events(evidence: pd.DataFrame, timing: pd.DataFrame, spatial: pd.DataF
     frame["suspect_exit"] = _suspect_exit(frame, nodes) if conf.suspect_exit_lines else False
     # the launcher's report of the first-ranked unit's own failed worker is about this failure,
     # however many failures print the same template (DiagnosisConfig.suspect_exit_lines)
-    # nor is a communication library's back trace of a failed call, which carries its error code
-    # (DiagnosisConfig.error_trace_lines)
-    error_trace = (_matches_any(frame["sample"], conf.error_trace_patterns) if conf.error_trace_lines
+    # nor is a communication library's report of a failed call with its result code
+    # (DiagnosisConfig.failed_call_lines)
+    failed_call = (_matches_any(frame["sample"], conf.failed_call_patterns) if conf.failed_call_lines
                    else pd.Series(False, index=frame.index))
     frame["generic"] = ((n_failed_jobs >= conf.generic_min_jobs) & (other_share >= conf.generic_share)
-                        & ~frame["pattern"] & ~frame["suspect_exit"] & ~error_trace)
+                        & ~frame["pattern"] & ~frame["suspect_exit"] & ~failed_call)
     # stack frames, and lines without a letter (blank lines, ==== / ---- separators): structure, not content
     no_words = ~frame["sample"].fillna("").astype(str).str.contains(r"[^\W\d_]", regex=True)
     frame["frame"] = ((frame["frame_share"].fillna(0) >= 0.5) | no_words) & ~frame["pattern"]
