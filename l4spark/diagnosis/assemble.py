@@ -417,7 +417,7 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     shares = failed_event_shares(spark, config, job_ids)
     scored = score_events(evidence, timing, spatial, temporal, hits, shares, conf, nodes=nodes)
     matches = rank_matches(matches, scored, nodes if conf.locate_matches else None)
-    matches = with_unit_faults(matches, nodes, conf)
+    matches = with_unit_faults(matches, nodes, conf, scored)
     scored["template"] = scored["event_id"].map(templates)
     flagged = scored[scored["flagged"]]
     report_parts = _report_inputs(spark, lines, flagged)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Sequence
+from typing import Callable, Sequence
 
 import pandas as pd
 
@@ -221,14 +221,14 @@ def lift_printers(nodes: pd.DataFrame, lifted: dict[str, tuple[str, list[str]]],
     return pd.concat(parts, ignore_index=True)[list(nodes.columns)]
 
 
-def with_unit_fault(matches: dict[str, list[PatternMatch]], nodes: pd.DataFrame,
-                    pattern: FaultPattern, yields_to: Sequence[str] = ()) -> dict[str, list[PatternMatch]]:
+def with_unit_fault(matches: dict[str, list[PatternMatch]], nodes: pd.DataFrame, pattern: FaultPattern,
+                    yields_to: Callable[[str, str, PatternMatch], bool] | None = None) -> dict[str, list[PatternMatch]]:
     """A built-in fault of the first-ranked unit (``patterns.unit_fault_patterns``: the dead node,
     the straggler, the hang) first for every job whose first-ranked unit's ``signals`` match its
     signature: the ranking found the unit the others wait for, which prints no error of its own;
     whatever its peers printed when they timed out came after it. Second, after the job's first
-    match, where that match's class is one of ``yields_to``. ``nodes``: job_id, rank, signals (a
-    list of strings, or null). No matched events."""
+    match, where ``yields_to(job_id, first-ranked node, that match)`` holds. ``nodes``: job_id,
+    node, rank, signals (a list of strings, or null). No matched events."""
     regexes = [re.compile(regex) for regex in pattern.signature]
     out = {job_id: list(found) for job_id, found in matches.items()}
     if nodes is None or not len(nodes):
@@ -238,18 +238,26 @@ def with_unit_fault(matches: dict[str, list[PatternMatch]], nodes: pd.DataFrame,
         if all(any(regex.search(s) for s in signals) for regex in regexes):
             unit = PatternMatch(pattern.pattern_id, pattern.name, pattern.fault_class, 1.0, ())
             others = [m for m in out.get(row.job_id, []) if m.pattern_id != pattern.pattern_id]
-            at = 1 if others and others[0].fault_class in set(yields_to) else 0
+            at = 1 if others and yields_to is not None and yields_to(row.job_id, row.node, others[0]) else 0
             out[row.job_id] = others[:at] + [unit] + others[at:]
     return out
 
 
-def with_unit_faults(matches: dict[str, list[PatternMatch]], nodes: pd.DataFrame,
-                     conf: DiagnosisConfig) -> dict[str, list[PatternMatch]]:
-    """``with_unit_fault`` for each built-in unit fault ``conf`` switches on, in order; the dead
-    node yields to a match of a node-local known class (``known_fault_classes``)."""
+def with_unit_faults(matches: dict[str, list[PatternMatch]], nodes: pd.DataFrame, conf: DiagnosisConfig,
+                     scored: pd.DataFrame | None = None) -> dict[str, list[PatternMatch]]:
+    """``with_unit_fault`` for each built-in unit fault ``conf`` switches on, in order. The dead
+    node comes after a first match that says why the node went quiet: one of a node-local known
+    class (``known_fault_classes``) or one the first-ranked node printed itself (``scored``:
+    job_id, event_id, nodes, the nodes that printed each event)."""
+    printed_by = ({(r.job_id, r.event_id): set(_listed(r.nodes)) for r in scored.itertuples()}
+                  if scored is not None and "nodes" in scored.columns else {})
+
+    def explains(job_id: str, node: str, match: PatternMatch) -> bool:
+        return (match.fault_class in set(conf.known_fault_classes)
+                or any(node in printed_by.get((job_id, e), ()) for e in match.matched_event_ids))
+
     for pattern in unit_fault_patterns(conf.slow_unit_fault, conf.hung_unit_fault, conf.dead_unit_fault):
-        yields_to = conf.known_fault_classes if pattern.pattern_id == DEAD_UNIT_PATTERN_ID else ()
-        matches = with_unit_fault(matches, nodes, pattern, yields_to)
+        matches = with_unit_fault(matches, nodes, pattern, explains if pattern.pattern_id == DEAD_UNIT_PATTERN_ID else None)
     return matches
 
 

@@ -56,7 +56,7 @@ def outcomes(frames: tuple, setting: Setting, conf, spatial) -> pd.DataFrame:
     matches = job_patterns(scored, templates, list(setting.library), conf.pattern_min_confidence)
     ranked = with_known_fault_printers(nodes, matches, scored, setting.weight, setting.classes, spatial)
     ordered = rank_matches(matches, scored, ranked)
-    ordered = with_unit_faults(ordered, ranked, conf)
+    ordered = with_unit_faults(ordered, ranked, conf, scored)
     first = ranked[ranked["rank"] == 1].drop_duplicates("job_id").set_index("job_id")["node"]
     rows = []
     for job in per_job.itertuples():
