@@ -621,6 +621,220 @@ def test_a_first_ranked_unit_that_stopped_first_is_the_dead_node_unless_a_known_
     assert with_unit_faults(matches, nodes, off, scored)["dead"] == [ib]
 
 
+def test_rank_matches_places_a_match_by_its_unit_at_rank_granularity():
+    """At rank granularity a node has several units; it counts with its best."""
+    from l4spark.diagnosis.patterns import PatternMatch
+    from l4spark.diagnosis.scoring import rank_matches
+
+    disk = PatternMatch("checkpoint-save-failure", "save", "storage", 1.0, ("E_io",))
+    nccl = PatternMatch("nccl-watchdog-timeout", "NCCL", "network", 1.0, ("E_wd",))
+    scored = pd.DataFrame([
+        {"job_id": "j", "event_id": "E_io", "first_t": 200.0, "generic": False, "nodes": ["a"]},
+        {"job_id": "j", "event_id": "E_wd", "first_t": 100.0, "generic": False, "nodes": ["b"]},
+    ])
+    units = pd.DataFrame({"job_id": ["j"] * 4, "node": ["b", "a", "a", "b"], "process_rank": [0, 5, 4, 1],
+                          "rank": [3, 1, 2, 4]})
+    assert [m.pattern_id for m in rank_matches({"j": [nccl, disk]}, scored, units)["j"]] == [
+        "checkpoint-save-failure", "nccl-watchdog-timeout"]
+
+
+def test_untimed_lines_at_the_end_of_a_file_are_its_tail(spark):
+    from datetime import datetime
+
+    from l4spark.diagnosis.assemble import prepare_lines
+
+
+    start = datetime(2026, 11, 8, 2, 50, 16)
+    rows = [
+        # startup-only timestamps, progress, then a crash printed without timestamps (C++ stderr)
+        ("j", "n1/rank-0.log", 1, "Process rank: 0, device: cuda:0", start),
+        ("j", "n1/rank-0.log", 2, " iteration      100/    1000 | consumed samples: 800 | lm loss: 2.1", None),
+        ("j", "n1/rank-0.log", 3, "rare warning in the middle of training", None),
+        ("j", "n1/rank-0.log", 4, " iteration      200/    1000 | consumed samples: 1600 | lm loss: 2.0", None),
+        ("j", "n1/rank-0.log", 5, "terminate called after throwing an instance of 'c10::DistBackendError'", None),
+        ("j", "n1/rank-0.log", 6, "  what():  NCCL error: remote process exited", None),
+        # a rank without progress lines: everything after its last timestamp is tail
+        ("j", "n1/rank-1.log", 1, "Process rank: 1, device: cuda:1", start),
+        ("j", "n1/rank-1.log", 2, "  what():  NCCL error: remote process exited", None),
+        # timestamps to the end: no tail
+        ("j", "n2/rank-2.log", 1, "Process rank: 2, device: cuda:2", start),
+        ("j", "n2/rank-2.log", 2, "RuntimeError: CUDA error: unknown error", start),
+    ]
+    staged = spark.createDataFrame(rows, "job_id string, file string, line_no long, message string, ts timestamp") \
+        .withColumn("node", F.split("file", "/")[0])
+    offsets = spark.createDataFrame([], "job_id string, node string, offset_s double")
+    lines = prepare_lines(staged, offsets, DiagnosisConfig(), load_config().temporal).toPandas()
+    tail = {(r.file, r.line_no): bool(r.tail) for r in lines.itertuples()}
+    assert [tail[("n1/rank-0.log", n)] for n in range(1, 7)] == [False, False, False, False, True, True]
+    assert tail[("n1/rank-1.log", 1)] is False and tail[("n1/rank-1.log", 2)] is True
+    assert not tail[("n2/rank-2.log", 1)] and not tail[("n2/rank-2.log", 2)]
+
+
+# PyTorch's output when a NCCL watchdog aborts a rank (as in pytorch issues and Megatron-LM #935):
+# the terminate handler's line, the error, the c10 backtrace header, native frames
+NATIVE_CRASH = [
+    "terminate called after throwing an instance of 'c10::DistBackendError'",
+    "  what():  [PG ID 0 PG GUID 0(default_pg) Rank 3] Process group watchdog thread terminated with exception: "
+    "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=4, OpType=BROADCAST, NumelIn=112, "
+    "NumelOut=112, Timeout(ms)=1800000) ran for 1800011 milliseconds before timing out.",
+    "Exception raised from checkTimeout at /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:632 "
+    "(most recent call first):",
+    "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7f5a9616c1b6 in libc10.so)",
+]
+
+
+def _line_flags(spark, messages: list[str], conf: DiagnosisConfig) -> list[tuple[bool, bool]]:
+    from l4spark.diagnosis.assemble import with_line_flags
+
+    rows = [("j", "n1/rank-3.log", n, message) for n, message in enumerate(messages, start=1)]
+    lines = spark.createDataFrame(rows, "job_id string, file string, line_no long, message string")
+    flags = with_line_flags(lines, conf).orderBy("line_no").select("frame", "boilerplate").collect()
+    return [(r.frame, r.boilerplate) for r in flags]
+
+
+def test_native_exception_framing_is_a_stack_frame_and_its_what_line_is_not(spark):
+    assert _line_flags(spark, NATIVE_CRASH, DiagnosisConfig()) == [(True, True), (False, False), (True, True),
+                                                                   (True, True)]
+    # switched off: only the frame #N line, as in session 17
+    off = load_config(overrides={"diagnosis.native_exception_framing": False}).diagnosis
+    assert _line_flags(spark, NATIVE_CRASH, off) == [(False, False), (False, False), (False, False), (True, True)]
+
+
+def test_native_exception_framing_keeps_the_lines_that_carry_the_error(spark):
+    carrying = [
+        # an older c10::Error puts the message after the location, on the same line
+        "Exception raised from createEvent at ../aten/src/ATen/cuda/CUDAEvent.h:174: CUDA error: unknown error",
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, "
+        "remote process exited or there was a network error, NCCL version 2.18.1",
+        "RuntimeError: Exception raised from a user callback: terminate called by the data loader",
+        "failed (exitcode: -6) local_rank: 3 (pid: 4120) of binary: /usr/bin/python3",
+        "[E ProcessGroupNCCL.cpp:475] [Rank 3] Watchdog caught collective operation timeout",
+    ]
+    assert _line_flags(spark, carrying, DiagnosisConfig()) == [(False, False)] * len(carrying)
+    with pytest.raises(ConfigError, match="native_exception_framing"):
+        load_config(overrides={"diagnosis.native_exception_framing": "yes"})
+
+
+def _ranked_line_flags(spark, rows: list[tuple[int, str]], conf: DiagnosisConfig) -> list[bool]:
+    """``frame`` per line of one file whose lines carry a rank (srun --label puts ranks in one file)."""
+    from l4spark.diagnosis.assemble import with_line_flags
+
+    data = [("j", "n1/job.log", n, rank, message) for n, (rank, message) in enumerate(rows, start=1)]
+    lines = spark.createDataFrame(data, "job_id string, file string, line_no long, rank int, message string")
+    return [r.frame for r in with_line_flags(lines, conf).orderBy("line_no").select("frame").collect()]
+
+
+# What the warnings module prints (warnings._formatwarnmsg_impl: "path:N: Category: message", then
+# the warning call's source line indented by two spaces; accelerate #2724, transformers #30749), as
+# messages of the events table: the structure step's python-warning header keeps "Category: msg";
+# logging.captureWarnings' py.warnings logger keeps the path inside its message
+WARNED = [
+    (3, "UserWarning: torch.utils.checkpoint: the use_reentrant parameter should be passed explicitly."),
+    (3, "  warnings.warn("),
+    (3, "UserWarning: CUDA initialization: The NVIDIA driver on your system is too old (found version 11040)."),
+    (3, "  return torch._C._cuda_getDeviceCount() > 0"),
+    (3, "py.warnings: /usr/lib/python3.10/site-packages/torch/utils/data/dataloader.py:557: UserWarning: "
+        "This DataLoader will create 16 worker processes in total."),
+    (3, "  warnings.warn(_create_warning_msg("),
+]
+
+
+def test_a_python_warnings_source_line_is_a_stack_frame_and_the_warning_is_not(spark):
+    assert _ranked_line_flags(spark, WARNED, DiagnosisConfig()) == [False, True] * 3
+    off = load_config(overrides={"diagnosis.warning_source_lines": False}).diagnosis
+    assert _ranked_line_flags(spark, WARNED, off) == [False] * 6
+    with pytest.raises(ConfigError, match="warning_source_lines"):
+        load_config(overrides={"diagnosis.warning_source_lines": "yes"})
+
+
+def test_warning_source_lines_keep_what_is_not_a_warnings_source_line(spark):
+    kept = [
+        (3, "UserWarning: CUDA initialization: The NVIDIA driver on your system is too old"),
+        (4, "  what():  CUDA error: an illegal memory access was encountered"),  # another rank's line
+        (3, "FutureWarning: `torch.cuda.amp.autocast(args...)` is deprecated."),
+        (3, "Traceback (most recent call last):"),  # not indented: not the warning's source line
+        (3, "WARNING: Megatron found an unexpected checkpoint format"),  # a logger's level, no category
+        (3, "  [Rank 3] Watchdog caught collective operation timeout"),
+        (3, "Warning: WARNING: process group has NOT been destroyed before we destruct ProcessGroupNCCL."),
+        (3, "  NCCL WARN NET/IB : Got completion from peer 10.0.0.2 with error 12"),
+    ]
+    # only the traceback header is a frame (frame_patterns); every other line stays a candidate
+    assert _ranked_line_flags(spark, kept, DiagnosisConfig()) == [False, False, False, True, False, False, False,
+                                                                  False]
+
+
+def _boilerplate(spark, messages: list[str], conf: DiagnosisConfig) -> list[bool]:
+    from l4spark.diagnosis.assemble import with_line_flags
+
+    data = [("j", "n1/rank-0.log", n, 0, message) for n, message in enumerate(messages, start=1)]
+    lines = spark.createDataFrame(data, "job_id string, file string, line_no long, rank int, message string")
+    return [r.boilerplate for r in with_line_flags(lines, conf).orderBy("line_no").select("boilerplate").collect()]
+
+
+def test_a_configuration_echo_line_is_boilerplate_and_an_error_about_the_setting_is_not(spark):
+    echoed = [
+        # Megatron-LM's _print_args ('  {} {} {}'.format(arg, '.' * (48 - len(arg)), value))
+        "  tensor_model_parallel_size ...................... 8",
+        "  tokenizer_type .................................. GPT2BPETokenizer",
+        "  data_path ....................................... ['/data/pile_text_document']",
+        # DeepSpeed's DeepSpeedConfig.print (29 - len(arg) dots)
+        "  zero_optimization_stage ...... 3",
+    ]
+    kept = [
+        "------------------------ arguments ------------------------",  # letters: not a no-letter line
+        "AssertionError: world size (16) is not divisible by tensor model parallel size (3)",
+        "loading checkpoint from /ckpt at iteration 5000 ... done",  # dots inside a sentence
+        "  what():  CUDA error: unknown error",
+        "  File \"/workspace/Megatron-LM/pretrain_gpt.py\", line 278, in <module>",  # a frame, not an echo
+    ]
+    conf = DiagnosisConfig()
+    assert _boilerplate(spark, echoed + kept, conf) == [True] * 4 + [False, False, False, False, True]
+    off = load_config(overrides={"diagnosis.config_echo_lines": False}).diagnosis
+    assert _boilerplate(spark, echoed, off) == [False] * 4
+    with pytest.raises(ConfigError, match="config_echo_lines"):
+        load_config(overrides={"diagnosis.config_echo_lines": "yes"})
+
+
+# torch elastic's agent logs its node's first failed worker (multiprocessing/api.py, _poll): the
+# faulty node's line and the lines of the peers that died after it are one template
+EXIT_FAULTY = "failed (exitcode: -9) local_rank: 3 (pid: 2811) of binary: /usr/bin/python3"
+EXIT_PEER = "failed (exitcode: -6) local_rank: 0 (pid: 4120) of binary: /usr/bin/python3"
+
+
+def _exit_evidence(job_id: str, exit_nodes: list[str]) -> dict:
+    return {**_late_error("exit", EXIT_FAULTY, job_id=job_id), "exit_nodes": exit_nodes}
+
+
+def test_the_first_ranked_units_exit_line_is_not_failure_boilerplate():
+    # every other failed job prints the exit template: failure boilerplate by generic_share
+    evidence = pd.DataFrame([
+        _exit_evidence("suspect_printed", ["n1", "n2"]),  # the first-ranked n1 printed one
+        _exit_evidence("peers_only", ["n2"]),  # n1 (first) was silent: only its peer's worker's exit
+        {**_late_error("echo", "hidden_size ..... 8192", job_id="suspect_printed"), "exit_nodes": []},
+    ])
+    timing = pd.DataFrame([{"job_id": j, "start_t": 0.0, "last_progress_t": 95.0}
+                           for j in ("suspect_printed", "peers_only")])
+    nodes = pd.DataFrame([{"job_id": j, "node": n, "rank": r} for j in ("suspect_printed", "peers_only")
+                          for n, r in (("n1", 1), ("n2", 2))])
+    empty = pd.DataFrame(columns=["job_id", "event_id", "score"])
+    hits = pd.DataFrame(columns=["job_id", "event_id", "confidence"])
+    shares = pd.DataFrame({"event_id": ["exit", "echo"], "n_failed": [30, 30]})
+    shares.attrs["n_failed_jobs"] = 30
+
+    def flags(conf: DiagnosisConfig) -> dict:
+        scored = score_events(evidence, timing, empty, empty, hits, shares, conf, nodes=nodes)
+        return {(r.job_id, r.event_id): (r.flagged, r.generic) for r in scored.itertuples()}
+
+    assert flags(DiagnosisConfig()) == {("suspect_printed", "exit"): (True, False),
+                                        ("peers_only", "exit"): (False, True),
+                                        ("suspect_printed", "echo"): (False, True)}
+    # switched off: boilerplate in both jobs, as in session 19
+    off = load_config(overrides={"diagnosis.suspect_exit_lines": False}).diagnosis
+    assert flags(off)[("suspect_printed", "exit")] == (False, True)
+    with pytest.raises(ConfigError, match="suspect_exit_lines"):
+        load_config(overrides={"diagnosis.suspect_exit_lines": "yes"})
+
+
 # a communication library's report of a failed call: NCCL's NCCLCHECK (INFO, include/checks.h)
 # and Ascend HCCL's CHK_RET (ERROR, hcomm pub_inc/log.h), as printed in public logs
 NCCL_TRACE = "transport/net.cc:1134 -> 6"
