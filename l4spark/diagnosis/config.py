@@ -105,7 +105,8 @@ class DiagnosisConfig:
     hung_unit_fault: bool = True
     # a job whose first-ranked unit stopped logging before any other unit's own failure began (its
     # signals say "silent: stopped ...") matches the dead node (patterns.dead_unit_pattern, class
-    # node) first, unless its first match is of a node-local known class (known_fault_classes);
+    # node) first, unless its first match is of a node-local known class (known_fault_classes) or
+    # one that unit's node printed itself;
     # false: session 32 and before, such jobs kept what their peers' network errors matched
     dead_unit_fault: bool = True
     # the node ranking's one score gains known_fault_weight for the units of the only node that

@@ -105,9 +105,10 @@ def hung_unit_pattern() -> "FaultPattern":
 # last buffered line, and its peers then report what they saw of it (NCCL's IB completion errors
 # naming its address once their retry budget is spent, closed sockets, watchdog timeouts), which
 # the library matches as a network fault. ``scoring.with_unit_fault`` adds it
-# (``diagnosis.dead_unit_fault``); it does not overtake a job's match of a node-local known class
-# (``diagnosis.known_fault_classes``: an uncorrectable ECC error or a GPU fallen off the bus says
-# why the node went quiet better than its silence does).
+# (``diagnosis.dead_unit_fault``); it does not overtake a job's first match when that says why
+# the node went quiet better than its silence does: one of a node-local known class
+# (``diagnosis.known_fault_classes``: an uncorrectable ECC error, a GPU fallen off the bus) or one
+# the node printed itself (a NaN assertion before it exited): ``scoring.with_unit_faults``.
 DEAD_UNIT_PATTERN_ID = "node-down-unit"
 
 
