@@ -710,3 +710,32 @@ def test_untimed_log_dicts_are_paced_by_the_timed_checkpoint_saves(spark):
         _, progress = analyse_iterations(staged, candidates, conf)
         failure[paced] = [(r.last_iteration, r.failure_iteration) for r in progress.collect()]
     assert failure == {True: [(230, 232)], False: [(230, 235)]}
+
+
+def test_a_log_dict_turning_nan_beside_numbered_bars_is_the_change(spark):
+    """HF Trainer with tqdm bars: each step's bar numbers the iteration and the log dict after it
+    is one event, normal or nan (the parser's template takes ``nan`` as a value). The dict's
+    shape, not its event id, enters the sequences, so the step where ``grad_norm`` first turns
+    nan is the change; the job then ran on, printing nan, until it was killed. Fresh 34007's HF
+    loss_nan (label 30565) was reported 30913, where the job stopped."""
+    lines, line = [], 0
+
+    def add(at, message, event_id, rank=0):
+        nonlocal line
+        line += 1
+        lines.append(("hf", "ab"[rank], rank, f"hf/{'ab'[rank]}/r{rank}", line, _ts(at), None, event_id, message,
+                      None, None))
+
+    add(0, "***** Running training *****", "E_run")
+    add(5, "rank 1 is up", "E_up", rank=1)
+    for step in range(1, 61):
+        at = 90.0 * step + (step * 7 % 5)
+        add(at, f" {step * 100 // 60:2d}%|███       | {step}/60 [00:{step:02d}<00:10,  90.{step % 9}s/it]", "E_bar")
+        norm = "nan" if step >= 40 else f"0.{200 + step * 13 % 50}"
+        loss = "0.0" if step >= 40 else f"1.{6900 - step * 7}"
+        add(at, f"{{'loss': {loss}, 'grad_norm': {norm}, 'learning_rate': 3.0{step}e-05, 'epoch': 0.9}}", "E_dict")
+    add(90.0 * 60 + 30, "torch.distributed.elastic.multiprocessing.api.SignalException: Process 1045935 got signal: 15",
+        "E_sig")
+    staged = with_stage_and_iteration(spark.createDataFrame(lines, SCHEMA))
+    _, progress = analyse_iterations(staged, staged.select("job_id", "event_id").distinct(), TemporalConfig())
+    assert [(r.last_iteration, r.changed_from, r.failure_iteration) for r in progress.collect()] == [(60, 40, 40)]

@@ -125,7 +125,11 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
     # a counted progress line (no number of its own) reports the iteration the lines step gave it
     reported = F.coalesce(numbered, F.when(counted_marker(conf) & ~F.col("prints_numbered"), F.col("iteration")))
     # progress lines enter the sequences by their shape: a tqdm bar growing a block or a learning
-    # rate printed as 3e-05 is the same line; a loss turning into nan is not
+    # rate printed as 3e-05 is the same line; a loss turning into nan is not. Every progress line
+    # does, also one that reports no iteration: HF Trainer's ``{'loss': ..., 'grad_norm': nan}``
+    # on a rank whose tqdm bar numbers the steps is one event, normal or nan, and only its shape
+    # shows the change
+    progress_line = numbered.isNotNull() | counted_marker(conf)
     shape = F.concat(F.lit("progress: "), F.trim(F.regexp_replace(
         F.regexp_replace("message", _NUMBER, " "), r"[^A-Za-z]+", " ")))
     elapsed = [F.when(rlike("message", rule), F.regexp_extract("message", rule, 1).cast("double") / 1000.0)
@@ -159,7 +163,7 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
             .join(offsets, on=["job_id", "node"], how="left")
             .join(F.broadcast(timing), on="job_id", how="left")
             .select("job_id", "rank", "line_no", "iteration", "event_id",
-                    F.when(reported.isNotNull(), shape).otherwise(F.col("event_id")).alias("token"),
+                    F.when(progress_line, shape).otherwise(F.col("event_id")).alias("token"),
                     F.col("ts").cast("double").alias("t"),
                     t_job.alias("t_job"),
                     reported.alias("reported"),
