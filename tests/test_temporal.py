@@ -714,10 +714,13 @@ def test_untimed_log_dicts_are_paced_by_the_timed_checkpoint_saves(spark):
 
 def test_a_log_dict_turning_nan_beside_numbered_bars_is_the_change(spark):
     """HF Trainer with tqdm bars: each step's bar numbers the iteration and the log dict after it
-    is one event, normal or nan (the parser's template takes ``nan`` as a value). The dict's
-    shape, not its event id, enters the sequences, so the step where ``grad_norm`` first turns
-    nan is the change; the job then ran on, printing nan, until it was killed. Fresh 34007's HF
-    loss_nan (label 30565) was reported 30913, where the job stopped."""
+    is one event, normal or nan (the parser's template takes ``nan`` as a value), and printed by
+    every HF job, so no cross-job gate calls it indicating. The dict's shape, not its event id,
+    enters the sequences, and a progress line printing a metric as nan is indicating
+    (``nonfinite_rules``), so the step where ``grad_norm`` first turns nan is the change; the job
+    then ran on, printing nan, until it was killed. Lines after bar N are staged in N + 1, so the
+    dict of step 40 (printed after its bar) reports 41: within the evaluation's one iteration.
+    Fresh 34007's HF loss_nan (label 30565) was reported 30913, where the job stopped."""
     lines, line = [], 0
 
     def add(at, message, event_id, rank=0):
@@ -737,5 +740,9 @@ def test_a_log_dict_turning_nan_beside_numbered_bars_is_the_change(spark):
     add(90.0 * 60 + 30, "torch.distributed.elastic.multiprocessing.api.SignalException: Process 1045935 got signal: 15",
         "E_sig")
     staged = with_stage_and_iteration(spark.createDataFrame(lines, SCHEMA))
-    _, progress = analyse_iterations(staged, staged.select("job_id", "event_id").distinct(), TemporalConfig())
-    assert [(r.last_iteration, r.changed_from, r.failure_iteration) for r in progress.collect()] == [(60, 40, 40)]
+    gate = staged.where(F.col("event_id") == "E_sig").select("job_id", "event_id").distinct()
+    got = {}
+    for rules in ((), TemporalConfig().nonfinite_rules):
+        _, progress = analyse_iterations(staged, gate, TemporalConfig(nonfinite_rules=rules))
+        got[bool(rules)] = [(r.last_iteration, r.changed_from, r.failure_iteration) for r in progress.collect()]
+    assert got == {True: [(60, 41, 41)], False: [(60, None, 61)]}

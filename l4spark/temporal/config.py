@@ -135,6 +135,15 @@ DEFAULT_BAD_COUNT_RULES: tuple[str, ...] = (
     r"number of nan iterations:\s*(\d+)",
 )
 
+# A progress line printing a metric as not a number or infinite (HF Trainer's ``'grad_norm': nan``,
+# Megatron-LM's ``lm loss: NAN`` from Python's ``{:E}`` format, ``loss=inf``): its shape is an
+# indicating event of the job, whatever the cross-job filter said of the line's template (normal
+# and nan dicts are one template, printed by every HF job). A transient nan (an fp16 overflow
+# step) is anomalous but no lasting change; a loss that stays nan is where the job changed.
+DEFAULT_NONFINITE_RULES: tuple[str, ...] = (
+    r"(?i)[:=]\s*'?[+-]?(?:nan|inf|infinity)\b",
+)
+
 # The elapsed time a progress line without a timestamp carries, as (hours, optional), minutes,
 # seconds in groups 1-3: tqdm's "[38:46:03<13:21, 400.65s/it]". It paces a job whose progress
 # lines are untimed (HF Trainer's bars), so that slowdowns show.
@@ -150,6 +159,7 @@ class TemporalConfig:
     counted_iteration_rules: tuple[CountedIterationRule, ...] = DEFAULT_COUNTED_ITERATION_RULES
     elapsed_rules: tuple[str, ...] = DEFAULT_ELAPSED_RULES
     bad_count_rules: tuple[str, ...] = DEFAULT_BAD_COUNT_RULES
+    nonfinite_rules: tuple[str, ...] = DEFAULT_NONFINITE_RULES
     progress_clock_rules: tuple[str, ...] = DEFAULT_PROGRESS_CLOCK_RULES
     window: int = 10  # previous iterations each iteration is compared with
     sigma: float = 3.0  # anomalous: score < mean - sigma * std
@@ -200,6 +210,7 @@ class TemporalConfig:
         out += [(f"temporal.iteration_rules[{i}].pattern", r.pattern) for i, r in enumerate(self.iteration_rules)]
         out += [(f"temporal.elapsed_rules[{i}]", r) for i, r in enumerate(self.elapsed_rules)]
         out += [(f"temporal.bad_count_rules[{i}]", r) for i, r in enumerate(self.bad_count_rules)]
+        out += [(f"temporal.nonfinite_rules[{i}]", r) for i, r in enumerate(self.nonfinite_rules)]
         out += [(f"temporal.progress_clock_rules[{i}]", r) for i, r in enumerate(self.progress_clock_rules)]
         for i, rule in enumerate(self.counted_iteration_rules):
             out += [(f"temporal.counted_iteration_rules[{i}].{name}", getattr(rule, name))

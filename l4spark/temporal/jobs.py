@@ -130,6 +130,9 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
     # on a rank whose tqdm bar numbers the steps is one event, normal or nan, and only its shape
     # shows the change
     progress_line = numbered.isNotNull() | counted_marker(conf)
+    nonfinite: Column = F.lit(False)
+    for rule in conf.nonfinite_rules:
+        nonfinite = nonfinite | F.coalesce(rlike("message", rule), F.lit(False))
     shape = F.concat(F.lit("progress: "), F.trim(F.regexp_replace(
         F.regexp_replace("message", _NUMBER, " "), r"[^A-Za-z]+", " ")))
     elapsed = [F.when(rlike("message", rule), F.regexp_extract("message", rule, 1).cast("double") / 1000.0)
@@ -171,7 +174,7 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
                     F.when(reported.isNotNull(), _bad_count(conf)).alias("bad_count"),
                     F.when(reported.isNotNull() & F.col("ts").isNull(), _progress_clock(conf)).alias("clock_s"),
                     _named_mark(staged, conf).isNotNull().alias("stage_mark"),
-                    F.coalesce("gated", F.lit(False)).alias("gated"), "end_stage", "broke_any_t", "began_any_t",
+                    (F.coalesce("gated", F.lit(False)) | (progress_line & nonfinite)).alias("gated"), "end_stage", "broke_any_t", "began_any_t",
                     *(["saved_it", "saved_t", "saved_s"] if conf.pace_from_saves else [])))
 
     def per_job(frame: pd.DataFrame) -> pd.DataFrame:
