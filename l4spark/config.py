@@ -301,8 +301,8 @@ def _temporal(table: dict[str, Any]) -> TemporalConfig:
     """Scalars by name; ``stage_rules`` as a list of ``{stage, pattern, names_iteration}``
     (``names_iteration`` optional, default false), ``iteration_rules`` of
     ``{pattern}``, ``counted_iteration_rules`` of ``{pattern, interval_pattern, start_pattern}``,
-    ``elapsed_rules``, ``bad_count_rules``, ``nonfinite_rules`` and ``progress_clock_rules`` as lists of regexes (each
-    replaces the default list whole)."""
+    ``elapsed_rules``, ``bad_count_rules``, ``nonfinite_rules`` and ``progress_clock_rules`` as
+    lists of regexes (each replaces the default list whole)."""
     check_keys(table, [f.name for f in dataclasses.fields(TemporalConfig)], "temporal")
     try:
         if "stage_rules" in table:

@@ -174,7 +174,8 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
                     F.when(reported.isNotNull(), _bad_count(conf)).alias("bad_count"),
                     F.when(reported.isNotNull() & F.col("ts").isNull(), _progress_clock(conf)).alias("clock_s"),
                     _named_mark(staged, conf).isNotNull().alias("stage_mark"),
-                    (F.coalesce("gated", F.lit(False)) | (progress_line & nonfinite)).alias("gated"), "end_stage", "broke_any_t", "began_any_t",
+                    (F.coalesce("gated", F.lit(False)) | (progress_line & nonfinite)).alias("gated"),
+                    "end_stage", "broke_any_t", "began_any_t",
                     *(["saved_it", "saved_t", "saved_s"] if conf.pace_from_saves else [])))
 
     def per_job(frame: pd.DataFrame) -> pd.DataFrame:
