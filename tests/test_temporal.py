@@ -746,3 +746,42 @@ def test_a_log_dict_turning_nan_beside_numbered_bars_is_the_change(spark):
         _, progress = analyse_iterations(staged, gate, TemporalConfig(nonfinite_rules=rules))
         got[bool(rules)] = [(r.last_iteration, r.changed_from, r.failure_iteration) for r in progress.collect()]
     assert got == {True: [(60, 41, 41)], False: [(60, None, 61)]}
+
+
+def test_a_log_dict_every_few_steps_that_stays_nan_is_a_lasting_change(spark):
+    """HF Trainer logging every 5 steps beside its per-step tqdm bars: the nan dict is in every
+    fifth interval only, so "the new events recur in each of the next intervals" judged the change
+    recovered and the stop was reported (fresh 35001: 13003 for 12797, 2484 for 2204). The normal
+    dict never comes back while the nan one keeps coming: a lasting change, placed in the middle of
+    the five steps the first nan dict reports. One nan dict followed by normal ones (an fp16
+    overflow step) is not."""
+    def job(job_id, nan_steps):
+        lines, line = [], 0
+
+        def add(at, message, event_id, rank=0):
+            nonlocal line
+            line += 1
+            lines.append((job_id, "ab"[rank], rank, f"{job_id}/{'ab'[rank]}/r{rank}", line, _ts(at), None, event_id,
+                          message, None, None))
+
+        add(0, "***** Running training *****", "E_run")
+        add(5, "rank 1 is up", "E_up", rank=1)
+        for step in range(1, 121):
+            at = 20.0 * step + (step * 7 % 5) / 10
+            add(at, f" {step * 100 // 120:2d}%|███       | {step}/120 [00:{step % 60:02d}<00:10,  20.{step % 9}s/it]",
+                "E_bar")
+            if step % 5 == 0:
+                norm = "nan" if step in nan_steps else f"0.{200 + step * 13 % 50}"
+                add(at, f"{{'loss': {'0.0' if step in nan_steps else '1.5'}, 'grad_norm': {norm}, "
+                        f"'learning_rate': 3.0{step}e-05, 'epoch': 0.9}}", "E_dict")
+        add(20.0 * 120 + 30, "RuntimeError: Loss is NaN at step 120; stopping training (grad_norm=nan)", "E_stop")
+        return lines
+
+    rows = job("stays", range(70, 121)) + job("once", [70])
+    staged = with_stage_and_iteration(spark.createDataFrame(rows, SCHEMA))
+    gate = staged.where(F.col("event_id") == "E_stop").select("job_id", "event_id").distinct()
+    _, progress = analyse_iterations(staged, gate, TemporalConfig())
+    got = {r.job_id: (r.changed_from, r.failure_iteration) for r in progress.collect()}
+    # the first nan dict follows bar 70 (staged 71) and reports steps 66-70: their middle is 68
+    assert got["stays"] == (71, 68)
+    assert got["once"][0] is None

@@ -16,6 +16,9 @@ from scipy.optimize import nnls
 
 from l4spark.temporal.config import TemporalConfig
 
+# A progress line enters the sequences as this prefix and its shape (``jobs.analyse_iterations``)
+PROGRESS_TOKEN = "progress: "
+
 
 def collapse(sequence: list[str], cap: int) -> list[str]:
     """Consecutive repeats collapsed (DTW warps over them anyway), then capped to ``cap`` events."""
@@ -122,7 +125,41 @@ def aftermath(iteration: int, events: tuple[str, ...], sequences: dict[int, list
     intervals = [[b for b in buckets if prev < b <= i] for prev, i in zip(completed, after)]
     if events and all(any(set(events) & set(sequences[b]) for b in interval) for interval in intervals):
         return LASTING
+    if replaced_period(iteration, events, sequences, conf) is not None:
+        return LASTING
     return RECOVERED
+
+
+def replaced_period(iteration: int, events: tuple[str, ...], sequences: dict[int, list[str]],
+                    conf: TemporalConfig = TemporalConfig()) -> int | None:
+    """The period, in logged intervals (``sequences``' buckets), of the progress line that a new
+    progress shape in ``events`` replaced for good at ``iteration``, or None.
+
+    A line printed every few logged intervals (HF Trainer's log dict every ``logging_steps``
+    beside its per-step tqdm bar) is not in every interval after a change, so "the new events
+    recur in every interval" cannot see its loss turn nan for good. Its own terms can: the new
+    shape recurs at least ``recovery_intervals`` times after ``iteration``, and a progress shape the
+    job printed at least as often before, and was due (its last print within two of its periods
+    of ``iteration``), never comes back. A transient nan (an fp16 overflow step) is followed by
+    the normal dict again; a tqdm bar switching to s/it comes back when the pace does.
+    """
+    new = {e for e in events if e.startswith(PROGRESS_TOKEN)}
+    if not new:
+        return None
+    buckets = sorted(sequences)
+    if sum(1 for b in buckets if b > iteration and new & set(sequences[b])) < conf.recovery_intervals:
+        return None
+    since = {t for b in buckets if b >= iteration for t in sequences[b]}
+    now = sum(1 for b in buckets if b < iteration)  # the position of ``iteration``'s interval
+    printed: dict[str, list[int]] = {}
+    for position, b in enumerate(buckets[:now]):
+        for token in set(sequences[b]):
+            if token.startswith(PROGRESS_TOKEN) and token not in since:
+                printed.setdefault(token, []).append(position)
+    periods = [float(np.median(np.diff(at))) for at in printed.values() if len(at) >= conf.recovery_intervals]
+    due = [p for p, at in zip(periods, (at for at in printed.values() if len(at) >= conf.recovery_intervals))
+           if now - at[-1] <= 2 * p]
+    return max(int(min(due)), 1) if due else None
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,8 @@ from pyspark.sql import functions as F
 from l4spark.io.frames import materialize
 from l4spark.regexcolumns import rlike
 from l4spark.temporal.config import TemporalConfig
-from l4spark.temporal.dtw import LASTING, RECOVERED, aftermath, analyse_progress, score_iterations
+from l4spark.temporal.dtw import (LASTING, PROGRESS_TOKEN, RECOVERED, aftermath, analyse_progress, replaced_period,
+                                  score_iterations)
 from l4spark.temporal.lines import counted_marker, iteration_marker, named_stage_marker, next_in_file, node_clock_offsets
 
 log = logging.getLogger(__name__)
@@ -133,7 +134,7 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
     nonfinite: Column = F.lit(False)
     for rule in conf.nonfinite_rules:
         nonfinite = nonfinite | F.coalesce(rlike("message", rule), F.lit(False))
-    shape = F.concat(F.lit("progress: "), F.trim(F.regexp_replace(
+    shape = F.concat(F.lit(PROGRESS_TOKEN), F.trim(F.regexp_replace(
         F.regexp_replace("message", _NUMBER, " "), r"[^A-Za-z]+", " ")))
     elapsed = [F.when(rlike("message", rule), F.regexp_extract("message", rule, 1).cast("double") / 1000.0)
                for rule in conf.elapsed_rules]
@@ -309,8 +310,16 @@ def _analyse_job(frame: pd.DataFrame, conf: TemporalConfig) -> pd.DataFrame:
     labels: dict[int, int] = {}
     if changed_from is not None and progress.slowdown_from is None:
         labels[changed_from] = _counted_onset(frame, changed_from)
-        if labels[changed_from] == changed_from and conf.changed_placed_in_interval:
-            novel = next(s.novel for s in scores if s.iteration == changed_from)
+        novel = next(s.novel for s in scores if s.iteration == changed_from)
+        period = replaced_period(changed_from, novel, sequences, conf)
+        if labels[changed_from] == changed_from and period is not None and period > 1:
+            # a line printed every `period` intervals, after its own step's progress line (so in
+            # the next interval), reports the iterations since its last print: their middle, the
+            # estimate with the least expected error, as for an untimed stop
+            buckets = sorted(sequences)
+            start = buckets[max(buckets.index(changed_from) - period, 0)]
+            labels[changed_from] = (start + changed_from - 1) // 2
+        elif labels[changed_from] == changed_from and conf.changed_placed_in_interval:
             labels[changed_from] = _placed_in_interval(lines, marks_list, changed_from, set(novel),
                                                        progress.iteration_seconds)
         failure_iteration = labels[changed_from]
