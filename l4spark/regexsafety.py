@@ -15,8 +15,8 @@ user regex is checked before it is used, and refused with the reason (``UnsafeRe
    ``(?:/[a-z]+)+``). The rule is conservative: a few safe shapes are refused too;
 3. trial: the regex is searched in adversarial strings (runs of its own characters, ``TRIAL_CHARS``
    long, ending in a character that breaks the match) and must finish all of them within
-   ``TRIAL_SECONDS``. This catches what the static rule misses (polynomial blow-ups such as
-   ``\\s*\\s*\\s*x``). The trial is interrupted by a timer, which Python allows only in the
+   ``TRIAL_SECONDS`` of CPU time. This catches what the static rule misses (polynomial blow-ups such as
+   ``\\s*\\s*\\s*x``). The trial is interrupted by a CPU-time timer, which Python allows only in the
    main thread; elsewhere (or while the caller has an alarm of its own set) the static rule
    alone applies.
 
@@ -303,28 +303,33 @@ class _TrialTimeout(Exception):
 
 
 def _trial_seconds(compiled: re.Pattern[str], tree) -> float | None:
-    """Seconds the adversarial trial took, or None when it ran over ``TRIAL_SECONDS``."""
+    """CPU seconds the adversarial trial took, or None when it ran over ``TRIAL_SECONDS``.
+
+    The budget is the process's CPU time (``ITIMER_VIRTUAL``), not the wall clock: on a busy
+    machine (an Airflow worker, a driver beside other jobs) a wall-clock budget refused a regex
+    that passes on an idle one, and the default config then failed to load (session 34)."""
     lines = _adversarial_lines(tree)
-    if threading.current_thread() is not threading.main_thread() or signal.getitimer(signal.ITIMER_REAL)[0] > 0:
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getitimer(signal.ITIMER_REAL)[0] > 0 or signal.getitimer(signal.ITIMER_VIRTUAL)[0] > 0):
         return 0.0  # no timer to interrupt with (not the main thread, or the caller's alarm is set)
 
     def expire(_signum, _frame):
         raise _TrialTimeout
 
-    previous = signal.signal(signal.SIGALRM, expire)
-    started = time.perf_counter()
+    previous = signal.signal(signal.SIGVTALRM, expire)
+    started = time.process_time()
     try:
-        signal.setitimer(signal.ITIMER_REAL, TRIAL_SECONDS)
+        signal.setitimer(signal.ITIMER_VIRTUAL, TRIAL_SECONDS)
         try:
             for line in lines:
                 compiled.search(line)
         finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.setitimer(signal.ITIMER_VIRTUAL, 0)
     except _TrialTimeout:
         return None
     finally:
-        signal.signal(signal.SIGALRM, previous)
-    return time.perf_counter() - started
+        signal.signal(signal.SIGVTALRM, previous)
+    return time.process_time() - started
 
 
 def _adversarial_lines(tree) -> list[str]:

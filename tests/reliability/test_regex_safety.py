@@ -55,9 +55,9 @@ def test_every_shipped_regex_passes_its_trial_with_a_wide_margin(monkeypatch):
     timed, trial = [], safety._trial_seconds
 
     def timing(compiled, tree):
-        started = time.perf_counter()
+        started = time.process_time()
         result = trial(compiled, tree)
-        timed.append((time.perf_counter() - started, compiled.pattern))
+        timed.append((time.process_time() - started, compiled.pattern))
         return result
 
     monkeypatch.setattr(safety, "_trial_seconds", timing)
