@@ -156,9 +156,12 @@ def replaced_period(iteration: int, events: tuple[str, ...], sequences: dict[int
         for token in set(sequences[b]):
             if token.startswith(PROGRESS_TOKEN) and token not in since:
                 printed.setdefault(token, []).append(position)
-    periods = [float(np.median(np.diff(at))) for at in printed.values() if len(at) >= conf.recovery_intervals]
-    due = [p for p, at in zip(periods, (at for at in printed.values() if len(at) >= conf.recovery_intervals))
-           if now - at[-1] <= 2 * p]
+    due = []
+    for at in printed.values():
+        if len(at) >= conf.recovery_intervals:
+            period = float(np.median(np.diff(at)))
+            if now - at[-1] <= 2 * period:
+                due.append(period)
     return max(int(min(due)), 1) if due else None
 
 
