@@ -27,6 +27,15 @@ def rlike(column: Column | str, pattern: str) -> Column:
     return match if literal is None else text.contains(literal) & match
 
 
+def any_rlike(column: Column | str, patterns) -> Column:
+    """True where the string contains a match of any of ``patterns`` (each as ``rlike``), false
+    otherwise (also for a null string or no patterns)."""
+    hit: Column = F.lit(False)
+    for pattern in patterns:
+        hit = hit | F.coalesce(rlike(column, pattern), F.lit(False))
+    return hit
+
+
 def extract_all(column: Column | str, pattern: str, group: int) -> Column:
     """``regexp_extract_all(column, pattern, group)``: every match's ``group`` (an empty array
     where none, null for a null string); the regex runs only on strings that contain its

@@ -17,7 +17,7 @@ user regex is checked before it is used, and refused with the reason (``UnsafeRe
    long, ending in a character that breaks the match) and must finish all of them within
    ``TRIAL_SECONDS`` of CPU time. This catches what the static rule misses (polynomial blow-ups such as
    ``\\s*\\s*\\s*x``). The trial is interrupted by a CPU-time timer, which Python allows only in the
-   main thread; elsewhere (or while the caller has an alarm of its own set) the static rule
+   main thread; elsewhere (or while the caller has a CPU timer of its own set) the static rule
    alone applies.
 
 Lines themselves are bounded by ``ingest.max_line_bytes`` (longer lines are set aside), which
@@ -309,9 +309,8 @@ def _trial_seconds(compiled: re.Pattern[str], tree) -> float | None:
     machine (an Airflow worker, a driver beside other jobs) a wall-clock budget refused a regex
     that passes on an idle one, and the default config then failed to load (session 34)."""
     lines = _adversarial_lines(tree)
-    if (threading.current_thread() is not threading.main_thread()
-            or signal.getitimer(signal.ITIMER_REAL)[0] > 0 or signal.getitimer(signal.ITIMER_VIRTUAL)[0] > 0):
-        return 0.0  # no timer to interrupt with (not the main thread, or the caller's alarm is set)
+    if threading.current_thread() is not threading.main_thread() or signal.getitimer(signal.ITIMER_VIRTUAL)[0] > 0:
+        return 0.0  # no timer to interrupt with (not the main thread, or the caller's CPU timer is set)
 
     def expire(_signum, _frame):
         raise _TrialTimeout

@@ -19,7 +19,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from l4spark.io.frames import materialize
-from l4spark.regexcolumns import rlike
+from l4spark.regexcolumns import any_rlike, rlike
 from l4spark.temporal.config import TemporalConfig
 from l4spark.temporal.dtw import (LASTING, PROGRESS_TOKEN, RECOVERED, aftermath, analyse_progress, replaced_period,
                                   score_iterations)
@@ -131,9 +131,7 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
     # on a rank whose tqdm bar numbers the steps is one event, normal or nan, and only its shape
     # shows the change
     progress_line = numbered.isNotNull() | counted_marker(conf)
-    nonfinite: Column = F.lit(False)
-    for rule in conf.nonfinite_rules:
-        nonfinite = nonfinite | F.coalesce(rlike("message", rule), F.lit(False))
+    nonfinite = any_rlike("message", conf.nonfinite_rules)
     shape = F.concat(F.lit(PROGRESS_TOKEN), F.trim(F.regexp_replace(
         F.regexp_replace("message", _NUMBER, " "), r"[^A-Za-z]+", " ")))
     elapsed = [F.when(rlike("message", rule), F.regexp_extract("message", rule, 1).cast("double") / 1000.0)

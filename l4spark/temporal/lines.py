@@ -18,7 +18,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from l4spark.regexcolumns import rlike
+from l4spark.regexcolumns import any_rlike, rlike
 from l4spark.temporal.config import TemporalConfig
 
 EVENT_COLUMNS = ["job_id", "node", "rank", "file", "line_no", "ts", "level", "event_id", "message",
@@ -77,11 +77,7 @@ def iteration_marker(conf: TemporalConfig) -> Column:
 
 def counted_marker(conf: TemporalConfig) -> Column:
     """True on a progress line without an iteration number (a ``counted_iteration_rules`` line)."""
-    matches = [rlike("message", rule.pattern) for rule in conf.counted_iteration_rules]
-    marker: Column = F.lit(False)
-    for match in matches:
-        marker = marker | F.coalesce(match, F.lit(False))
-    return marker
+    return any_rlike("message", [rule.pattern for rule in conf.counted_iteration_rules])
 
 
 def _counting(events: DataFrame, conf: TemporalConfig) -> DataFrame | None:
