@@ -185,6 +185,22 @@ NEW_FAULTS = [
     ("cuda-unknown-error",  # torch/cutorch#197 (CUDA before 10 numbered it 30)
      "luajit: cuda runtime error (30) : unknown error at /tmp/luarocks_cutorch-scm-1-9927/cutorch/lib/THC/THCStorage.c:113",
      ("cuda runtime error (2) : out of memory at /tmp/THCStorage.c:66",)),
+    ("program-bug",  # nlp-with-transformers/notebooks#99, the child's last traceback line under torchrun
+     "KeyError: 'backend'",
+     # a framework's NaN check and a settings check are not code bugs; nor is the launcher's summary
+     ("AssertionError: Rank 3: found NaN in local grad norm in backward pass before data-parallel communication collective",
+      "ValueError: Some specified arguments are not used by the HfArgumentParser: ['--foo']",
+      "failed (exitcode: 1) local_rank: 0 (pid: 1622990) of binary: /usr/bin/python3")),
+    ("program-bug",  # XLabs-AI/x-flux#76 (and deepspeedai/DeepSpeedExamples#622)
+     "[rank1]: RuntimeError: The size of tensor a (2) must match the size of tensor b (64) at non-singleton dimension 2",
+     ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+      "RuntimeError: CUDA error: an illegal memory access was encountered")),
+    ("program-bug",  # datawhalechina/unlock-deepseek#42
+     "RuntimeError: The expanded size of the tensor (10) must match the existing size (11) at non-singleton dimension 0.  "
+     "Target sizes: [10].  Tensor sizes: [11]", ()),
+    ("program-bug",  # torch's view() check, as a template with its numbers masked
+     "RuntimeError: shape '[<*>, <*>, 32, 128]' is invalid for input of size <*>",
+     ("RuntimeError: Error(s) in loading state_dict for GPTModel: size mismatch for embedding.weight",)),
     ("checkpoint-rename-race",  # FanqingM/MM-Eureka-V0#8
      "OSError: [Errno 39] Directory not empty: '/root/results/tmp-checkpoint-s0yubqtr' -> '/root/results/checkpoint-50'",
      ()),

@@ -48,7 +48,7 @@ from l4spark.diagnosis.scoring import (SEVERITY, job_patterns, pattern_hit_rows,
                                       known_fault_printers, lift_printers, with_unit_faults)
 from l4spark.io.frames import computed_once, materialize, session_settings
 from l4spark.io.session import ADAPTIVE, CODEGEN_FACTORY_MODE, WHOLE_STAGE_CODEGEN
-from l4spark.regexcolumns import rlike
+from l4spark.regexcolumns import any_rlike, rlike
 from l4spark.spatial.pace import PACE_COLUMNS, timer_readings, unit_pace
 from l4spark.spatial.ranking import configured_unit_inputs, rank_unit_inputs, spatial_events, write_diagnosis_nodes
 from l4spark.io.storage import in_parallel, read_table, table_exists, write_job_rows
@@ -151,20 +151,24 @@ def job_timing(lines: DataFrame, tconf) -> DataFrame:
                  F.countDistinct("node", "rank").alias("n_ranks")))
 
 
-def event_evidence(candidates: DataFrame, exit_line_patterns: Sequence[str] = ()) -> DataFrame:
+def event_evidence(candidates: DataFrame, exit_line_patterns: Sequence[str] = (),
+                   nonfinite_rules: Sequence[str] = ()) -> DataFrame:
     """Per (job, candidate event) over candidate lines (``prepare_lines`` columns plus
     keep_reason): n_lines, n_nodes, n_ranks, first_t, last_t, severity (highest level, see
     SEVERITY), frame_share, tail (any line in its file's tail), the first line (sample, sample_node, sample_ts, stage, level),
     keep_reason, exit_nodes (sorted nodes of its lines that match one of ``exit_line_patterns``,
-    a launcher's report of its own failed worker; empty without patterns) and nodes (the sorted
-    nodes that printed it: where a pattern match is, ``scoring.rank_matches``)."""
+    a launcher's report of its own failed worker; empty without patterns), nodes (the sorted
+    nodes that printed it: where a pattern match is, ``scoring.rank_matches``) and nonfinite (a
+    line of it prints a value as not a number or infinite, ``nonfinite_rules``: then the sample is
+    the first such line, the one that shows why the event matters)."""
     exit_line = F.lit(False)
     for regex in exit_line_patterns:
         exit_line = exit_line | F.coalesce(rlike("message", regex), F.lit(False))
     lines = (candidates.withColumn("severity", _severity(F.col("level")))
-             .withColumn("exit_node", F.when(exit_line, F.col("node"))))
-    first = F.struct(F.coalesce("t", F.lit(float("inf"))).alias("t"), "node", "rank", "line_no", "message", "ts",
-                     "stage", "level")
+             .withColumn("exit_node", F.when(exit_line, F.col("node")))
+             .withColumn("nonfinite", any_rlike("message", nonfinite_rules)))
+    first = F.struct((~F.col("nonfinite")).alias("finite"), F.coalesce("t", F.lit(float("inf"))).alias("t"),
+                     "node", "rank", "line_no", "message", "ts", "stage", "level")
     return (lines.groupBy("job_id", "event_id")
             .agg(F.count(F.lit(1)).alias("n_lines"), F.countDistinct("node").alias("n_nodes"),
                  F.countDistinct("node", "rank").alias("n_ranks"),
@@ -173,11 +177,11 @@ def event_evidence(candidates: DataFrame, exit_line_patterns: Sequence[str] = ()
                  F.max(F.col("tail")).alias("tail"),
                  F.min(first).alias("first"), F.min("keep_reason").alias("keep_reason"),
                  F.array_sort(F.collect_set("exit_node")).alias("exit_nodes"),
-                 F.array_sort(F.collect_set("node")).alias("nodes"))
+                 F.array_sort(F.collect_set("node")).alias("nodes"), F.max("nonfinite").alias("nonfinite"))
             .select("job_id", "event_id", "n_lines", "n_nodes", "n_ranks", "first_t", "last_t", "severity",
                     "frame_share", "tail", F.col("first.message").alias("sample"), F.col("first.node").alias("sample_node"),
                     F.col("first.ts").alias("sample_ts"), F.col("first.stage").alias("stage"),
-                    F.col("first.level").alias("level"), "keep_reason", "exit_nodes", "nodes"))
+                    F.col("first.level").alias("level"), "keep_reason", "exit_nodes", "nodes", "nonfinite"))
 
 
 def failed_event_shares(spark: SparkSession, config: Config, job_ids: Sequence[str]) -> pd.DataFrame:
@@ -380,7 +384,8 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     # localisation evidence); scoring sees the candidates
     candidate_events = materialize(filtered.pool_kept_events())
     evidence = event_evidence(candidates.where(F.col("event_id").isNotNull()),
-                              conf.exit_line_patterns if conf.suspect_exit_lines else ()).toPandas()
+                              conf.exit_line_patterns if conf.suspect_exit_lines else (),
+                              tconf.nonfinite_rules if conf.nonfinite_lines else ()).toPandas()
     evidence = evidence.merge(history, on="job_id", how="left")
     timing = job_timing(lines, tconf).toPandas()
     progress(f"cross-job filter: {len(evidence)} candidate events in {evidence['job_id'].nunique()} jobs")

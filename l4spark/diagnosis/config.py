@@ -130,6 +130,13 @@ class DiagnosisConfig:
     # boilerplate: how common a cause is in tonight's fleet is not a reason to drop its evidence.
     # false: sessions 32 and before (docs/diagnosis.md, "Failed calls and their codes")
     failed_call_lines: bool = True
+    # a line printing a metric as not a number or infinite (temporal.nonfinite_rules: HF Trainer's
+    # "{'loss': 0.0, 'grad_norm': nan, ...}", Megatron's "lm loss: NAN") is the divergence itself,
+    # but its template is the log dict every job of the framework prints, normal values and nan
+    # alike, so generic_share made it boilerplate. With nonfinite_lines = true (default) an event
+    # with such a line in the job is not failure boilerplate, and its sample is its first such line.
+    # false: sessions 34 and before (docs/diagnosis.md, "Metrics that turn nan")
+    nonfinite_lines: bool = True
     # (the file's last name character, not the whole path: ``[A-Za-z0-9_./-]+\.cc`` searched from
     # every position of a long path-like run is quadratic, 0.15-0.2 s of the regex trial's 0.5 s
     # on this machine, and over it when the machine is busy: the default config then failed to load)

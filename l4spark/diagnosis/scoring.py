@@ -66,8 +66,12 @@ def score_events(evidence: pd.DataFrame, timing: pd.DataFrame, spatial: pd.DataF
     # (DiagnosisConfig.failed_call_lines)
     failed_call = (_matches_any(frame["sample"], conf.failed_call_patterns) if conf.failed_call_lines
                    else pd.Series(False, index=frame.index))
+    # nor is an event whose lines here print a metric as nan or inf: the template is every job's
+    # log dict, the values are this failure's (DiagnosisConfig.nonfinite_lines)
+    nonfinite = (frame["nonfinite"].fillna(False).astype(bool) if conf.nonfinite_lines and "nonfinite" in frame.columns
+                 else pd.Series(False, index=frame.index))
     frame["generic"] = ((n_failed_jobs >= conf.generic_min_jobs) & (other_share >= conf.generic_share)
-                        & ~frame["pattern"] & ~frame["suspect_exit"] & ~failed_call)
+                        & ~frame["pattern"] & ~frame["suspect_exit"] & ~failed_call & ~nonfinite)
     # stack frames, and lines without a letter (blank lines, ==== / ---- separators): structure, not content
     no_words = ~frame["sample"].fillna("").astype(str).str.contains(r"[^\W\d_]", regex=True)
     frame["frame"] = ((frame["frame_share"].fillna(0) >= 0.5) | no_words) & ~frame["pattern"]
