@@ -874,6 +874,60 @@ def test_a_communication_librarys_failed_call_and_its_code_is_not_failure_boiler
         load_config(overrides={"diagnosis.failed_call_patterns": ["(a+)+$"]})
 
 
+# HF Trainer's log dict (trainer.py, Trainer.log), as printed by every HF job, and the same dict
+# when the loss diverged: one template, the values tell
+HF_DICT = "{'loss': 1.8421, 'grad_norm': 0.4121, 'learning_rate': 2.9e-05, 'epoch': 0.41}"
+HF_DICT_NAN = "{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 2.9e-05, 'epoch': 0.42}"
+
+
+def test_a_log_dict_that_prints_nan_is_not_failure_boilerplate():
+    # every other failed job prints the dict: boilerplate by generic_share alone
+    evidence = pd.DataFrame([
+        {**_late_error("dict", HF_DICT_NAN, severity=1), "nonfinite": True},
+        {**_late_error("dict", HF_DICT, severity=1, job_id="healthy_values"), "nonfinite": False},
+    ])
+    timing = pd.DataFrame([{"job_id": j, "start_t": 0.0, "last_progress_t": 95.0} for j in ("j", "healthy_values")])
+    empty = pd.DataFrame(columns=["job_id", "event_id", "score"])
+    hits = pd.DataFrame(columns=["job_id", "event_id", "confidence"])
+    shares = pd.DataFrame({"event_id": ["dict"], "n_failed": [30]})
+    shares.attrs["n_failed_jobs"] = 30
+
+    def flags(conf: DiagnosisConfig, frame: pd.DataFrame = evidence) -> dict:
+        scored = score_events(frame, timing, empty, empty, hits, shares, conf)
+        return {r.job_id: (bool(r.flagged), bool(r.generic)) for r in scored.itertuples()}
+
+    assert flags(DiagnosisConfig()) == {"j": (True, False), "healthy_values": (False, True)}
+    off = load_config(overrides={"diagnosis.nonfinite_lines": False}).diagnosis
+    assert flags(off) == {"j": (False, True), "healthy_values": (False, True)}
+    # evidence without the column (a caller of sessions 34 and before): as switched off
+    assert flags(DiagnosisConfig(), evidence.drop(columns=["nonfinite"])) == flags(off)
+
+
+def test_event_evidence_says_which_events_print_a_nonfinite_value_and_shows_the_first(spark):
+    from l4spark.config import load_config as load
+    from l4spark.diagnosis.assemble import event_evidence
+
+    rows = [("j", "n1", 0, "n1/rank-0.log", 1, "D", HF_DICT), ("j", "n1", 0, "n1/rank-0.log", 2, "D", HF_DICT_NAN),
+            ("j", "n1", 0, "n1/rank-0.log", 3, "D", HF_DICT_NAN.replace("0.42", "0.43")),
+            # Megatron-LM's iteration line with the loss formatted {:.6E}: Python prints a nan as NAN
+            ("j", "n2", 8, "n2/rank-8.log", 1, "M", "iteration 120/ 500 | lm loss: NAN | loss scale: 1.0 |"),
+            # a count of nan iterations, and a finite dict: no
+            ("j", "n2", 8, "n2/rank-8.log", 2, "C", "number of skipped iterations:   0 | number of nan iterations:   0 |"),
+            ("j", "n2", 8, "n2/rank-8.log", 3, "F", HF_DICT)]
+    lines = (spark.createDataFrame(rows, "job_id string, node string, rank int, file string, line_no long, "
+                                         "event_id string, message string")
+             .withColumn("t", F.col("line_no").cast("double")).withColumn("ts", F.lit(None).cast("timestamp"))
+             .withColumn("level", F.lit("INFO")).withColumn("stage", F.lit("training"))
+             .withColumn("frame", F.lit(False)).withColumn("tail", F.lit(False))
+             .withColumn("keep_reason", F.lit("new_variant")))
+    rules = load().temporal.nonfinite_rules
+    got = {r.event_id: (r.nonfinite, r.sample) for r in event_evidence(lines, (), rules).collect()}
+    assert got == {"D": (True, HF_DICT_NAN), "M": (True, rows[3][-1]), "C": (False, rows[4][-1]), "F": (False, HF_DICT)}
+    # without rules: nothing is nonfinite and the sample is the first line
+    got = {r.event_id: (r.nonfinite, r.sample) for r in event_evidence(lines).collect()}
+    assert got["D"] == (False, HF_DICT)
+
+
 def test_event_evidence_lists_the_nodes_of_its_exit_lines(spark):
     from l4spark.diagnosis.assemble import event_evidence
 

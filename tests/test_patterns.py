@@ -201,6 +201,18 @@ NEW_FAULTS = [
     ("program-bug",  # torch's view() check, as a template with its numbers masked
      "RuntimeError: shape '[<*>, <*>, 32, 128]' is invalid for input of size <*>",
      ("RuntimeError: Error(s) in loading state_dict for GPTModel: size mismatch for embedding.weight",)),
+    ("cuda-kernel-failure",  # CANN's runtime (PrintCoreErrorInfo), as Ascend's AI Core Error troubleshooting quotes it
+     "The error from device(chipId:0, dieId:0), serial number is 1206, there is an aicore error exception, core id is 0, "
+     "error code = 171, dump info: pc start: 0x120041000000, current: 0x120041000a80",
+     # CANN's generic inner-error code alone says nothing of the device
+     ("EZ9999: Inner Error!", "E39999: Inner Error!")),
+    ("cuda-kernel-failure",  # older CANN, a device log's line
+     "[ERROR] RUNTIME(10686,msame):2025-03-19-15:09:46.645.779 [device_error_proc.cc:634]10686 PrintCoreErrorInfo:"
+     "[EXEC][DEFAULT]The error from device(0), serial number is 1, there is an aicore error, core id is 0, "
+     "error code = 0x800000", ()),
+    ("cuda-kernel-failure",  # torch_npu after it (ACL_ERROR_RT_AICORE_EXCEPTION)
+     "RuntimeError: ACL stream synchronize failed, error code:507015",
+     ("RuntimeError: ACL stream synchronize failed, error code:507053",)),
     ("checkpoint-rename-race",  # FanqingM/MM-Eureka-V0#8
      "OSError: [Errno 39] Directory not empty: '/root/results/tmp-checkpoint-s0yubqtr' -> '/root/results/checkpoint-50'",
      ()),
