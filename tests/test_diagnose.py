@@ -903,6 +903,17 @@ def test_a_log_dict_that_prints_nan_is_not_failure_boilerplate():
     assert flags(DiagnosisConfig(), evidence.drop(columns=["nonfinite"])) == flags(off)
 
 
+def _candidate_lines(spark, rows: list[tuple], level: str, keep_reason: str):
+    """Candidate lines for ``event_evidence`` from (job_id, node, rank, file, line_no, event_id,
+    message) rows: timed by line number, in training, none a frame or in a file's tail."""
+    return (spark.createDataFrame(rows, "job_id string, node string, rank int, file string, line_no long, "
+                                        "event_id string, message string")
+            .withColumn("t", F.col("line_no").cast("double")).withColumn("ts", F.lit(None).cast("timestamp"))
+            .withColumn("level", F.lit(level)).withColumn("stage", F.lit("training"))
+            .withColumn("frame", F.lit(False)).withColumn("tail", F.lit(False))
+            .withColumn("keep_reason", F.lit(keep_reason)))
+
+
 def test_event_evidence_says_which_events_print_a_nonfinite_value_and_shows_the_first(spark):
     from l4spark.config import load_config as load
     from l4spark.diagnosis.assemble import event_evidence
@@ -914,12 +925,7 @@ def test_event_evidence_says_which_events_print_a_nonfinite_value_and_shows_the_
             # a count of nan iterations, and a finite dict: no
             ("j", "n2", 8, "n2/rank-8.log", 2, "C", "number of skipped iterations:   0 | number of nan iterations:   0 |"),
             ("j", "n2", 8, "n2/rank-8.log", 3, "F", HF_DICT)]
-    lines = (spark.createDataFrame(rows, "job_id string, node string, rank int, file string, line_no long, "
-                                         "event_id string, message string")
-             .withColumn("t", F.col("line_no").cast("double")).withColumn("ts", F.lit(None).cast("timestamp"))
-             .withColumn("level", F.lit("INFO")).withColumn("stage", F.lit("training"))
-             .withColumn("frame", F.lit(False)).withColumn("tail", F.lit(False))
-             .withColumn("keep_reason", F.lit("new_variant")))
+    lines = _candidate_lines(spark, rows, level="INFO", keep_reason="new_variant")
     rules = load().temporal.nonfinite_rules
     got = {r.event_id: (r.nonfinite, r.sample) for r in event_evidence(lines, (), rules).collect()}
     assert got == {"D": (True, HF_DICT_NAN), "M": (True, rows[3][-1]), "C": (False, rows[4][-1]), "F": (False, HF_DICT)}
@@ -940,12 +946,7 @@ def test_event_evidence_lists_the_nodes_of_its_exit_lines(spark):
         # the same template family in another line that is not a launcher's exit report
         ("j", "n2", 8, "n2/rank-8.log", 2, "E3", "  exitcode  : -6 (pid: 4120)"),
     ]
-    lines = (spark.createDataFrame(rows, "job_id string, node string, rank int, file string, line_no long, "
-                                         "event_id string, message string")
-             .withColumn("t", F.col("line_no").cast("double")).withColumn("ts", F.lit(None).cast("timestamp"))
-             .withColumn("level", F.lit("ERROR")).withColumn("stage", F.lit("training"))
-             .withColumn("frame", F.lit(False)).withColumn("tail", F.lit(False))
-             .withColumn("keep_reason", F.lit("not_in_pool")))
+    lines = _candidate_lines(spark, rows, level="ERROR", keep_reason="not_in_pool")
     conf = DiagnosisConfig()
     got = {r.event_id: list(r.exit_nodes) for r in event_evidence(lines, conf.exit_line_patterns).collect()}
     assert got == {"E1": ["n1", "n2"], "E2": ["n3"], "E3": []}
