@@ -117,9 +117,7 @@ def with_line_flags(lines: DataFrame, conf: DiagnosisConfig) -> DataFrame:
     what the cross-job filter removes whatever the history (``normal_pool.BOILERPLATE``). Needs
     job_id, file, line_no, message (rank when the frame has it); a null message is neither."""
     in_file = Window.partitionBy("job_id", "file").orderBy("line_no")
-    frame = F.lit(False)
-    for regex in conf.line_frame_patterns:
-        frame = frame | F.coalesce(rlike("message", regex), F.lit(False))
+    frame = any_rlike("message", conf.line_frame_patterns)
     previous = F.lag("message").over(in_file)
     after_frame = F.coalesce(rlike(previous, conf.source_after), F.lit(False))
     if conf.warning_source_lines:
@@ -130,9 +128,7 @@ def with_line_flags(lines: DataFrame, conf: DiagnosisConfig) -> DataFrame:
         after_frame = after_frame | F.coalesce(
             rlike(previous, WARNING_LINE_PATTERN) & same_rank
             & rlike("message", INDENTED_PATTERN), F.lit(False))
-    consequence = F.lit(False)
-    for regex in conf.consequence_patterns:
-        consequence = consequence | F.coalesce(rlike("message", regex), F.lit(False))
+    consequence = any_rlike("message", conf.consequence_patterns)
     echo = (F.coalesce(rlike("message", CONFIG_ECHO_PATTERN), F.lit(False)) if conf.config_echo_lines
             else F.lit(False))
     no_letter = F.coalesce(~F.col("message").rlike(r"\p{L}"), F.lit(False))
@@ -161,11 +157,8 @@ def event_evidence(candidates: DataFrame, exit_line_patterns: Sequence[str] = ()
     nodes that printed it: where a pattern match is, ``scoring.rank_matches``) and nonfinite (a
     line of it prints a value as not a number or infinite, ``nonfinite_rules``: then the sample is
     the first such line, the one that shows why the event matters)."""
-    exit_line = F.lit(False)
-    for regex in exit_line_patterns:
-        exit_line = exit_line | F.coalesce(rlike("message", regex), F.lit(False))
     lines = (candidates.withColumn("severity", _severity(F.col("level")))
-             .withColumn("exit_node", F.when(exit_line, F.col("node")))
+             .withColumn("exit_node", F.when(any_rlike("message", exit_line_patterns), F.col("node")))
              .withColumn("nonfinite", any_rlike("message", nonfinite_rules)))
     first = F.struct((~F.col("nonfinite")).alias("finite"), F.coalesce("t", F.lit(float("inf"))).alias("t"),
                      "node", "rank", "line_no", "message", "ts", "stage", "level")

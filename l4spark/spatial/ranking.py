@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from l4spark.config import StorageConfig
-from l4spark.regexcolumns import extract_all, replace_all, rlike
+from l4spark.regexcolumns import any_rlike, extract_all, replace_all
 from l4spark.spatial.config import SpatialConfig
 from l4spark.spatial.pace import timer_readings
 from l4spark.spatial.score import DIAGNOSIS_NODES_COLUMNS, rank_units
@@ -136,10 +136,7 @@ def unit_event_facts(events: DataFrame, granularity: str = "node",
              F.min(_seconds()).alias("first_s"), *sample)
         .withColumn("token", F.lit(None).cast("string"))
     )
-    remote = F.lit(False)
-    for regex in patterns:
-        remote = remote | F.coalesce(rlike("sample", regex), F.lit(False))
-    facts = facts.withColumn("remote", remote)
+    facts = facts.withColumn("remote", any_rlike("sample", patterns))
     return _fresh(_flag_candidates(facts, candidates), UNIT_FACTS_COLUMNS)
 
 
