@@ -953,6 +953,65 @@ def test_event_evidence_lists_the_nodes_of_its_exit_lines(spark):
     assert {r.event_id: list(r.exit_nodes) for r in event_evidence(lines).collect()} == {"E1": [], "E2": [], "E3": []}
 
 
+def test_event_evidence_counts_each_nodes_lines_and_keeps_the_per_event_figures(spark):
+    """Session 36: the evidence says how many lines of an event each node printed (node_lines, in
+    the order of nodes), in the same pass as the per-event figures, which stay what one
+    aggregation over the lines gives: lines, nodes, (node, rank) pairs, first and last time,
+    frame share, the first line."""
+    from l4spark.diagnosis.assemble import event_evidence
+
+    hot = "mce: CPU11: Package temperature above threshold, cpu clock throttled (total events = 17)"
+    rows = [("j", "n2", 4, "n2/rank-4.log", i, "H", hot) for i in range(1, 8)] + [
+        ("j", "n3", 8, "n3/rank-8.log", 5, "H", hot.replace("CPU11", "CPU59")),
+        ("j", "n2", 5, "n2/rank-5.log", 9, "X", "NCCL WARN x"), ("j", "n1", 0, "n1/rank-0.log", 2, "X", "NCCL WARN y"),
+        ("j", "n1", 1, "n1/rank-1.log", 3, "X", "NCCL WARN z"), ("k", "n1", 0, "n1/rank-0.log", 1, "H", hot)]
+    lines = _candidate_lines(spark, rows, level="WARNING", keep_reason="not_in_pool") \
+        .withColumn("frame", F.col("line_no") == 3)
+    got = {(r.job_id, r.event_id): r for r in event_evidence(lines).collect()}
+    hot_j = got[("j", "H")]
+    assert (list(hot_j.nodes), list(hot_j.node_lines)) == (["n2", "n3"], [7, 1])
+    assert (hot_j.n_lines, hot_j.n_nodes, hot_j.n_ranks, hot_j.first_t, hot_j.last_t) == (8, 2, 2, 1.0, 7.0)
+    assert hot_j.sample == hot and hot_j.sample_node == "n2" and hot_j.frame_share == 1 / 8
+    x = got[("j", "X")]
+    assert (list(x.nodes), list(x.node_lines), x.n_lines, x.n_nodes, x.n_ranks) == (["n1", "n2"], [2, 1], 3, 2, 3)
+    assert x.sample == "NCCL WARN y" and x.frame_share == 1 / 3
+    assert (list(got[("k", "H")].nodes), list(got[("k", "H")].node_lines)) == (["n1"], [1])
+
+
+def test_the_node_that_printed_most_of_a_known_faults_lines_is_its_printer():
+    """Issue #18, fresh 36001's slowdown job: the throttled node printed 1,410 thermal lines, two
+    healthy peers one or two each (a CPU that touched its threshold once, as real servers do).
+    No node printed it alone, so nobody was lifted and a peer that failed first by a few seconds
+    was ranked first. At known_fault_share 0.8 the node with at least four in five of the lines
+    is the printer; 1.0 is the only printer, as before; a fault spread over nodes lifts nobody;
+    without line counts (dumps before session 36) a node must print it alone."""
+    from l4spark.diagnosis.patterns import match_patterns, seed_patterns
+    from l4spark.diagnosis.scoring import known_fault_printers, with_known_fault_printers
+    from l4spark.spatial.config import SpatialConfig
+
+    conf = load_config().diagnosis
+    assert conf.known_fault_share == 0.8
+    line = "mce: CPU11: Package temperature above threshold, cpu clock throttled (total events = 17)"
+    found = match_patterns(seed_patterns(), [("E_hot", "mce: CPU<*>: Package temperature above threshold, cpu clock "
+                                                        "throttled (total events = <*>)", line)])
+    evidence = pd.DataFrame({"job_id": ["slow", "spread"], "event_id": ["E_hot", "E_hot"],
+                             "nodes": [["h-0341", "h-0342", "h-0343"], ["a", "b"]],
+                             "node_lines": [[1410, 4, 2], [30, 20]]})
+    matches = {"slow": found, "spread": found}
+    got = known_fault_printers(matches, evidence, conf.known_fault_classes, conf.known_fault_share)
+    assert got == {"slow": ("h-0341", ["cpu-thermal-throttle"], 1410 / 1416)}
+    assert known_fault_printers(matches, evidence, conf.known_fault_classes, 1.0) == {}
+    assert known_fault_printers(matches, evidence.drop(columns="node_lines"), conf.known_fault_classes, 0.8) == {}
+    nodes = _ranking("slow", {"h-0343": 0.758, "h-0342": 0.605, "h-0341": 0.585, "h-0340": 0.355})
+    ranked = with_known_fault_printers(nodes, matches, evidence, conf.known_fault_weight, conf.known_fault_classes,
+                                       SpatialConfig(), conf.known_fault_share)
+    first = ranked.sort_values("rank").iloc[0]
+    assert first["node"] == "h-0341"
+    assert first["signals"][-1] == "prints 99% of a known fault's lines: cpu-thermal-throttle"
+    with pytest.raises(ConfigError, match="known_fault_share"):
+        load_config(overrides={"diagnosis.known_fault_share": 0.5})
+
+
 def _study_dump(folder) -> None:
     """An ``evaluate --dump`` folder of two failed jobs: "hot", where one node's CPUs throttle and
     a peer with fewer lines was ranked first; "ib", an IB completion error on its faulty node."""

@@ -154,27 +154,40 @@ def event_evidence(candidates: DataFrame, exit_line_patterns: Sequence[str] = ()
     SEVERITY), frame_share, tail (any line in its file's tail), the first line (sample, sample_node, sample_ts, stage, level),
     keep_reason, exit_nodes (sorted nodes of its lines that match one of ``exit_line_patterns``,
     a launcher's report of its own failed worker; empty without patterns), nodes (the sorted
-    nodes that printed it: where a pattern match is, ``scoring.rank_matches``) and nonfinite (a
-    line of it prints a value as not a number or infinite, ``nonfinite_rules``: then the sample is
-    the first such line, the one that shows why the event matters)."""
+    nodes that printed it: where a pattern match is, ``scoring.rank_matches``), node_lines (the
+    lines of each of ``nodes``, in their order: who printed most of a known fault,
+    ``scoring.known_fault_printers``) and nonfinite (a line of it prints a value as not a number
+    or infinite, ``nonfinite_rules``: then the sample is the first such line, the one that shows
+    why the event matters). One pass over the lines: per node first, then per event."""
     lines = (candidates.withColumn("severity", _severity(F.col("level")))
              .withColumn("exit_node", F.when(any_rlike("message", exit_line_patterns), F.col("node")))
              .withColumn("nonfinite", any_rlike("message", nonfinite_rules)))
     first = F.struct((~F.col("nonfinite")).alias("finite"), F.coalesce("t", F.lit(float("inf"))).alias("t"),
                      "node", "rank", "line_no", "message", "ts", "stage", "level")
-    return (lines.groupBy("job_id", "event_id")
-            .agg(F.count(F.lit(1)).alias("n_lines"), F.countDistinct("node").alias("n_nodes"),
-                 F.countDistinct("node", "rank").alias("n_ranks"),
-                 F.min("t").alias("first_t"), F.max("t").alias("last_t"), F.max("severity").alias("severity"),
-                 F.avg(F.col("frame").cast("double")).alias("frame_share"),
-                 F.max(F.col("tail")).alias("tail"),
-                 F.min(first).alias("first"), F.min("keep_reason").alias("keep_reason"),
+    per_node = (lines.groupBy("job_id", "event_id", "node")
+                .agg(F.count(F.lit(1)).alias("n_lines"),
+                     F.when(F.col("node").isNotNull(), F.size(F.collect_set("rank"))).alias("n_ranks"),
+                     F.min("t").alias("first_t"), F.max("t").alias("last_t"), F.max("severity").alias("severity"),
+                     F.sum(F.col("frame").cast("double")).alias("frame_sum"), F.count("frame").alias("frame_n"),
+                     F.max(F.col("tail")).alias("tail"), F.min(first).alias("first"),
+                     F.min("keep_reason").alias("keep_reason"), F.max("exit_node").alias("exit_node"),
+                     F.max("nonfinite").alias("nonfinite")))
+    printed = F.array_sort(F.collect_list(F.when(F.col("node").isNotNull(), F.struct("node", "n_lines"))))
+    return (per_node.groupBy("job_id", "event_id")
+            .agg(F.sum("n_lines").alias("n_lines"), F.count("node").alias("n_nodes"),
+                 F.sum("n_ranks").alias("n_ranks"),
+                 F.min("first_t").alias("first_t"), F.max("last_t").alias("last_t"), F.max("severity").alias("severity"),
+                 F.try_divide(F.sum("frame_sum"), F.sum("frame_n")).alias("frame_share"),
+                 F.max("tail").alias("tail"),
+                 F.min("first").alias("first"), F.min("keep_reason").alias("keep_reason"),
                  F.array_sort(F.collect_set("exit_node")).alias("exit_nodes"),
-                 F.array_sort(F.collect_set("node")).alias("nodes"), F.max("nonfinite").alias("nonfinite"))
-            .select("job_id", "event_id", "n_lines", "n_nodes", "n_ranks", "first_t", "last_t", "severity",
+                 printed.alias("printed"), F.max("nonfinite").alias("nonfinite"))
+            .select("job_id", "event_id", F.col("n_lines").cast("long").alias("n_lines"), "n_nodes",
+                    F.col("n_ranks").cast("long").alias("n_ranks"), "first_t", "last_t", "severity",
                     "frame_share", "tail", F.col("first.message").alias("sample"), F.col("first.node").alias("sample_node"),
                     F.col("first.ts").alias("sample_ts"), F.col("first.stage").alias("stage"),
-                    F.col("first.level").alias("level"), "keep_reason", "exit_nodes", "nodes", "nonfinite"))
+                    F.col("first.level").alias("level"), "keep_reason", "exit_nodes",
+                    F.col("printed.node").alias("nodes"), F.col("printed.n_lines").alias("node_lines"), "nonfinite"))
 
 
 def failed_event_shares(spark: SparkSession, config: Config, job_ids: Sequence[str]) -> pd.DataFrame:
@@ -395,11 +408,11 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     # one node alone printed is a term of the ranking's score (known_fault_weight)
     templates = _templates(spark, config, evidence["event_id"].unique().tolist())
     matches = job_patterns(evidence, templates, library, conf.pattern_min_confidence)
-    printers = known_fault_printers(matches, evidence, conf.known_fault_classes)
+    printers = known_fault_printers(matches, evidence, conf.known_fault_classes, conf.known_fault_share)
     nodes = lift_printers(nodes, printers, conf.known_fault_weight, config.spatial)
     if keep_ranking_inputs:
-        kept["lifts"] = pd.DataFrame([(job_id, node, ids) for job_id, (node, ids) in printers.items()],
-                                     columns=["job_id", "node", "pattern_ids"])
+        kept["lifts"] = pd.DataFrame([(job_id, *lift) for job_id, lift in printers.items()],
+                                     columns=["job_id", "node", "pattern_ids", "share"])
     spatial = spatial_events(nodes)[["job_id", "event_id", "score"]]
     pace = unit_pace(events, tconf, config.spatial.granularity, timers).toPandas()
     # 3. temporal

@@ -117,6 +117,12 @@ class DiagnosisConfig:
     known_fault_weight: float = 0.5
     known_fault_classes: tuple = ("accelerator", "node", "out_of_memory", "storage", "software_incompatibility",
                                   "slowdown")
+    # Session 36: the node that printed at least this share of a job's lines of its known faults
+    # of those classes counts as their printer, not only a node that printed them alone: a
+    # throttled node's 1,410 thermal lines beside a healthy peer's two brief ones (a CPU that
+    # touched its threshold once) are that node's fault (docs/diagnosis.md, "Most of a known
+    # fault's lines"). In (0.5, 1]; 1.0: the only printer, as before.
+    known_fault_share: float = 0.8
     # a communication library's report of a failed call with its result code: NCCL's back trace,
     # one line per function the code returned through ("file.cc:N -> code", NCCLCHECK in
     # include/checks.h, "Print the back trace"; NCCL's docs: "NCCL_DEBUG=INFO will print the back
@@ -180,6 +186,9 @@ class DiagnosisConfig:
         if self.interpreted_max_lines < 0:
             raise ConfigError("diagnosis.interpreted_max_lines: expected an integer >= 0, found "
                               f"{self.interpreted_max_lines!r}")
+        if not (isinstance(self.known_fault_share, (int, float)) and 0.5 < self.known_fault_share <= 1.0):
+            raise ConfigError("diagnosis.known_fault_share: expected a share in (0.5, 1] (one node's share of the "
+                              f"lines), found {self.known_fault_share!r}")
         if not 0.0 <= self.known_fault_weight <= 5.0:
             raise ConfigError(f"diagnosis.known_fault_weight: expected a number in [0, 5], found {self.known_fault_weight!r}")
         if not all(isinstance(c, str) and c.strip() for c in self.known_fault_classes):

@@ -165,23 +165,37 @@ def _listed(value) -> list:
 
 
 def known_fault_printers(matches: dict[str, list[PatternMatch]], evidence: pd.DataFrame,
-                         classes: Sequence[str]) -> dict[str, tuple[str, list[str]]]:
-    """job -> (node, pattern ids) for every job where one node alone printed the events of its
-    matched known faults of a node-local class (``classes``). ``matches``: ``job_patterns`` per
-    job; ``evidence``: job_id, event_id, nodes (the nodes that printed the event)."""
-    printed_by = {(r.job_id, r.event_id): _listed(r.nodes) for r in evidence.itertuples()} \
-        if "nodes" in evidence.columns else {}
+                         classes: Sequence[str], share: float = 1.0) -> dict[str, tuple[str, list[str], float]]:
+    """job -> (node, pattern ids, its share of the lines) for every job where one node printed at least ``share`` of the
+    lines of its matched known faults of a node-local class (``classes``; each matched event
+    counted once). ``matches``: ``job_patterns`` per job; ``evidence``: job_id, event_id, nodes
+    (the nodes that printed the event) and optionally node_lines (their lines, in the order of
+    ``nodes``: ``assemble.event_evidence``). Without node_lines, or with ``share`` 1.0, the node
+    must have printed them alone."""
+    counted = "node_lines" in evidence.columns
+    printed_by = {(r.job_id, r.event_id): dict(zip(_listed(r.nodes), _listed(r.node_lines) if counted
+                                                   else [1] * len(_listed(r.nodes))))
+                  for r in evidence.itertuples()} if "nodes" in evidence.columns else {}
     lifted, classes = {}, set(classes)
     for job_id, found in matches.items():
         local = [m for m in found if m.fault_class in classes]
-        printers = {n for m in local for e in m.matched_event_ids for n in printed_by.get((job_id, e), [])}
-        if len(printers) == 1:
-            lifted[job_id] = (printers.pop(), sorted({m.pattern_id for m in local}))
+        events = {e for m in local for e in m.matched_event_ids}
+        lines: dict[str, float] = {}
+        for event in events:
+            for node, n in printed_by.get((job_id, event), {}).items():
+                lines[node] = lines.get(node, 0) + float(n)
+        if not lines:
+            continue
+        top = min(lines, key=lambda node: (-lines[node], node))
+        printed = lines[top] / sum(lines.values())
+        if len(lines) == 1 or (counted and share < 1.0 and printed >= share):
+            lifted[job_id] = (top, sorted({m.pattern_id for m in local}), printed)
     return lifted
 
 
 def with_known_fault_printers(nodes: pd.DataFrame, matches: dict[str, list[PatternMatch]], evidence: pd.DataFrame,
-                              weight: float, classes: Sequence[str], spatial: SpatialConfig) -> pd.DataFrame:
+                              weight: float, classes: Sequence[str], spatial: SpatialConfig,
+                              share: float = 1.0) -> pd.DataFrame:
     """The node ranking with one more term in its one score: a job's units on the only node that
     printed a known fault of a node-local class (``classes``: a GPU's ECC error, the kernel's OOM
     kill, a stale handle on that node's mount) gain ``weight`` in ``combined_score``; the units are
@@ -195,13 +209,14 @@ def with_known_fault_printers(nodes: pd.DataFrame, matches: dict[str, list[Patte
     """
     if nodes is None or not len(nodes) or weight <= 0:
         return nodes
-    return lift_printers(nodes, known_fault_printers(matches, evidence, classes), weight, spatial)
+    return lift_printers(nodes, known_fault_printers(matches, evidence, classes, share), weight, spatial)
 
 
-def lift_printers(nodes: pd.DataFrame, lifted: dict[str, tuple[str, list[str]]], weight: float,
+def lift_printers(nodes: pd.DataFrame, lifted: dict[str, tuple], weight: float,
                   spatial: SpatialConfig) -> pd.DataFrame:
-    """``nodes`` with ``weight`` added to the score of the units on each job's lone printer
-    (``known_fault_printers``), each lifted job ordered again and its suspects recomputed."""
+    """``nodes`` with ``weight`` added to the score of the units on each job's printer
+    (``known_fault_printers``: node, pattern ids and optionally its share of the lines, 1.0 when
+    missing), each lifted job ordered again and its suspects recomputed."""
     if not lifted or nodes is None or not len(nodes) or weight <= 0:
         return nodes
     parts = []
@@ -209,12 +224,14 @@ def lift_printers(nodes: pd.DataFrame, lifted: dict[str, tuple[str, list[str]]],
         if job_id not in lifted:
             parts.append(job)
             continue
-        node, pattern_ids = lifted[job_id]
+        node, pattern_ids, *printed = lifted[job_id]
+        printed = printed[0] if printed else 1.0
+        why = "prints a known fault alone" if printed >= 1.0 else f"prints {int(printed * 100)}% of a known fault's lines"
         job = job.copy()
         on_node = job["node"] == node
         job.loc[on_node, "combined_score"] = (job.loc[on_node, "combined_score"].astype(float) + weight).round(6)
         job.loc[on_node, "signals"] = pd.Series(
-            [[*_listed(sig), f"prints a known fault alone: {', '.join(pattern_ids)}"] for sig in job.loc[on_node, "signals"]],
+            [[*_listed(sig), f"{why}: {', '.join(pattern_ids)}"] for sig in job.loc[on_node, "signals"]],
             index=job.index[on_node], dtype=object)
         keys = unit_key(job)
         order = order_units(pd.Series(job["combined_score"].astype(float).to_numpy(), index=keys.to_numpy()))

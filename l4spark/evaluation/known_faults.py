@@ -54,7 +54,8 @@ def outcomes(frames: tuple, setting: Setting, conf, spatial) -> pd.DataFrame:
     scored, nodes, per_job = frames
     templates = dict(zip(scored["event_id"], scored["template"]))
     matches = job_patterns(scored, templates, list(setting.library), conf.pattern_min_confidence)
-    ranked = with_known_fault_printers(nodes, matches, scored, setting.weight, setting.classes, spatial)
+    ranked = with_known_fault_printers(nodes, matches, scored, setting.weight, setting.classes, spatial,
+                                       conf.known_fault_share)
     ordered = rank_matches(matches, scored, ranked)
     ordered = with_unit_faults(ordered, ranked, conf, scored)
     first = ranked[ranked["rank"] == 1].drop_duplicates("job_id").set_index("job_id")["node"]

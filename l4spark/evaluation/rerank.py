@@ -60,7 +60,7 @@ def rank_again(facts: pd.DataFrame, activity: pd.DataFrame, lifts: pd.DataFrame,
              for job_id, job_activity in activity.groupby("job_id", sort=True)]
     nodes = pd.concat(parts, ignore_index=True)[DIAGNOSIS_NODES_COLUMNS] if parts else \
         pd.DataFrame(columns=DIAGNOSIS_NODES_COLUMNS)
-    lifted = {r.job_id: (r.node, list(r.pattern_ids)) for r in lifts.itertuples()}
+    lifted = {r.job_id: (r.node, list(r.pattern_ids), getattr(r, "share", 1.0)) for r in lifts.itertuples()}
     return lift_printers(nodes, lifted, config.diagnosis.known_fault_weight, config.spatial)
 
 
