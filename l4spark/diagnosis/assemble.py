@@ -50,7 +50,8 @@ from l4spark.io.frames import computed_once, materialize, session_settings
 from l4spark.io.session import ADAPTIVE, CODEGEN_FACTORY_MODE, WHOLE_STAGE_CODEGEN
 from l4spark.regexcolumns import any_rlike, rlike
 from l4spark.spatial.pace import PACE_COLUMNS, timer_readings, unit_pace
-from l4spark.spatial.ranking import configured_unit_inputs, rank_unit_inputs, spatial_events, write_diagnosis_nodes
+from l4spark.spatial.ranking import (configured_unit_inputs, rank_unit_inputs, spatial_events, with_scored_events,
+                                     write_diagnosis_nodes)
 from l4spark.io.storage import in_parallel, read_table, table_exists, write_job_rows
 from l4spark.io.tables import DIAGNOSIS_ATTEMPTS, DIAGNOSIS_EVENTS, DIAGNOSIS_ITERATIONS, DIAGNOSIS_JOBS, DIAGNOSIS_NODES, DIAGNOSIS_PACE, columns
 from l4spark.temporal.jobs import analyse_iterations, job_failure_points, temporal_events
@@ -399,6 +400,8 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     # the per-rank timer blocks are parsed once, for the ranking's slowness and for the pace rows
     timers = materialize(timer_readings(events, tconf))
     facts, activity = configured_unit_inputs(events, config.spatial, candidate_events, timers)
+    if config.spatial.pair_scored_events and len(evidence):
+        facts = with_scored_events(facts, spark.createDataFrame(evidence[["job_id", "event_id"]]))
     kept = {}
     if keep_ranking_inputs:
         facts, activity = materialize(facts), materialize(activity)

@@ -138,6 +138,13 @@ class SpatialConfig:
     # rank 0's node prints what a slow or stuck job makes it print by role), fresh 32001-32005 -1
     # (docs/spatial.md, "A role of one keeps its own events: measured, left off"). False: zeroed.
     lone_roles_own_events: bool = False
+    # Session 36: of two units, the own events ``pair_isolation`` counts are those the event
+    # scoring weighs (the unit facts' ``scored`` flag: candidates of the cross-job filter), not
+    # every event the spatial step sees: failure-path boilerplate and the argument lines that
+    # rank 0 alone prints (a Megatron job's args with values no normal job had) made rank 0's node
+    # the one with own events while the faulty node had one, its error CQE (fresh 36001;
+    # docs/spatial.md, "A pair's own events are scored events"). Inputs without the flag: as before.
+    pair_scored_events: bool = True
     # Session 31: a rank number below the ranks per node names that rank too when its event names
     # a rank of the job at or above the ranks per node somewhere in the job: such an event numbers
     # the job's ranks (HCCL's "remote rank [N]" of the world group), not a node's, and the first
@@ -222,7 +229,8 @@ class SpatialConfig:
                     "blame_follows_onsets", "store_client_not_blame", "untimed_errors_dated",
                     "silence_without_self", "stop_is_onset", "stop_before_onsets", "silence_needs_cover",
                     "silent_first_alone", "routine_errors_quiet",
-                    "uncovered_later_onsets", "lone_roles_own_events", "global_small_ranks"):
+                    "uncovered_later_onsets", "lone_roles_own_events", "global_small_ranks",
+                    "pair_scored_events"):
             if not isinstance(getattr(self, key), bool):
                 raise ConfigError(f"spatial.{key}: expected true or false, found {getattr(self, key)!r}")
         if self.granularity not in GRANULARITIES:

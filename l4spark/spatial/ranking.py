@@ -373,6 +373,15 @@ def unit_inputs(events: DataFrame, granularity: str = "node", candidates: DataFr
     return facts, activity
 
 
+def with_scored_events(facts: DataFrame, scored: DataFrame) -> DataFrame:
+    """``unit_inputs``' facts with ``scored``: the event is one the event scoring weighs
+    (``scored``: job_id, event_id, the cross-job filter's candidates; a small frame, broadcast),
+    read by ``SpatialConfig.pair_scored_events``."""
+    flags = scored.select("job_id", "event_id").distinct().withColumn("scored", F.lit(True))
+    return (facts.join(F.broadcast(flags), on=["job_id", "event_id"], how="left")
+            .withColumn("scored", F.coalesce(F.col("scored"), F.lit(False))))
+
+
 def rank_job(job_facts: pd.DataFrame, job_activity: pd.DataFrame, config: SpatialConfig) -> pd.DataFrame:
     """One job's ``diagnosis_nodes`` rows (DIAGNOSIS_NODES_COLUMNS) from its rows of ``unit_inputs``
     (both with job_id): ``rank_units``; no row without activity. The per-job step of

@@ -84,7 +84,13 @@ def unit_signals(counts: pd.DataFrame, activity: pd.DataFrame, config: SpatialCo
         if "n_loud" in facts.columns and config.pair_quiet_for_nobody:
             loud_lines = facts.groupby("event_id")["n_loud"].sum()
             quiet = loud_lines.index[loud_lines == 0]
-        score, own = pair_isolation(matrix, config.max_evidence, remote, quiet)
+        # with pair_scored_events, a unit's own events are those the scoring weighs (the facts'
+        # ``scored`` flag): not the failure-path boilerplate nor rank 0's argument lines the
+        # spatial step also sees
+        own_matrix = _pivot(facts[facts["candidate"].astype(bool) & facts["scored"].eq(True)], "n_lines",
+                            activity.index).fillna(0) \
+            if config.pair_scored_events and "scored" in facts.columns else matrix
+        score, own = pair_isolation(own_matrix, config.max_evidence, remote, quiet)
         evidence = {unit: ([], []) for unit in activity.index}
         has_evidence = score > 0.5
     else:
