@@ -519,6 +519,35 @@ def test_of_two_nodes_rank_0s_role_output_does_not_outweigh_who_failed_first():
     assert before["combined_score"].round(4).tolist() == [0.6618, round(0.3382 + timed, 4)]
 
 
+def test_of_two_nodes_only_events_the_scoring_weighs_are_a_units_own():
+    """Issue #18, fresh 36001's MindSpeed pair (HCCL timeout): node448's RoCE link failed and it
+    printed an error CQE; both nodes printed HCCL's Notify-wait timeouts and the launcher's exit
+    line. node447 holds rank 0 and alone printed Megatron's argument lines with values no normal
+    job had, and a SIGABRT traceback common to failed jobs: seven events the spatial step sees
+    but the event scoring does not (boilerplate, role output). They made node447 the unit with
+    own events (7 to 1) and first. With the facts' ``scored`` flag a unit's own events are the
+    scored ones: the CQE alone, and node448 is first. Without the flag (inputs of ``l4spark
+    spatial``, older dumps) or with ``pair_scored_events`` off: as before."""
+    role = ["args_lr", "args_load", "args_save", "args_data_path", "args_timers", "sigabrt_traceback", "exitcode"]
+    rows = [_fact("n00", event, 1, None) for event in role]
+    rows += [_fact("n01", "error_cqe", 4, None)]
+    rows += [_fact(n, "notify_wait_timeout", 4, None, remote=True) for n in ("n00", "n01")]
+    rows += [_fact(n, "launcher_exit", 1, None) for n in ("n00", "n01")]
+    counts, activity = _pair(rows)
+    scored = {"error_cqe", "notify_wait_timeout", "launcher_exit"}
+    flagged = counts.assign(scored=counts["event_id"].isin(scored))
+    assert _order(flagged, activity, SpatialConfig())[0] == ["n01", "n00"]
+    ranked = rank_units("job-p", flagged, activity, SpatialConfig())
+    assert ranked["signals"].iloc[0] == ["isolated: score 0.750, logs 1 candidate event(s) the other unit does not: "
+                                         "error_cqe"]
+    assert _order(counts, activity, SpatialConfig())[0] == ["n00", "n01"]
+    assert _order(flagged, activity, SpatialConfig(pair_scored_events=False))[0] == ["n00", "n01"]
+    # larger jobs: the flag changes nothing
+    eight = _neighbour_job()
+    pd.testing.assert_frame_equal(rank_units("job-x", eight.assign(scored=False), _activity(8), SpatialConfig()),
+                                  rank_units("job-x", eight, _activity(8), SpatialConfig()))
+
+
 def test_the_pair_isolation_weight_leaves_larger_jobs_alone():
     counts, activity = _neighbour_job(), _activity(8)
     pd.testing.assert_frame_equal(rank_units("job-x", counts, activity, SpatialConfig()),
@@ -884,7 +913,7 @@ def test_spatial_eval_keeps_apart_jobs_of_two_fleets_with_the_same_id(tmp_path):
 
 
 def test_the_pair_rule_switches_are_true_or_false():
-    for key in ("pair_quiet_for_nobody", "pair_silence", "silent_despite_errors", "small_job_timing",
+    for key in ("pair_quiet_for_nobody", "pair_silence", "silent_despite_errors", "small_job_timing", "pair_scored_events",
                 "pair_onset_without_remote", "blame_follows_onsets", "store_client_not_blame", "untimed_errors_dated",
                 "silence_without_self", "routine_errors_quiet", "uncovered_later_onsets", "lone_roles_own_events",
                 "stop_before_onsets", "silence_needs_cover", "silent_first_alone"):
