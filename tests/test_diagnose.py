@@ -615,10 +615,46 @@ def test_a_first_ranked_unit_that_stopped_first_is_the_dead_node_unless_a_known_
     assert [m.pattern_id for m in got["hang"]] == ["hang-unit", "node-down-unit", "ib-completion-error"]
     assert [m.pattern_id for m in got["crash"]] == ["ib-completion-error"]
     assert [m.pattern_id for m in got["nan"]] == ["loss-nan", "node-down-unit", "ib-completion-error"]
-    assert [m.pattern_id for m in got["nan_peer"]] == ["node-down-unit", "loss-nan"]
+    # a NaN another node printed is a cause of its own (session 36, unit_faults_after_causes);
+    # sessions 32-35 put the dead node first
+    assert [m.pattern_id for m in got["nan_peer"]] == ["loss-nan", "node-down-unit"]
+    before = load_config(overrides={"diagnosis.unit_faults_after_causes": False}).diagnosis
+    assert [m.pattern_id for m in with_unit_faults(matches, nodes, before, scored)["nan_peer"]] == \
+        ["node-down-unit", "loss-nan"]
     # switched off: the peers' network match, as in session 32
     off = load_config(overrides={"diagnosis.dead_unit_fault": False}).diagnosis
     assert with_unit_faults(matches, nodes, off, scored)["dead"] == [ib]
+
+
+def test_a_straggler_or_a_hang_comes_after_a_cause_and_before_what_waiting_peers_print():
+    """Issue #18, fresh 35003 and 36003: a job whose loss went NaN, or whose training code raised
+    a TypeError, had a first-ranked unit that looked slow or stuck (it stopped in its step while
+    the others waited), and the built-in straggler or hang went first: class slowdown or hang,
+    not the cause. With unit_faults_after_causes a unit fault comes after a first library match
+    of a class waiting peers do not print (waiting_classes: network), and before one they do."""
+    from l4spark.diagnosis.patterns import PatternMatch
+    from l4spark.diagnosis.scoring import with_unit_faults
+
+    nan = PatternMatch("loss-nan", "NaN", "loss_divergence", 1.0, ("E_nan",))
+    bug = PatternMatch("program-bug", "bug", "program_bug", 1.0, ("E_bug",))
+    timeout = PatternMatch("nccl-timeout", "timeout", "network", 1.0, ("E_to",))
+    slow = "slow: the others wait for it (slowness 0.93)"
+    stuck = "behind, outside NCCL: it never enqueued the collective its peers timed out in"
+    nodes = pd.DataFrame({"job_id": ["nan", "bug", "slow", "stuck"], "node": ["n3"] * 4, "rank": [1] * 4,
+                          "signals": [[slow], [stuck], [slow], [stuck]]})
+    scored = pd.DataFrame({"job_id": ["nan", "bug", "slow", "stuck"], "event_id": ["E_nan", "E_bug", "E_to", "E_to"],
+                           "nodes": [["n0"], ["n3"], ["n1"], ["n1"]]})
+    matches = {"nan": [nan, timeout], "bug": [bug, timeout], "slow": [timeout], "stuck": [timeout]}
+    conf = DiagnosisConfig()
+    assert conf.unit_faults_after_causes and conf.waiting_classes == ("network",)
+    got = {job: [m.pattern_id for m in found] for job, found in with_unit_faults(matches, nodes, conf, scored).items()}
+    assert got == {"nan": ["loss-nan", "straggler-unit", "nccl-timeout"], "bug": ["program-bug", "hang-unit", "nccl-timeout"],
+                   "slow": ["straggler-unit", "nccl-timeout"], "stuck": ["hang-unit", "nccl-timeout"]}
+    before = DiagnosisConfig(unit_faults_after_causes=False)
+    got = {job: [m.pattern_id for m in found] for job, found in with_unit_faults(matches, nodes, before, scored).items()}
+    assert got["nan"][0] == "straggler-unit" and got["bug"][0] == "hang-unit"
+    with pytest.raises(ConfigError, match="waiting_classes"):
+        DiagnosisConfig(waiting_classes=("network", ""))
 
 
 def test_rank_matches_places_a_match_by_its_unit_at_rank_granularity():

@@ -109,6 +109,14 @@ class DiagnosisConfig:
     # one that unit's node printed itself;
     # false: session 32 and before, such jobs kept what their peers' network errors matched
     dead_unit_fault: bool = True
+    # Session 36: each of those unit faults (dead node, straggler, hang) goes after a job's first
+    # library match whose class is not one of waiting_classes, what peers print while they wait
+    # for a unit (timeouts, closed connections: network): a NaN loss, a bug in the training code,
+    # a bad setting are causes of their own, and a unit that stopped or lagged there followed
+    # them (docs/diagnosis.md, "Unit faults after a cause"). False: sessions 35 and before (the
+    # dead node alone yielded, to a node-local known class or a match of its own node).
+    unit_faults_after_causes: bool = True
+    waiting_classes: tuple = ("network",)
     # the node ranking's one score gains known_fault_weight for the units of the only node that
     # printed a known fault of a node-local class (known_fault_classes): a GPU's ECC error, the
     # kernel's OOM kill, a stale handle on its mount are that node's own words; 0: off, sessions 24
@@ -191,6 +199,9 @@ class DiagnosisConfig:
                               f"lines), found {self.known_fault_share!r}")
         if not 0.0 <= self.known_fault_weight <= 5.0:
             raise ConfigError(f"diagnosis.known_fault_weight: expected a number in [0, 5], found {self.known_fault_weight!r}")
+        if not all(isinstance(c, str) and c.strip() for c in self.waiting_classes):
+            raise ConfigError("diagnosis.waiting_classes: expected a list of fault class names, found "
+                              f"{list(self.waiting_classes)!r}")
         if not all(isinstance(c, str) and c.strip() for c in self.known_fault_classes):
             raise ConfigError("diagnosis.known_fault_classes: expected a list of fault class names, found "
                               f"{list(self.known_fault_classes)!r}")

@@ -269,16 +269,25 @@ def with_unit_faults(matches: dict[str, list[PatternMatch]], nodes: pd.DataFrame
     """``with_unit_fault`` for each built-in unit fault ``conf`` switches on, in order. The dead
     node comes after a first match that says why the node went quiet: one of a node-local known
     class (``known_fault_classes``) or one the first-ranked node printed itself (``scored``:
-    job_id, event_id, nodes, the nodes that printed each event)."""
+    job_id, event_id, nodes, the nodes that printed each event). With
+    ``unit_faults_after_causes`` every unit fault also comes after a first library match whose
+    class is none of ``waiting_classes`` (what peers print while they wait for a unit): a cause
+    of its own, which the unit's stop or lag followed."""
     printed_by = ({(r.job_id, r.event_id): set(_listed(r.nodes)) for r in scored.itertuples()}
                   if scored is not None and "nodes" in scored.columns else {})
+    waiting = set(conf.waiting_classes)
+
+    def cause(match: PatternMatch) -> bool:
+        # a library match (built-in unit faults match no event) of a class waiting peers do not print
+        return conf.unit_faults_after_causes and bool(match.matched_event_ids) and match.fault_class not in waiting
 
     def explains(job_id: str, node: str, match: PatternMatch) -> bool:
-        return (match.fault_class in set(conf.known_fault_classes)
+        return (match.fault_class in set(conf.known_fault_classes) or cause(match)
                 or any(node in printed_by.get((job_id, e), ()) for e in match.matched_event_ids))
 
     for pattern in unit_fault_patterns(conf.slow_unit_fault, conf.hung_unit_fault, conf.dead_unit_fault):
-        matches = with_unit_fault(matches, nodes, pattern, explains if pattern.pattern_id == DEAD_UNIT_PATTERN_ID else None)
+        yields = explains if pattern.pattern_id == DEAD_UNIT_PATTERN_ID else lambda job_id, node, match: cause(match)
+        matches = with_unit_fault(matches, nodes, pattern, yields)
     return matches
 
 
