@@ -166,9 +166,9 @@ def _listed(value) -> list:
 
 def known_fault_printers(matches: dict[str, list[PatternMatch]], evidence: pd.DataFrame,
                          classes: Sequence[str], share: float = 1.0) -> dict[str, tuple[str, list[str], float]]:
-    """job -> (node, pattern ids, its share of the lines) for every job where one node printed at least ``share`` of the
-    lines of its matched known faults of a node-local class (``classes``; each matched event
-    counted once). ``matches``: ``job_patterns`` per job; ``evidence``: job_id, event_id, nodes
+    """job -> (node, pattern ids, its share of the lines) for every job where one node printed
+    at least ``share`` of the lines of its matched known faults of a node-local class
+    (``classes``; each matched event counted once). ``matches``: ``job_patterns`` per job; ``evidence``: job_id, event_id, nodes
     (the nodes that printed the event) and optionally node_lines (their lines, in the order of
     ``nodes``: ``assemble.event_evidence``). Without node_lines, or with ``share`` 1.0, the node
     must have printed them alone."""
@@ -196,9 +196,10 @@ def known_fault_printers(matches: dict[str, list[PatternMatch]], evidence: pd.Da
 def with_known_fault_printers(nodes: pd.DataFrame, matches: dict[str, list[PatternMatch]], evidence: pd.DataFrame,
                               weight: float, classes: Sequence[str], spatial: SpatialConfig,
                               share: float = 1.0) -> pd.DataFrame:
-    """The node ranking with one more term in its one score: a job's units on the only node that
+    """The node ranking with one more term in its one score: a job's units on the node that
     printed a known fault of a node-local class (``classes``: a GPU's ECC error, the kernel's OOM
-    kill, a stale handle on that node's mount) gain ``weight`` in ``combined_score``; the units are
+    kill, a stale handle on that node's mount) alone, or at least ``share`` of its lines
+    (``known_fault_printers``), gain ``weight`` in ``combined_score``; the units are
     then ordered again by that score alone (``spatial.score.order_units``) and ``suspect`` is
     recomputed (``spatial.score.suspect_flags`` with ``spatial``). A fault several nodes print
     (a shared file system down for all) says nothing about one of them and changes nothing.
