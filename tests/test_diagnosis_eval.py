@@ -81,6 +81,16 @@ def _ranked_again_from_the_dump(dump, capsys) -> None:
 
     facts, activity, lifts, per_job = read_inputs(dump)
     written = pd.read_parquet(dump / "nodes.parquet")
+    # the diagnosis flags the unit facts of its scored events (spatial.pair_scored_events); a dump
+    # written without the flag gets the same one from its scored events
+    scored = pd.read_parquet(dump / "scored.parquet")
+    pairs = set(zip(scored["job_id"], scored["event_id"]))
+    stored = pd.read_parquet(dump / "ranking_facts.parquet")
+    assert stored["scored"].tolist() == [(j, e) in pairs for j, e in zip(stored["job_id"], stored["event_id"])]
+    assert stored["scored"].any() and not stored["scored"].all()
+    stored.drop(columns="scored").to_parquet(dump / "ranking_facts.parquet")
+    assert read_inputs(dump)[0]["scored"].tolist() == stored["scored"].tolist()
+    stored.to_parquet(dump / "ranking_facts.parquet")
     assert len(lifts), "an ECC error printed by one node is a lone printer of a known fault"
     config = load_config()
 

@@ -46,7 +46,7 @@ from l4spark.crossjob.reasons import NO_HISTORY
 from l4spark.diagnosis.config import CONFIG_ECHO_PATTERN, INDENTED_PATTERN, WARNING_LINE_PATTERN, DiagnosisConfig
 from l4spark.diagnosis.scoring import (SEVERITY, job_patterns, pattern_hit_rows, rank_matches, score_events,
                                       known_fault_printers, lift_printers, with_unit_faults)
-from l4spark.io.frames import computed_once, materialize, session_settings
+from l4spark.io.frames import computed_once, local_frame, materialize, session_settings
 from l4spark.io.session import ADAPTIVE, CODEGEN_FACTORY_MODE, WHOLE_STAGE_CODEGEN
 from l4spark.regexcolumns import any_rlike, rlike
 from l4spark.spatial.pace import PACE_COLUMNS, timer_readings, unit_pace
@@ -183,8 +183,7 @@ def event_evidence(candidates: DataFrame, exit_line_patterns: Sequence[str] = ()
                  F.min("first").alias("first"), F.min("keep_reason").alias("keep_reason"),
                  F.array_sort(F.collect_set("exit_node")).alias("exit_nodes"),
                  printed.alias("printed"), F.max("nonfinite").alias("nonfinite"))
-            .select("job_id", "event_id", F.col("n_lines").cast("long").alias("n_lines"), "n_nodes",
-                    F.col("n_ranks").cast("long").alias("n_ranks"), "first_t", "last_t", "severity",
+            .select("job_id", "event_id", "n_lines", "n_nodes", "n_ranks", "first_t", "last_t", "severity",
                     "frame_share", "tail", F.col("first.message").alias("sample"), F.col("first.node").alias("sample_node"),
                     F.col("first.ts").alias("sample_ts"), F.col("first.stage").alias("stage"),
                     F.col("first.level").alias("level"), "keep_reason", "exit_nodes",
@@ -401,7 +400,7 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     timers = materialize(timer_readings(events, tconf))
     facts, activity = configured_unit_inputs(events, config.spatial, candidate_events, timers)
     if config.spatial.pair_scored_events and len(evidence):
-        facts = with_scored_events(facts, spark.createDataFrame(evidence[["job_id", "event_id"]]))
+        facts = with_scored_events(facts, local_frame(spark, evidence[["job_id", "event_id"]]))
     kept = {}
     if keep_ranking_inputs:
         facts, activity = materialize(facts), materialize(activity)

@@ -188,7 +188,7 @@ def known_fault_printers(matches: dict[str, list[PatternMatch]], evidence: pd.Da
             continue
         top = min(lines, key=lambda node: (-lines[node], node))
         printed = lines[top] / sum(lines.values())
-        if len(lines) == 1 or (counted and share < 1.0 and printed >= share):
+        if len(lines) == 1 or (counted and printed >= share):
             lifted[job_id] = (top, sorted({m.pattern_id for m in local}), printed)
     return lifted
 
@@ -216,8 +216,8 @@ def with_known_fault_printers(nodes: pd.DataFrame, matches: dict[str, list[Patte
 def lift_printers(nodes: pd.DataFrame, lifted: dict[str, tuple], weight: float,
                   spatial: SpatialConfig) -> pd.DataFrame:
     """``nodes`` with ``weight`` added to the score of the units on each job's printer
-    (``known_fault_printers``: node, pattern ids and optionally its share of the lines, 1.0 when
-    missing), each lifted job ordered again and its suspects recomputed."""
+    (``known_fault_printers``: node, pattern ids, its share of the lines), each lifted job
+    ordered again and its suspects recomputed."""
     if not lifted or nodes is None or not len(nodes) or weight <= 0:
         return nodes
     parts = []
@@ -225,8 +225,7 @@ def lift_printers(nodes: pd.DataFrame, lifted: dict[str, tuple], weight: float,
         if job_id not in lifted:
             parts.append(job)
             continue
-        node, pattern_ids, *printed = lifted[job_id]
-        printed = printed[0] if printed else 1.0
+        node, pattern_ids, printed = lifted[job_id]
         why = "prints a known fault alone" if printed >= 1.0 else f"prints {int(printed * 100)}% of a known fault's lines"
         job = job.copy()
         on_node = job["node"] == node

@@ -6,7 +6,8 @@
 Each ``--dump`` is a folder written by ``l4spark evaluate --fleet F --dump D`` (session 32 and
 after): besides the diagnosis it holds what the node ranking ranked, as the diagnosis saw it
 (``ranking_facts`` and ``ranking_activity``: ``spatial.ranking.unit_inputs`` of the candidate
-events the cross-job filter kept; ``ranking_lifts``: the lone printers of a known fault,
+events the cross-job filter kept, with the ``scored`` flag of ``ranking.with_scored_events``, taken
+from the dump's ``scored`` events for dumps before session 36; ``ranking_lifts``: the lone printers of a known fault,
 ``scoring.known_fault_printers``). No Spark: every job is ranked again by
 ``spatial.ranking.rank_job``, the diagnosis's own per-job step, under the configuration
 (``--conf`` files, then ``--set`` overrides, values as TOML literals:
@@ -46,6 +47,12 @@ def read_inputs(dump: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, p
                          "session 32 on holds the ranking's inputs)")
     facts, activity, lifts = (pd.read_parquet(dump / RANKING_INPUT_FILES[name])
                               for name in ("facts", "activity", "lifts"))
+    if "scored" not in facts.columns and (dump / "scored.parquet").is_file():
+        # dumps before session 36: the facts' ``scored`` flag (``ranking.with_scored_events``) is
+        # what the diagnosis joins, the (job, event) pairs of its scored events
+        scored = pd.read_parquet(dump / "scored.parquet", columns=["job_id", "event_id"])
+        pairs = pd.MultiIndex.from_frame(scored)
+        facts = facts.assign(scored=pd.MultiIndex.from_frame(facts[["job_id", "event_id"]]).isin(pairs))
     return facts, activity, lifts, pd.read_parquet(dump / "per_job.parquet")
 
 
