@@ -175,6 +175,38 @@ def test_filter_keeps_what_is_not_normal_and_says_why(spark, history, default_co
     assert removals == [("E1", "Connected all rings", 1, KEY_A, 2), ("E3", "warmup done", 1, KEY_A, 1)]
 
 
+def test_an_event_absent_from_the_group_but_normal_in_another_groups_healthy_jobs_is_not_in_group(
+        spark, history, default_config):
+    # a second healthy job of B: its group has enough jobs, and both print "deepspeed ready"
+    put_job(spark, history, "s5", "succeeded", B, on("n1", RINGS, ("E4", "deepspeed ready")))
+    update_normal_pool(spark, history, POOL_CONFIG)
+    put_job(spark, history, "f1", "failed", A,
+            on("n1", RINGS, ("E4", "deepspeed ready"), ("E9", "NCCL WARN peer 10.0.0.7 unreachable")))
+    events = read_table(spark, history.storage, "events").where(F.col("job_id") == "f1")
+    jobs = read_table(spark, history.storage, "jobs")
+    pool = read_normal_pool(spark, history.storage)
+
+    result = filter_normal_events(events, jobs, pool, POOL_CONFIG, masking=default_config.masking)
+    decided = {r.event_id: (r.reason, r.elsewhere_groups, r.detail) for r in result.decisions.collect()}
+    # B's exact and framework groups write E4; nobody writes E9; E1 is normal in A's own group
+    assert decided["E4"] == ("not_in_group", 2, f"absent from the 2 successful jobs of {KEY_A}; "
+                                                "normal in the healthy jobs of 2 other groups")
+    assert decided["E9"][:2] == ("not_in_pool", None) and decided["E1"][0] == "normal"
+    assert result.report().first()["kept_not_in_group"] == 1
+    # switched off: absent from the group is absent
+    off = dataclasses.replace(POOL_CONFIG, known_elsewhere=False)
+    decided = {r.event_id: r.reason for r in filter_normal_events(events, jobs, pool, off,
+                                                                  masking=default_config.masking).decisions.collect()}
+    assert decided == {"E1": "normal", "E4": "not_in_pool", "E9": "not_in_pool"}
+    # one healthy job of B is not a group that knows E4 (min_group_jobs 2)
+    put_job(spark, history, "s5", "failed", B, on("n1", RINGS))
+    update_normal_pool(spark, history, POOL_CONFIG)
+    jobs = read_table(spark, history.storage, "jobs")
+    decided = {r.event_id: r.reason for r in filter_normal_events(
+        events, jobs, read_normal_pool(spark, history.storage), POOL_CONFIG, masking=default_config.masking).decisions.collect()}
+    assert decided["E4"] == "not_in_pool"
+
+
 def test_failure_path_boilerplate_is_removed_whatever_the_history(spark, history, default_config):
     from l4spark.diagnosis.assemble import DiagnosisConfig, with_line_flags
 

@@ -25,6 +25,11 @@ class NormalPoolConfig:
         group wrote, when the event's forms are stable in healthy jobs: its leave-one-out
         ``variant_novelty`` is at most ``variant_max_novelty`` (a test that would fire on the
         group's own healthy jobs says nothing about a failed one).
+    known_elsewhere: an event absent from the job's group that healthy jobs of another group write
+        (support >= ``min_support`` in a group of >= ``min_group_jobs`` jobs) is kept with reason
+        ``not_in_group`` instead of ``not_in_pool``: the group has not seen it, but the fleet
+        knows it as healthy output of another setting (NCCL_DEBUG=INFO's start-up lines in a job
+        whose group logs quietly). The diagnosis does not count it as cross-job evidence.
     remove_boilerplate: remove the lines of a masked message when at least ``boilerplate_share``
         of them carry the caller's per-line ``boilerplate`` flag (diagnosis sets it on stack
         frames, the source lines under Python frames, lines without a letter, and the
@@ -42,6 +47,7 @@ class NormalPoolConfig:
     rate_min_lines: int = 20
     variant_keep: bool = True
     variant_max_novelty: float = 0.2
+    known_elsewhere: bool = True
     remove_boilerplate: bool = True
     boilerplate_share: float = 0.5
 

@@ -57,6 +57,7 @@ from l4spark.crossjob.reasons import (
     NO_EVENT_ID,
     NO_HISTORY,
     NORMAL,
+    NOT_IN_GROUP,
     NOT_IN_POOL,
     RARE_IN_POOL,
     RATE_ABOVE_NORMAL,
@@ -407,12 +408,13 @@ def event_decisions(lines: DataFrame, jobs: DataFrame, pool: NormalPool,
     Input: lines with job_id, node, event_id, masked; jobs (job_id, settings); the pool. Output:
     job_id, event_id, masked, n_lines (of this masked message), event_lines, lines_per_node (of the
     event), history, settings_key, group_jobs, pool_n_jobs, pool_support, pool_max_lines_per_node,
-    pool_variant_novelty, variant_n_jobs, boilerplate_share, kept, reason, detail, pool_kept (what
+    pool_variant_novelty, variant_n_jobs, elsewhere_groups, boilerplate_share, kept, reason, detail, pool_kept (what
     the pool alone decides, boilerplate or not). reason, first
     that applies: ``no_event_id`` (never removed), ``boilerplate`` (removed: at least
     ``boilerplate_share`` of the lines carry the input's ``boilerplate`` flag, when
     ``remove_boilerplate``; any history), ``no_history`` (no group with enough successful jobs:
-    everything else kept), ``not_in_pool``, ``rare_in_pool`` (support below ``min_support``),
+    everything else kept), ``not_in_group`` (absent from the group, normal in another group's
+    healthy jobs: ``elsewhere_groups`` of them, when ``known_elsewhere``), ``not_in_pool``, ``rare_in_pool`` (support below ``min_support``),
     ``rate_above_normal``, ``new_variant``, else ``normal`` (removed; the pool entry that caused
     it is settings_key / event_id / pool_*).
     """
@@ -422,6 +424,11 @@ def event_decisions(lines: DataFrame, jobs: DataFrame, pool: NormalPool,
                                   F.col("max_lines_per_node").alias("pool_max_lines_per_node"),
                                   F.col("variant_novelty").alias("pool_variant_novelty"))
     variants = pool.variants.select("settings_key", "event_id", "masked", F.col("n_jobs").alias("variant_n_jobs"))
+    # events the healthy jobs of some group write (as "normal" would judge them there): an event
+    # absent from the job's own group is known elsewhere when any such group has it
+    elsewhere = (pool.entries.where((F.col("support") >= F.lit(config.min_support))
+                                    & (F.col("group_jobs") >= F.lit(config.min_group_jobs)))
+                 .groupBy("event_id").agg(F.countDistinct("settings_key").alias("elsewhere_groups")))
     # every masked message of an event, whole partition: the event's lines, whatever the order
     whole_event = (Window.partitionBy("job_id", "event_id")
                    .rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing))
@@ -432,6 +439,7 @@ def event_decisions(lines: DataFrame, jobs: DataFrame, pool: NormalPool,
         .join(F.broadcast(history), on="job_id", how="left")
         .join(entries, on=["settings_key", "event_id"], how="left")
         .join(variants, on=["settings_key", "event_id", "masked"], how="left")
+        .join(F.broadcast(elsewhere), on="event_id", how="left")
     )
     rate_high = (F.lit(config.rate_keep)
                  & (F.col("lines_per_node") > F.lit(config.rate_factor) * F.col("pool_max_lines_per_node"))
@@ -442,6 +450,8 @@ def event_decisions(lines: DataFrame, jobs: DataFrame, pool: NormalPool,
     pool_reason = (
         F.when(F.col("event_id").isNull(), F.lit(NO_EVENT_ID))
         .when(F.col("settings_key").isNull(), F.lit(NO_HISTORY))
+        .when(F.col("pool_support").isNull() & F.lit(config.known_elsewhere) & F.col("elsewhere_groups").isNotNull(),
+              F.lit(NOT_IN_GROUP))
         .when(F.col("pool_support").isNull(), F.lit(NOT_IN_POOL))
         .when(F.col("pool_support") < F.lit(config.min_support), F.lit(RARE_IN_POOL))
         .when(rate_high, F.lit(RATE_ABOVE_NORMAL))
@@ -457,6 +467,9 @@ def event_decisions(lines: DataFrame, jobs: DataFrame, pool: NormalPool,
         .when(F.col("reason") == NO_HISTORY, F.lit("no settings group with enough successful jobs"))
         .when(F.col("reason") == NO_EVENT_ID, F.lit("lines without an event id are never removed"))
         .when(F.col("reason") == NOT_IN_POOL, F.concat(F.lit("absent from the "), group))
+        .when(F.col("reason") == NOT_IN_GROUP,
+              F.format_string("absent from the %s; normal in the healthy jobs of %d other groups", group,
+                              "elsewhere_groups"))
         .when(F.col("reason") == RARE_IN_POOL,
               F.format_string("in %d of the %s (support %.2f < %.2f)", "pool_n_jobs", group, "pool_support",
                               F.lit(config.min_support)))
@@ -475,7 +488,7 @@ def event_decisions(lines: DataFrame, jobs: DataFrame, pool: NormalPool,
         .select("job_id", "event_id", "masked", "n_lines", "event_lines", "lines_per_node",
                 F.coalesce("history", F.lit("none")).alias("history"), "settings_key", "group_jobs",
                 "pool_n_jobs", "pool_support", "pool_max_lines_per_node", "pool_variant_novelty", "variant_n_jobs",
-                "boilerplate_share", (~F.col("reason").isin(NORMAL, BOILERPLATE)).alias("kept"), "reason", "detail",
+                "elsewhere_groups", "boilerplate_share", (~F.col("reason").isin(NORMAL, BOILERPLATE)).alias("kept"), "reason", "detail",
                 (F.col("pool_reason") != NORMAL).alias("pool_kept"))
     )
 

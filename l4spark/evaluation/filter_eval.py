@@ -30,6 +30,8 @@ from typing import Sequence
 
 import pandas as pd
 
+from l4spark.crossjob.reasons import NOT_IN_GROUP, NOT_IN_POOL
+
 RECALL_BAR = 1.0
 REMOVED_BAR = 0.8
 
@@ -80,7 +82,7 @@ def evaluate(decisions: pd.DataFrame, indicating: pd.DataFrame, labels: dict) ->
             events_before=len(every), events_after=len(kept), indicating=len(wanted & every),
             indicating_kept=len(wanted & kept), non_indicating=len(others),
             non_indicating_removed=len(others - kept),
-            non_indicating_unseen=len(others & set(job.loc[job["reason"] == "not_in_pool", "event_id"])),
+            non_indicating_unseen=len(others & set(job.loc[job["reason"].isin([NOT_IN_POOL, NOT_IN_GROUP]), "event_id"])),
             non_indicating_boilerplate=len(others & boilerplate), events_boilerplate=len(boilerplate),
             labelled_without_lines=sum(1 for m in label.messages if m.message not in found_messages),
             missed=[{"event_id": r.event_id, "n_lines": int(r.n_lines), "detail": r.detail} for r in missed.itertuples()],
