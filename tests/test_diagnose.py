@@ -331,26 +331,37 @@ def test_scoring_rules_on_hand_built_evidence():
     assert scored.loc["boiler", "flagged"] and "pattern" in scored.loc["boiler", "sources"]
 
 
-def test_an_event_the_group_never_wrote_but_another_groups_healthy_jobs_do_is_no_cross_job_evidence():
+def test_output_the_fleets_healthy_jobs_write_is_no_cross_job_evidence():
     """Fresh seed 36005: a Megatron job run with NCCL_DEBUG=INFO, compared with its framework's
     quiet jobs, kept 27 NCCL start-up lines as absent from its group; untimed at the end of its
     files (late), 0.3 + 0.4 flagged each. Healthy jobs of other groups print them (filter reason
-    ``not_in_group``): the late signal alone does not flag them; an error still counts."""
+    ``not_in_group``); lines the group's own healthy jobs print now and then (``rare_in_pool``,
+    pip's install report) are known output too: the late signal alone does not flag them; an
+    error still counts, and so does what no healthy job wrote."""
     info = {"first_t": None, "tail": True, "severity": 1, "frame_share": 0.0, "history": "framework_version"}
     evidence = pd.DataFrame([
         {"job_id": "j", "event_id": "rings", "keep_reason": "not_in_group", "sample": "NCCL INFO Connected all rings", **info},
+        {"job_id": "j", "event_id": "pip", "keep_reason": "rare_in_pool", "sample": "Successfully installed tiktoken-0.7.0", **info},
         {"job_id": "j", "event_id": "unseen", "keep_reason": "not_in_pool", "sample": "NCCL INFO comm split", **info},
+        {"job_id": "j", "event_id": "form", "keep_reason": "new_variant", "sample": "NCCL INFO Using network Socket", **info},
         {**_late_error("warn", "NCCL WARN Call to connect returned Connection refused, retrying"), "keep_reason": "not_in_group",
          "tail": False},
     ])
     timing = pd.DataFrame([{"job_id": "j", "start_t": 0.0, "last_progress_t": None}])
     empty = pd.DataFrame(columns=["job_id", "event_id", "score"])
     shares = pd.DataFrame({"event_id": [], "n_failed": []})
-    scored = score_events(evidence, timing, empty, empty, pd.DataFrame(columns=["job_id", "event_id", "confidence"]),
-                          shares, DiagnosisConfig()).set_index("event_id")
-    assert dict(scored["cross_job"]) == {"rings": False, "unseen": True, "warn": False}
-    assert not scored.loc["rings", "flagged"] and scored.loc["rings", "late"]
-    assert scored.loc["unseen", "flagged"] and scored.loc["warn", "flagged"]
+    no_hits = pd.DataFrame(columns=["job_id", "event_id", "confidence"])
+    scored = score_events(evidence, timing, empty, empty, no_hits, shares, DiagnosisConfig()).set_index("event_id")
+    assert dict(scored["cross_job"]) == {"rings": False, "pip": False, "unseen": True, "form": True, "warn": False}
+    assert dict(scored["flagged"]) == {"rings": False, "pip": False, "unseen": True, "form": True, "warn": True}
+    assert scored.loc["rings", "late"] and scored.loc["pip", "late"]
+    # sessions 36 and before: every keep reason of a job with history was evidence
+    before = DiagnosisConfig(cross_job_reasons=("not_in_pool", "not_in_group", "rare_in_pool", "rate_above_normal",
+                                                "new_variant"))
+    scored = score_events(evidence, timing, empty, empty, no_hits, shares, before)
+    assert scored["cross_job"].all() and scored["flagged"].all()
+    with pytest.raises(ConfigError, match="cross_job_reasons"):
+        DiagnosisConfig(cross_job_reasons=("not_in_pool", "no_history"))
 
 
 def _late_error(event_id: str, sample: str, first_t: float = 100.0, severity: int = 3, job_id: str = "j") -> dict:

@@ -12,3 +12,5 @@ NEW_VARIANT = "new_variant"
 NORMAL = "normal"
 BOILERPLATE = "boilerplate"  # removed: stack frames, teardown and advice lines (the caller's per-line flag)
 KEEP_REASONS = (NOT_IN_POOL, NOT_IN_GROUP, RARE_IN_POOL, RATE_ABOVE_NORMAL, NEW_VARIANT, NO_HISTORY, NO_EVENT_ID)
+# the keep reasons of a job with history: what the pool said about an event it compared
+EVIDENCE_REASONS = (NOT_IN_POOL, NOT_IN_GROUP, RARE_IN_POOL, RATE_ABOVE_NORMAL, NEW_VARIANT)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from l4spark.crossjob.reasons import EVIDENCE_REASONS, NEW_VARIANT, NOT_IN_POOL, RATE_ABOVE_NORMAL
 from l4spark.errors import ConfigError
 from l4spark.regexsafety import UnsafeRegexError, check_regex
 
@@ -117,6 +118,14 @@ class DiagnosisConfig:
     # dead node alone yielded, to a node-local known class or a match of its own node).
     unit_faults_after_causes: bool = True
     waiting_classes: tuple = ("network",)
+    # Session 37: the cross-job filter's keep reasons that are cross-job evidence (weights.cross_job):
+    # what healthy jobs have never written (the event, its masked form, its rate). Not an event
+    # the group's own healthy jobs wrote now and then (rare_in_pool), nor one that is normal in
+    # another group's healthy jobs (not_in_group, normal_pool.known_elsewhere): the fleet knows
+    # both as healthy output (docs/diagnosis.md, "Output the fleet knows"). Sessions 36 and
+    # before: every keep reason of a job with history ("not_in_pool", "rare_in_pool",
+    # "rate_above_normal", "new_variant").
+    cross_job_reasons: tuple = (NOT_IN_POOL, RATE_ABOVE_NORMAL, NEW_VARIANT)
     # the node ranking's one score gains known_fault_weight for the units of the only node that
     # printed a known fault of a node-local class (known_fault_classes): a GPU's ECC error, the
     # kernel's OOM kill, a stale handle on its mount are that node's own words; 0: off, sessions 24
@@ -202,6 +211,10 @@ class DiagnosisConfig:
         if not all(isinstance(c, str) and c.strip() for c in self.waiting_classes):
             raise ConfigError("diagnosis.waiting_classes: expected a list of fault class names, found "
                               f"{list(self.waiting_classes)!r}")
+        unknown = [r for r in self.cross_job_reasons if r not in EVIDENCE_REASONS]
+        if unknown or isinstance(self.cross_job_reasons, str):
+            raise ConfigError(f"diagnosis.cross_job_reasons: expected a list of the cross-job filter's keep reasons of "
+                              f"a job with history {list(EVIDENCE_REASONS)}, found {self.cross_job_reasons!r}")
         if not all(isinstance(c, str) and c.strip() for c in self.known_fault_classes):
             raise ConfigError("diagnosis.known_fault_classes: expected a list of fault class names, found "
                               f"{list(self.known_fault_classes)!r}")

@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 
 import pandas as pd
 
-from l4spark.crossjob.reasons import NO_EVENT_ID, NO_HISTORY, NOT_IN_GROUP
+from l4spark.crossjob.reasons import NO_HISTORY
 from l4spark.diagnosis.config import SOURCES, DiagnosisConfig
 from l4spark.diagnosis.patterns import (DEAD_UNIT_PATTERN_ID, FaultPattern, PatternMatch, match_patterns,
                                        unit_fault_patterns)
@@ -48,10 +48,10 @@ def score_events(evidence: pd.DataFrame, timing: pd.DataFrame, spatial: pd.DataF
     frame["late"] = (frame["first_t"] >= onset).fillna(False).astype(bool) | frame["first_t"].isna() & onset.isna() | tail
     frame["error"] = frame["severity"].fillna(0) >= SEVERITY["ERROR"]
     frame["warning"] = frame["severity"].fillna(0) == SEVERITY["WARN"]
-    # an event the job's group never wrote but another group's healthy jobs do is the fleet's
-    # known output of another setting, not evidence against this job (NormalPoolConfig.known_elsewhere)
-    frame["cross_job"] = (frame["history"].fillna(NO_HISTORY) != NO_HISTORY) & ~frame["keep_reason"].isin(
-        [NO_HISTORY, NO_EVENT_ID, NOT_IN_GROUP])
+    # what healthy jobs never wrote (DiagnosisConfig.cross_job_reasons): not what the group's own
+    # healthy jobs wrote now and then, nor another group's normal output
+    frame["cross_job"] = ((frame["history"].fillna(NO_HISTORY) != NO_HISTORY)
+                          & frame["keep_reason"].isin(list(conf.cross_job_reasons)))
     keys = list(zip(frame["job_id"], frame["event_id"]))
     for name, table in (("spatial", spatial), ("temporal_it", temporal), ("pattern", pattern_hits)):
         present = set(zip(table["job_id"], table["event_id"])) if len(table) else set()
