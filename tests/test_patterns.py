@@ -213,6 +213,14 @@ NEW_FAULTS = [
     ("cuda-kernel-failure",  # torch_npu after it (ACL_ERROR_RT_AICORE_EXCEPTION)
      "RuntimeError: ACL stream synchronize failed, error code:507015",
      ("RuntimeError: ACL stream synchronize failed, error code:507053",)),
+    ("hccl-rank-table-invalid",  # HCCL's communicator CheckRankTable
+     "[Check][RankTable]errNo[0x0000000005000001] super_device_id is invalid in ranktable, ranktable config vaule: "
+     "rankId[9], superDeviceId[0xffffffff]",
+     # the table parsed fine; a peer's timeout waiting for the ranks the table describes wrongly
+     ("[Parse][RankTable]rank table parse success, serverNum[2] deviceNum[16]",
+      "[Wait][LinkEstablish]wait socket establish timeout, role[0] rank[11] timeout[120]")),
+    ("hccl-rank-table-invalid",  # CANN's error code, HCCL's troubleshooting guide
+     "EI0004: Illegal ranktable configuration", ()),
     ("checkpoint-rename-race",  # FanqingM/MM-Eureka-V0#8
      "OSError: [Errno 39] Directory not empty: '/root/results/tmp-checkpoint-s0yubqtr' -> '/root/results/checkpoint-50'",
      ()),
