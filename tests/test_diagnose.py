@@ -364,6 +364,29 @@ def test_output_the_fleets_healthy_jobs_write_is_no_cross_job_evidence():
         DiagnosisConfig(cross_job_reasons=("not_in_pool", "no_history"))
 
 
+def test_a_python_exception_line_without_a_level_is_an_error():
+    """Fresh seed 36011: a driver mismatch and a NIC down at init; the rank's last traceback lines
+    (``RuntimeError: The NVIDIA driver on your system is too old ...``, ``torch.distributed.
+    DistBackendError: NCCL error in: ...``) went to stderr without a level (severity 0): absent
+    from the pool (0.3), before the onset, so never flagged. They are errors (0.2)."""
+    quiet = {"first_t": 5.0, "severity": 0, "frame_share": 0.0, "keep_reason": "not_in_pool", "history": "exact"}
+    evidence = pd.DataFrame([
+        {"job_id": "j", "event_id": "driver", "sample": "RuntimeError: The NVIDIA driver on your system is too old (found version 12020).", **quiet},
+        {"job_id": "j", "event_id": "nccl", "sample": "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled system error", **quiet},
+        {"job_id": "j", "event_id": "warn", "sample": "UserWarning: CUDA initialization: The NVIDIA driver on your system is too old", **quiet},
+        {"job_id": "j", "event_id": "prose", "sample": "Error: the config echo below is informational", **quiet},
+    ])
+    timing = pd.DataFrame([{"job_id": "j", "start_t": 0.0, "last_progress_t": 500.0}])
+    empty = pd.DataFrame(columns=["job_id", "event_id", "score"])
+    no_hits = pd.DataFrame(columns=["job_id", "event_id", "confidence"])
+    shares = pd.DataFrame({"event_id": [], "n_failed": []})
+    scored = score_events(evidence, timing, empty, empty, no_hits, shares, DiagnosisConfig()).set_index("event_id")
+    assert dict(scored["error"]) == {"driver": True, "nccl": True, "warn": False, "prose": False}
+    assert dict(scored["flagged"]) == {"driver": True, "nccl": True, "warn": False, "prose": False}
+    off = score_events(evidence, timing, empty, empty, no_hits, shares, DiagnosisConfig(exception_lines=False))
+    assert not off["error"].any() and not off["flagged"].any()
+
+
 def _late_error(event_id: str, sample: str, first_t: float = 100.0, severity: int = 3, job_id: str = "j") -> dict:
     return {"job_id": job_id, "event_id": event_id, "first_t": first_t, "severity": severity, "frame_share": 0.0,
             "keep_reason": "not_in_pool", "history": "exact", "sample": sample}

@@ -166,6 +166,13 @@ class DiagnosisConfig:
     failed_call_patterns: tuple = (r"[A-Za-z0-9_]\.(?:cc|cpp|cu|c|h|hpp):[0-9]+ -> -?[0-9]+\b",
                                    r"call trace: hcclRet -> -?[0-9]+\b",
                                    r"(?:OPS|HCCL) function error: [Hh]ccl.*, error code is [0-9]+")
+    # Session 37: a Python exception line ("RuntimeError: ...", "torch.distributed.DistBackendError:
+    # NCCL error in: ...", the last line of a traceback, printed to stderr without a log level) is an
+    # error (weights.error) whatever level the parser found: lines the parser found no level in have
+    # severity 0. false: only the level counts (sessions 36 and before; docs/diagnosis.md, "Output
+    # the fleet knows").
+    exception_lines: bool = True
+    exception_line_patterns: tuple = (r"^(?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*(?:Error|Exception)(?:\[[^\]]*\])?: ",)
     exit_line_patterns: tuple = (r"failed \(exitcode: -?[0-9]+\) local_rank: [0-9]+",
                                  r"exits with return code = -?[0-9]+\s*$")
     # consequence and advice lines: the launcher tearing the other processes down after one failed,
@@ -235,6 +242,8 @@ class DiagnosisConfig:
             _check_java_regex(regex, "diagnosis.exit_line_patterns")
         for regex in self.failed_call_patterns:
             _check_java_regex(regex, "diagnosis.failed_call_patterns")
+        for regex in self.exception_line_patterns:
+            _check_java_regex(regex, "diagnosis.exception_line_patterns")
         unknown = sorted(set(self.weights) - set(SOURCES) - {"late", "error"})
         if unknown:
             raise ConfigError(f"diagnosis.weights: unknown evidence {unknown}; known: {list(SOURCES) + ['late', 'error']}")

@@ -46,8 +46,11 @@ def score_events(evidence: pd.DataFrame, timing: pd.DataFrame, spatial: pd.DataF
              .fillna(start_t - conf.onset_margin_s))
     tail = frame["tail"].fillna(False).astype(bool) if "tail" in frame.columns else False
     frame["late"] = (frame["first_t"] >= onset).fillna(False).astype(bool) | frame["first_t"].isna() & onset.isna() | tail
-    frame["error"] = frame["severity"].fillna(0) >= SEVERITY["ERROR"]
-    frame["warning"] = frame["severity"].fillna(0) == SEVERITY["WARN"]
+    # a Python exception line is an error whatever level the parser found (DiagnosisConfig.exception_lines)
+    exception = (_matches_any(frame["sample"], conf.exception_line_patterns) if conf.exception_lines
+                 else pd.Series(False, index=frame.index))
+    frame["error"] = (frame["severity"].fillna(0) >= SEVERITY["ERROR"]) | exception
+    frame["warning"] = (frame["severity"].fillna(0) == SEVERITY["WARN"]) & ~exception
     # what healthy jobs never wrote (DiagnosisConfig.cross_job_reasons): not what the group's own
     # healthy jobs wrote now and then, nor another group's normal output
     frame["cross_job"] = ((frame["history"].fillna(NO_HISTORY) != NO_HISTORY)
