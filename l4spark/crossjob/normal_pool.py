@@ -408,13 +408,14 @@ def event_decisions(lines: DataFrame, jobs: DataFrame, pool: NormalPool,
     Input: lines with job_id, node, event_id, masked; jobs (job_id, settings); the pool. Output:
     job_id, event_id, masked, n_lines (of this masked message), event_lines, lines_per_node (of the
     event), history, settings_key, group_jobs, pool_n_jobs, pool_support, pool_max_lines_per_node,
-    pool_variant_novelty, variant_n_jobs, elsewhere_groups, boilerplate_share, kept, reason, detail, pool_kept (what
-    the pool alone decides, boilerplate or not). reason, first
+    pool_variant_novelty, variant_n_jobs, elsewhere_groups, boilerplate_share, kept, reason, detail,
+    pool_kept (what the pool alone decides, boilerplate or not). reason, first
     that applies: ``no_event_id`` (never removed), ``boilerplate`` (removed: at least
     ``boilerplate_share`` of the lines carry the input's ``boilerplate`` flag, when
     ``remove_boilerplate``; any history), ``no_history`` (no group with enough successful jobs:
-    everything else kept), ``not_in_group`` (absent from the group, normal in another group's
-    healthy jobs: ``elsewhere_groups`` of them, when ``known_elsewhere``), ``not_in_pool``, ``rare_in_pool`` (support below ``min_support``),
+    everything else kept), ``not_in_group`` (absent from the group, normal in the healthy jobs of
+    ``elsewhere_groups`` other groups, when ``known_elsewhere``), ``not_in_pool``,
+    ``rare_in_pool`` (support below ``min_support``),
     ``rate_above_normal``, ``new_variant``, else ``normal`` (removed; the pool entry that caused
     it is settings_key / event_id / pool_*).
     """
@@ -488,7 +489,8 @@ def event_decisions(lines: DataFrame, jobs: DataFrame, pool: NormalPool,
         .select("job_id", "event_id", "masked", "n_lines", "event_lines", "lines_per_node",
                 F.coalesce("history", F.lit("none")).alias("history"), "settings_key", "group_jobs",
                 "pool_n_jobs", "pool_support", "pool_max_lines_per_node", "pool_variant_novelty", "variant_n_jobs",
-                "elsewhere_groups", "boilerplate_share", (~F.col("reason").isin(NORMAL, BOILERPLATE)).alias("kept"), "reason", "detail",
+                "elsewhere_groups", "boilerplate_share", (~F.col("reason").isin(NORMAL, BOILERPLATE)).alias("kept"),
+                "reason", "detail",
                 (F.col("pool_reason") != NORMAL).alias("pool_kept"))
     )
 

@@ -219,7 +219,7 @@ class DiagnosisConfig:
             raise ConfigError("diagnosis.waiting_classes: expected a list of fault class names, found "
                               f"{list(self.waiting_classes)!r}")
         unknown = [r for r in self.cross_job_reasons if r not in EVIDENCE_REASONS]
-        if unknown or isinstance(self.cross_job_reasons, str):
+        if unknown:
             raise ConfigError(f"diagnosis.cross_job_reasons: expected a list of the cross-job filter's keep reasons of "
                               f"a job with history {list(EVIDENCE_REASONS)}, found {self.cross_job_reasons!r}")
         if not all(isinstance(c, str) and c.strip() for c in self.known_fault_classes):
