@@ -71,6 +71,7 @@ def test_evaluate_scores_the_fault_class_of_diagnosis_jobs_against_the_labels(sp
         assert block["fault_class_accuracy"] == round(sum(got.get(j) == labels[j].fault_class for j in jobs) / len(jobs), 4)
     assert result["per_kind"]["gpu_ecc_error"]["fault_class_accuracy"] == 1.0
     _ranked_again_from_the_dump(tmp_path / "dump", capsys)
+    _scored_again_from_the_dump(tmp_path / "dump", capsys)
 
 
 def _ranked_again_from_the_dump(dump, capsys) -> None:
@@ -118,3 +119,58 @@ def _ranked_again_from_the_dump(dump, capsys) -> None:
     assert "against the base:" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="shapes the ranking's inputs"):
         main(["--dump", str(dump), "--set", "spatial.granularity=rank"])
+
+
+def _scored_again_from_the_dump(dump, capsys) -> None:
+    """The dump's event score inputs scored again without Spark give the diagnosis' scores and
+    flags, event for event, and ``evaluate``'s event counts, job for job (evaluation/rescore.py);
+    ``SCORE_SETTINGS`` is what ``score_events`` reads."""
+    import pytest
+
+    from l4spark.config import load_config
+    from l4spark.diagnosis.scoring import SCORE_SETTINGS, score_events
+    from l4spark.diagnosis.assemble import kept_shares
+    from l4spark.evaluation.rescore import event_outcomes, main, read_score_inputs, score_again
+
+    inputs = read_score_inputs(dump)
+    config = load_config()
+
+    def scores(frame: pd.DataFrame) -> dict:
+        return {(r.job_id, r.event_id): (round(float(r.score), 4), bool(r.flagged), None if pd.isna(r.rank) else int(r.rank))
+                for r in frame.itertuples()}
+
+    again = score_again(inputs, config)
+    written = pd.read_parquet(dump / "scored.parquet")
+    assert scores(again) == scores(written) and written["flagged"].any()
+    counts = event_outcomes(again, inputs["indicating"], inputs["per_job"]).set_index("job_id")
+    per_job = inputs["per_job"].set_index("job_id")
+    assert counts[["tp", "fp", "fn"]].to_dict() == per_job[["tp", "fp", "fn"]].to_dict()
+    # without the cross-job weight, exactly the cross-job events score that much less
+    weight = config.diagnosis.weights["cross_job"]
+    plain = scores(score_again(inputs, load_config(overrides={"diagnosis.weights.cross_job": 0.0})))
+    before = scores(again)
+    cross = set(zip(again.loc[again["cross_job"], "job_id"], again.loc[again["cross_job"], "event_id"]))
+    assert cross and all(round(before[k][0] - plain[k][0], 4) == (weight if k in cross else 0.0) for k in before)
+
+    class Reads:
+        def __init__(self, conf):
+            self.conf, self.names = conf, set()
+
+        def __getattr__(self, name):
+            self.names.add(name)
+            return getattr(self.conf, name)
+
+    reads = Reads(config.diagnosis)
+    score_events(inputs["score_evidence"], inputs["score_timing"], inputs["score_spatial"], inputs["score_temporal"],
+                 inputs["score_hits"], kept_shares(inputs["score_shares"]), reads, nodes=inputs["nodes"])
+    assert reads.names == set(SCORE_SETTINGS)
+
+    assert main(["--dump", str(dump), "--json", str(dump / "events.json")]) == 0
+    tp, fp, fn = (int(per_job[k].sum()) for k in ("tp", "fp", "fn"))
+    assert f"TP/FP/FN {tp}/{fp}/{fn}" in capsys.readouterr().out
+    assert main(["--dump", str(dump), "--set", "diagnosis.min_score=10", "--against", str(dump / "events.json")]) == 0
+    out = capsys.readouterr().out
+    assert f"TP/FP/FN 0/0/{tp + fn}" in out and f"against the base: 0 won, {tp} lost, 0 added false, {fp} removed false" in out
+    for fixed in ("diagnosis.use_normal_pool=false", "diagnosis.suspect_exit_lines=false", "spatial.behind_weight=0.5"):
+        with pytest.raises(SystemExit, match="not a setting of the event score alone"):
+            main(["--dump", str(dump), "--set", fixed])

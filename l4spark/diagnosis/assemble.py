@@ -234,7 +234,9 @@ class Diagnosis:
     extra: dict[str, dict] = field(default_factory=dict)  # job -> settings, n_nodes, n_ranks, history
     # only with keep_ranking_inputs: what the ranking ranked, to rank again offline
     # (evaluation/rerank.py): "facts" and "activity" (spatial.ranking.unit_inputs), "lifts"
-    # (job_id, node, pattern_ids: the lone printers of a known fault, ``known_fault_printers``)
+    # (job_id, node, pattern_ids: the lone printers of a known fault, ``known_fault_printers``);
+    # and what the event score scored, to score again offline (evaluation/rescore.py): the
+    # ``score_*`` frames of ``score_inputs``
     ranking_inputs: dict[str, pd.DataFrame] = field(default_factory=dict)
 
     @property
@@ -263,7 +265,8 @@ def new_run_id(prefix: str = "diagnose") -> str:
 def diagnose_jobs(spark: SparkSession, config: Config, job_ids: Iterable[str], run_id: str | None = None,
                   progress: Callable[[str], None] = log.info, keep_ranking_inputs: bool = False) -> Diagnosis:
     """Diagnose ``job_ids`` (already parsed) in one pass; nothing is written (``write_diagnosis``).
-    ``keep_ranking_inputs``: also return the node ranking's inputs (``Diagnosis.ranking_inputs``).
+    ``keep_ranking_inputs``: also return the node ranking's and the event score's inputs
+    (``Diagnosis.ranking_inputs``).
 
     A job missing from the jobs table, or without any line, becomes an error row. When the batch
     fails on a job's data, the jobs are diagnosed one by one so that only the broken one errs.
@@ -429,6 +432,8 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     # 5. assembly
     shares = failed_event_shares(spark, config, job_ids)
     scored = score_events(evidence, timing, spatial, temporal, hits, shares, conf, nodes=nodes)
+    if keep_ranking_inputs:
+        kept |= score_inputs(evidence, timing, spatial, temporal, hits, shares)
     matches = rank_matches(matches, scored, nodes if conf.locate_matches else None)
     matches = with_unit_faults(matches, nodes, conf, scored)
     scored["template"] = scored["event_id"].map(templates)
@@ -468,6 +473,26 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     events_out = _events_table(flagged)
     return {"job_rows": job_rows, "events": events_out, "nodes": nodes, "iterations": iterations, "scored": scored,
             "pace": pace, "patterns": pattern_rows, "extra": extra, "ranking_inputs": kept, **report_parts}
+
+
+def score_inputs(evidence: pd.DataFrame, timing: pd.DataFrame, spatial: pd.DataFrame, temporal: pd.DataFrame,
+                 hits: pd.DataFrame, shares: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """``score_events``' inputs as frames to keep (``Diagnosis.ranking_inputs``, names ``score_*``):
+    the failed jobs' total of ``shares`` (its attribute) as the one row with a null event id,
+    as ``failed_event_shares`` queries it."""
+    total = pd.DataFrame({"event_id": [None], "n_failed": [int(shares.attrs.get("n_failed_jobs", 0))]})
+    shares_rows = pd.concat([shares[["event_id", "n_failed"]], total], ignore_index=True)
+    return {"score_evidence": evidence, "score_timing": timing, "score_spatial": spatial,
+            "score_temporal": temporal, "score_hits": hits, "score_shares": shares_rows}
+
+
+def kept_shares(rows: pd.DataFrame) -> pd.DataFrame:
+    """``failed_event_shares``' frame from ``score_inputs``' rows (several batches' rows: each
+    event once, the largest total)."""
+    is_total = rows["event_id"].isna()
+    frame = rows[~is_total].drop_duplicates("event_id").reset_index(drop=True)
+    frame.attrs["n_failed_jobs"] = int(rows.loc[is_total, "n_failed"].max()) if is_total.any() else 0
+    return frame
 
 
 def _settings(raw: str | None) -> dict:

@@ -20,6 +20,14 @@ from l4spark.diagnosis.patterns import (DEAD_UNIT_PATTERN_ID, FaultPattern, Patt
 from l4spark.spatial.config import SpatialConfig
 from l4spark.spatial.score import order_units, suspect_flags, unit_key
 
+# the ``DiagnosisConfig`` settings ``score_events`` reads: with its inputs kept, an event table is
+# scored again under other values of these without Spark (``evaluation.rescore``); a test holds
+# this list to what it reads
+SCORE_SETTINGS = ("onset_margin_s", "setup_onset_margin_s", "exception_lines", "exception_line_patterns",
+                  "cross_job_reasons", "suspect_exit_lines", "failed_call_lines", "failed_call_patterns",
+                  "nonfinite_lines", "generic_min_jobs", "generic_share", "consequence_patterns", "weights",
+                  "min_score", "max_events")
+
 SEVERITY = {"FATAL": 4, "CRITICAL": 4, "ERROR": 3, "WARN": 2, "WARNING": 2, "INFO": 1, "DEBUG": 0}
 
 

@@ -39,6 +39,9 @@ BAR = {"event_f1": 0.90, "event_recall": 0.95, "node_top1": 0.85, "stage_accurac
 # what ``rerank`` ranks again
 RANKING_INPUT_FILES = {"facts": "ranking_facts.parquet", "activity": "ranking_activity.parquet",
                        "lifts": "ranking_lifts.parquet"}
+# and of the event score's inputs (``assemble.score_inputs``): what ``rescore`` scores again
+SCORE_INPUT_FILES = {name: f"{name}.parquet" for name in ("score_evidence", "score_timing", "score_spatial",
+                                                           "score_temporal", "score_hits", "score_shares")}
 
 
 def event_scores(flagged: pd.DataFrame, indicating: pd.DataFrame, job_ids: Sequence[str]) -> pd.DataFrame:
@@ -207,13 +210,13 @@ def _per_job(diagnosis, indicating: pd.DataFrame, baselines: pd.DataFrame, label
 def _dump(folder: Path, diagnosis, indicating: pd.DataFrame, per_job: pd.DataFrame) -> None:
     """Every candidate event with its evidence, the node ranking and its inputs, the labelled
     events and the per-job figures as Parquet: what a study of the score needs, without rerunning
-    Spark (``known_faults``, ``rerank``)."""
+    Spark (``known_faults``, ``rerank``, ``rescore``)."""
     folder.mkdir(parents=True, exist_ok=True)
     for name, frame in (("scored", diagnosis.scored), ("nodes", diagnosis.nodes), ("indicating", indicating),
                         ("per_job", per_job), ("iterations", diagnosis.iterations)):
         frame.to_parquet(folder / f"{name}.parquet", index=False)
     for name, frame in diagnosis.ranking_inputs.items():
-        frame.to_parquet(folder / RANKING_INPUT_FILES[name], index=False)
+        frame.to_parquet(folder / {**RANKING_INPUT_FILES, **SCORE_INPUT_FILES}[name], index=False)
 
 
 def _misses(per_job: pd.DataFrame) -> list[dict]:
