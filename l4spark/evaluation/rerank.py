@@ -107,21 +107,28 @@ def parse_overrides(pairs: list[str]) -> dict:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+def dump_study_arguments(prog: str, doc: str, argv: list[str] | None, overrides) -> tuple[argparse.Namespace, object]:
+    """The command line of a study of ``evaluate --dump`` folders (``rerank``, ``rescore``):
+    ``--dump`` (repeated), ``--set``, ``--conf``, ``--json``, ``--against``; returns the
+    arguments and the configuration (``--conf`` files, then ``overrides(args.set)``)."""
     from l4spark.config import load_config
     from l4spark.errors import ConfigError
 
-    parser = argparse.ArgumentParser(prog="python -m l4spark.evaluation.rerank", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
     parser.add_argument("--dump", action="append", required=True, type=Path, help="an `evaluate --dump` folder")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="a setting")
     parser.add_argument("--conf", action="append", default=[], metavar="FILE", help="TOML config over the defaults")
     parser.add_argument("--json", type=Path, metavar="OUT", help="write each job's outcome")
-    parser.add_argument("--against", type=Path, metavar="BASE", help="an earlier --json: list the jobs that moved")
+    parser.add_argument("--against", type=Path, metavar="BASE", help="an earlier --json: list what moved")
     args = parser.parse_args(argv)
     try:
-        config = load_config(*args.conf, overrides=parse_overrides(args.set))
+        return args, load_config(*args.conf, overrides=overrides(args.set))
     except ConfigError as exc:
         raise SystemExit(f"configuration: {exc}") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, config = dump_study_arguments("python -m l4spark.evaluation.rerank", __doc__, argv, parse_overrides)
     result, frames = {}, []
     for dump in args.dump:
         facts, activity, lifts, per_job = read_inputs(dump)

@@ -88,22 +88,10 @@ def parse_overrides(pairs: list[str]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from l4spark.config import load_config
-    from l4spark.errors import ConfigError
     from l4spark.evaluation.diagnosis_eval import prf
+    from l4spark.evaluation.rerank import dump_study_arguments
 
-    parser = argparse.ArgumentParser(prog="python -m l4spark.evaluation.rescore", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dump", action="append", required=True, type=Path, help="an `evaluate --dump` folder")
-    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="a setting")
-    parser.add_argument("--conf", action="append", default=[], metavar="FILE", help="TOML config over the defaults")
-    parser.add_argument("--json", type=Path, metavar="OUT", help="write each job's counts and events")
-    parser.add_argument("--against", type=Path, metavar="BASE", help="an earlier --json: list the events that moved")
-    args = parser.parse_args(argv)
-    overrides = parse_overrides(args.set)
-    try:
-        config = load_config(*args.conf, overrides=overrides)
-    except ConfigError as exc:
-        raise SystemExit(f"configuration: {exc}") from None
+    args, config = dump_study_arguments("python -m l4spark.evaluation.rescore", __doc__, argv, parse_overrides)
     result, totals = {}, [0, 0, 0]
     for dump in args.dump:
         inputs = read_score_inputs(dump)
