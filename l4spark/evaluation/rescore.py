@@ -17,7 +17,8 @@ Only the settings ``score_events`` reads (``scoring.SCORE_SETTINGS``) can change
 those not the ones that also shaped its inputs (``INPUT_SHAPING``: ``suspect_exit_lines`` and
 ``nonfinite_lines`` decide what the evidence holds, ``consequence_patterns`` what the cross-job
 filter dropped as boilerplate); every other setting was fixed by the run that wrote the dump,
-and changing one here is refused. Printed: per dump and in total, the flagged events against the
+and changing one with ``--set`` is refused (a ``--conf`` file is not checked: give it the dump's
+run's settings, or only free ones). Printed: per dump and in total, the flagged events against the
 labelled ones (TP / FP / FN, precision, recall, F1), counted as ``evaluate`` counts them
 (``diagnosis_eval.event_scores``). ``--json`` writes each job's counts and its flagged and
 labelled events; ``--against`` lists the events that one of two runs flags (won and lost true
