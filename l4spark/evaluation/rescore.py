@@ -65,11 +65,10 @@ def score_again(inputs: dict[str, pd.DataFrame], config) -> pd.DataFrame:
 
 def event_outcomes(scored: pd.DataFrame, indicating: pd.DataFrame, per_job: pd.DataFrame) -> pd.DataFrame:
     """Per labelled job: tp, fp, fn of the flagged events of ``scored`` (``diagnosis_events``'
-    rows: flagged and within ``max_events``), as ``evaluate`` counts them."""
+    rows: ``score_events`` keeps no flagged event past ``max_events``), as ``evaluate`` counts them."""
     from l4spark.evaluation.diagnosis_eval import event_scores
 
-    flagged = scored[scored["flagged"] & scored["rank"].notna()]
-    return event_scores(flagged, indicating, sorted(per_job["job_id"]))
+    return event_scores(scored[scored["flagged"]], indicating, sorted(per_job["job_id"]))
 
 
 def parse_overrides(pairs: list[str]) -> dict:
@@ -89,7 +88,6 @@ def parse_overrides(pairs: list[str]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from l4spark.evaluation.diagnosis_eval import prf
     from l4spark.evaluation.rerank import dump_study_arguments
 
     args, config = dump_study_arguments("python -m l4spark.evaluation.rescore", __doc__, argv, parse_overrides)
@@ -100,8 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         counts = event_outcomes(scored, inputs["indicating"], inputs["per_job"])
         tp, fp, fn = (int(counts[k].sum()) for k in ("tp", "fp", "fn"))
         totals = [totals[0] + tp, totals[1] + fp, totals[2] + fn]
-        print(f"{dump}: {_line(tp, fp, fn, prf)}")
-        flagged = scored[scored["flagged"] & scored["rank"].notna()]
+        print(f"{dump}: {_line(tp, fp, fn)}")
+        flagged = scored[scored["flagged"]]
         for row in counts.itertuples():
             result[f"{dump.name}/{row.job_id}"] = {
                 "tp": row.tp, "fp": row.fp, "fn": row.fn,
@@ -109,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
                 "labelled": sorted(inputs["indicating"].loc[inputs["indicating"]["job_id"] == row.job_id,
                                                             "event_id"].dropna())}
     if len(args.dump) > 1:
-        print(f"total: {_line(*totals, prf)}")
+        print(f"total: {_line(*totals)}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=1), "utf-8")
     if args.against:
@@ -117,7 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _line(tp: int, fp: int, fn: int, prf) -> str:
+def _line(tp: int, fp: int, fn: int) -> str:
+    from l4spark.evaluation.diagnosis_eval import prf
+
     figures = prf(tp, fp, fn)
     return (f"TP/FP/FN {tp}/{fp}/{fn}, precision {figures['precision']:.3f}, recall {figures['recall']:.3f}, "
             f"F1 {figures['f1']:.3f}")
