@@ -22,6 +22,29 @@ def test_similarity_treats_event_ids_as_categories():
     assert similarity([], []) == 1.0 and similarity(["a"], []) == 0.0
 
 
+def test_each_distinct_pair_of_iterations_takes_one_dtw(monkeypatch):
+    """Scores as if every iteration were compared with each of its references by ``similarity``,
+    but a pair of equal sequences takes no DTW and each other pair one (issue #21: a job's
+    iterations mostly repeat the same sequence)."""
+    from l4spark.temporal import dtw
+
+    rng = np.random.default_rng(21)
+    shapes = [["it", "loss"], ["it", "loss", "timer"], ["it", "eval", "loss"], ["it", "nccl_error"]]
+    sequences = {i: list(shapes[rng.choice(4, p=[0.7, 0.2, 0.07, 0.03])]) for i in range(1, 301)}
+    conf = TemporalConfig()
+    expected = [1.0 if k == 0 or not (window := [sequences[i] for i in range(max(2, k - conf.window + 1), k + 1)])
+                else float(np.mean([similarity(sequences[k + 1], ref) for ref in window]))
+                for k in range(300)]
+    calls = []
+    distance = dtw.dtw_ndim.distance
+    monkeypatch.setattr(dtw.dtw_ndim, "distance", lambda a, b, **kw: calls.append(1) or distance(a, b, **kw))
+    scores = score_iterations(sequences, gate=None, conf=conf)
+    assert [s.score for s in scores] == [round(e, 6) for e in expected]
+    pairs = {(tuple(sequences[k + 1]), tuple(ref)) for k in range(1, 300)
+             for ref in [sequences[i] for i in range(max(2, k - conf.window + 1), k + 1)]}
+    assert 0 < len(calls) == sum(a != b for a, b in pairs) < 20
+
+
 def test_collapse_caps_and_merges_repeats():
     assert collapse(["a", "a", "b", "a", "c"], 3) == ["a", "b", "a"]
 

@@ -8,6 +8,7 @@ two different events cost 2 (squared Euclidean of two one-hot rows), never a dif
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,9 +30,10 @@ def collapse(sequence: list[str], cap: int) -> list[str]:
     return out[:cap]
 
 
-def similarity(a: list[str], b: list[str]) -> float:
-    """1 - (DTW mismatch cost / the worst possible), in [0, 1]; two empty sequences are identical."""
-    if not a and not b:
+def similarity(a: Sequence[str], b: Sequence[str]) -> float:
+    """1 - (DTW mismatch cost / the worst possible), in [0, 1]; two equal sequences (two empty
+    ones too) are identical: their DTW cost is 0, so they take no DTW."""
+    if (not a and not b) or a == b:
         return 1.0
     if not a or not b:
         return 0.0
@@ -69,13 +71,23 @@ def score_iterations(sequences: dict[int, list[str]], gate: set[str] | None,
     is not a new failure).
     """
     iterations = sorted(sequences)[-conf.max_iterations:]
-    seqs = [collapse(sequences[i], conf.max_sequence) for i in iterations]
+    seqs = [tuple(collapse(sequences[i], conf.max_sequence)) for i in iterations]
+    # A job's iterations mostly log the same sequence, so the same pairs come back window after
+    # window: each distinct pair takes one DTW (issue #21: 127,850 DTWs in 20 jobs' batch, each
+    # mostly dtaidistance's per-call set-up, were most of analyse_iterations' Python time).
+    compared: dict[tuple[tuple[str, ...], tuple[str, ...]], float] = {}
+
+    def alike(seq: tuple[str, ...], ref: tuple[str, ...]) -> float:
+        if (seq, ref) not in compared:
+            compared[seq, ref] = similarity(seq, ref)
+        return compared[seq, ref]
+
     scores, novel, references = [], [], []
     seen: set[str] = set()
     for k, seq in enumerate(seqs):
         window = seqs[max(1, k - conf.window):k]
         references.append(len(window))
-        scores.append(float(np.mean([similarity(seq, ref) for ref in window])) if window else 1.0)
+        scores.append(float(np.mean([alike(seq, ref) for ref in window])) if window else 1.0)
         ref_events = set().union(*window) if window else set()
         novel.append(tuple(sorted(e for e in set(seq) - ref_events if e not in seen and (gate is None or e in gate))))
         seen.update(seq)

@@ -260,7 +260,8 @@ def _analyse_job(frame: pd.DataFrame, conf: TemporalConfig) -> pd.DataFrame:
     if last is not None and not died_training:
         frame = frame[frame["iteration"] <= last]
     lines = frame[~frame["stage_mark"]]  # stage markers (checkpoint saved, ...) are lifecycle, not behaviour
-    sequences = {int(it): group["token"].astype(str).tolist() for it, group in lines.groupby("iteration", sort=True)}
+    tokens = lines["token"].astype(str)  # once, not once per iteration
+    sequences = {int(it): group.tolist() for it, group in tokens.groupby(lines["iteration"], sort=True)}
     stopped = last + 1 if last is not None else None
     if died_training and stopped is not None:
         sequences.setdefault(stopped, [])  # the iteration that never completed, even if nothing was logged in it
