@@ -73,8 +73,8 @@ def score_iterations(sequences: dict[int, list[str]], gate: set[str] | None,
     iterations = sorted(sequences)[-conf.max_iterations:]
     seqs = [tuple(collapse(sequences[i], conf.max_sequence)) for i in iterations]
     # A job's iterations mostly log the same sequence, so the same pairs come back window after
-    # window: each distinct pair takes one DTW (issue #21: 127,850 DTWs in 20 jobs' batch, each
-    # mostly dtaidistance's per-call set-up, were most of analyse_iterations' Python time).
+    # window: each distinct pair takes one DTW (issue #21: a warm batch of 30 failed jobs made
+    # 127,850 DTWs, mostly dtaidistance's per-call set-up, most of the pandas call's time).
     compared: dict[tuple[tuple[str, ...], tuple[str, ...]], float] = {}
 
     def alike(seq: tuple[str, ...], ref: tuple[str, ...]) -> float:
