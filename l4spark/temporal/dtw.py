@@ -7,6 +7,7 @@ two different events cost 2 (squared Euclidean of two one-hot rows), never a dif
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -75,13 +76,7 @@ def score_iterations(sequences: dict[int, list[str]], gate: set[str] | None,
     # A job's iterations mostly log the same sequence, so the same pairs come back window after
     # window: each distinct pair takes one DTW (issue #21: a warm batch of 30 failed jobs made
     # 127,850 DTWs, mostly dtaidistance's per-call set-up, most of the pandas call's time).
-    compared: dict[tuple[tuple[str, ...], tuple[str, ...]], float] = {}
-
-    def alike(seq: tuple[str, ...], ref: tuple[str, ...]) -> float:
-        if (seq, ref) not in compared:
-            compared[seq, ref] = similarity(seq, ref)
-        return compared[seq, ref]
-
+    alike = functools.cache(similarity)  # the job's pairs only: a new cache per call
     scores, novel, references = [], [], []
     seen: set[str] = set()
     for k, seq in enumerate(seqs):
