@@ -629,6 +629,41 @@ def test_hccl_heartbeat_names_the_lost_devices_server_in_the_peers_ei0002(tmp_pa
     assert on >= 2
 
 
+def test_hccl_notify_wait_tags_the_communicator_it_ran_in(tmp_path):
+    """Ascend: a peer's EI0002 tag names the communicator of the collective, the data-parallel
+    group's under ``subgroup_collectives`` (not the world's, which the init lines state), and with
+    ``hccl_group_information`` the line states that communicator's size and the peer's group rank."""
+    fleet = _fleet(tmp_path, "tag", seed=31, jobs=10, failed_share=1.0, nodes=(4, 4), ranks_per_node=2, iterations=60,
+                   frameworks=("mindspeed",), fault_kinds=("hccl_timeout",),
+                   behaviours=("subgroup_collectives", "hccl_group_information"))
+    tag = re.compile(r"remote rank:? \[(\d+)\].*?tag\[AllReduce_([^\]]+)\]")
+    size = re.compile(r"group information: \[group:\[([^\]]+)\].*rankSize\[(\d+)\]")
+    world = re.compile(r"rankSize\[(\d+)\] commId\[([^\]]+)\]")
+    kinds = Counter()
+    for job_id, lab in fleet.labels.items():
+        job = fleet.jobs[job_id]
+        tp, pp = job["settings"]["tensor_parallel"], job["settings"]["pipeline_parallel"]
+        dp = 8 // (tp * pp)
+        lines = fleet.lines(job_id)
+        worlds = {m.group(2) for m in map(world.search, lines) if m and m.group(1) == "8"}
+        tags = [m for m in map(tag.search, lines) if m]
+        if not tags:
+            continue
+        grouped = "subgroup_collectives" in lab["behaviours"] and dp not in (1, 8)
+        for m in tags:
+            assert (m.group(2) not in worlds) if grouped else (not worlds or m.group(2) in worlds), job_id
+            if grouped:
+                assert int(m.group(1)) < dp
+        stated = [m for m in map(size.search, lines) if m]
+        if "hccl_group_information" in lab["behaviours"]:
+            assert stated and all(int(m.group(2)) == (dp if grouped else 8) for m in stated), job_id
+            assert {m.group(1) for m in stated} == {m.group(2) for m in tags}
+        else:
+            assert not stated
+        kinds[(grouped, bool(stated))] += 1
+    assert kinds[(True, True)] and len(kinds) >= 2, kinds
+
+
 def test_wide_clock_skew_puts_nodes_seconds_apart(tmp_path):
     kw = dict(seed=24, jobs=12, failed_share=1.0, nodes=(6, 6), ranks_per_node=2, iterations=60)
     wide = _fleet(tmp_path, "wide", behaviours=("wide_clock_skew",), **kw)

@@ -1837,3 +1837,47 @@ def test_a_store_host_named_by_every_rank_does_not_outrank_a_faulty_node_nobody_
     assert ranked.loc["n00", "named_by"] == 15 and ranked.loc["n09", "named_by"] == 0
     assert ranked.loc["n00", "score"] > 0.7  # isolated too: the blame alone decides
     assert ranked.loc["n09", "rank"] == 1 and ranked.loc["n00", "rank"] == 2
+
+
+def test_rank_numbers_of_a_smaller_communicator_name_nobody():
+    # issue #18 (MindSpeed hang, fresh 36019): Megatron runs its collectives in the data-parallel
+    # group; HCCL's EI0002 then names the remote rank *within that group*. With tensor parallel 2
+    # over 4 nodes of 2 ranks, group rank 3 is global rank 6 (n3, the hung node), but read as a
+    # global rank it named n1. The tag names the group's communicator, whose size CANN states
+    world = "10.0.0.1%enp189s0f0_60000_0_111"
+    group = "10.0.0.1%enp189s0f0_60000_0_222"
+    activity = pd.DataFrame({"node": ["n0", "n1", "n2", "n3"], "ranks": [[0, 1], [2, 3], [4, 5], [6, 7]]},
+                            index=["n0", "n1", "n2", "n3"])
+
+    def mentions(group_line: str | None, tag: str, stated: str | None = None) -> pd.DataFrame:
+        rows = []
+        for unit in ("n0", "n2"):  # their ranks wait for group rank 3
+            rows += [(unit, unit, "notify_wait", "rank:3", 1, 1199.0, True),
+                     (unit, unit, "notify_wait", "comm:" + tag + "ringAllReduceExecutor_device", 1, 1199.0, True)]
+            if stated:
+                rows.append((unit, unit, "notify_wait", "commsize::" + stated, 1, 1199.0, True))
+            rows.append((unit, unit, "init", "commsize:%s:8" % world, 0, None, False))
+            if group_line:
+                rows.append((unit, unit, "init", "commsize:%s:%s" % (group, group_line), 0, None, False))
+        return pd.DataFrame(rows, columns=["unit", "node", "event_id", "token", "n_loud", "first_s", "candidate"])
+
+    offsets = pd.Series(0.0, index=activity.index)
+
+    def named(frame: pd.DataFrame, on: bool = True) -> dict:
+        return peer_mentions(frame, activity, offsets, 1190.0, 60.0, global_small_ranks=True,
+                             group_ranks=on)["named_by"].to_dict()
+
+    nobody = {"n0": 0, "n1": 0, "n2": 0, "n3": 0}
+    # the tag's communicator is stated with 4 ranks: its numbers are the group's
+    assert named(mentions("4", group)) == nobody
+    assert named(mentions("4", group), on=False) == {"n0": 0, "n1": 2, "n2": 0, "n3": 0}
+    # not stated, but the job's communicator is, and the tag names another one
+    assert named(mentions(None, group)) == nobody
+    # the line states its communicator's size itself (EI0002's group information)
+    assert named(mentions(None, group, stated="4").query("token != 'commsize:%s:8'" % world)) == nobody
+    # the world's communicator: global ranks, read as before
+    assert named(mentions("4", world)) == {"n0": 0, "n1": 2, "n2": 0, "n3": 0}
+    assert named(mentions(None, world, stated="8")) == {"n0": 0, "n1": 2, "n2": 0, "n3": 0}
+    # nothing states a size: as before
+    bare = mentions(None, group)
+    assert named(bare[~bare["token"].str.startswith("commsize:")]) == {"n0": 0, "n1": 2, "n2": 0, "n3": 0}

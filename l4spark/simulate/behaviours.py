@@ -26,6 +26,12 @@ simulator before these were added.
   ``serverId[<ip>], deviceId[<d>], Heartbeat Lost Occurred, ...``, or CANN 8's ``Cluster
   Exception Location[IP/ID]:[<ip>/<d>], ..., Discoverer:[<ip>/<d>], ...``, the discoverer
   being the device that missed the heartbeat first).
+* ``hccl_group_information`` (Ascend): EI0002 in the wording of CANN's current error table
+  (``remote rank: [r]. base information: [...]. task information: [...]. group information:
+  [group:[...], ..., rankSize[n], rankId[i], peerRankId[r]]``): the line states the size of the
+  communicator whose ranks it numbers. Whatever the wording, the tag of an HCCL task names the
+  communicator it ran in (``tag[AllReduce_<identifier>]``), and each communicator has an
+  identifier of its own: under ``subgroup_collectives`` the data-parallel group's, not the world's.
 
 Every message format used here is in ``FORMATS`` with where it was seen.
 """
@@ -111,6 +117,18 @@ FORMATS: dict[str, Format] = {
         "ExceptionType:[Heartbeat Lost Occurred], Possible Reason:1. Process has exited, 2. Network Disconnected",
         "Ascend's HCCL-timeout case (EI0002, CANN 8: 'Cluster Exception Location[IP/ID]:[90.90.92.240/1], Arrival "
         "Time:[Thu Nov 28 11:56:34 2024], Discoverer:[90.90.92.240/0], ExceptionType:[Heartbeat Lost Occurred]')"),
+    # EI0002 as CANN's current error table words it, with the communicator's group information
+    # (hicann/hcomm: the error table's EI0002 "... remote rank: [%s]. base information: [%s]. task
+    # information: [%s]. group information: [%s]"; TaskExceptionHandler::DealExceptionGroupRank
+    # writes the group part: "group:[<g>], user define information[<u>], rankSize[<n>], rankId[<i>],
+    # peerRankId[<p>]"; hiascend.com atlaserrorcode_15_0242)
+    "hccl_notify_group": Format(
+        "The wait execution of the Notify register times out. Reason: The Notify register has not received the "
+        "Notify record from remote rank: [{rr}]. base information: [streamID:[{sid}], taskID[{tid}], taskType[Notify "
+        "Wait], tag[{tag}]]. task information: [notify id:[0x{nid:016x}], stage:[ffffffff], remote rank:[{rr}]]. group information: [group:[{group}], user define information[], "
+        "rankSize[{size}], rankId[{me}], peerRankId[{rr}]]",
+        "hicann/hcomm error table (EI0002) and task_exception_handler.cc DealExceptionGroupRank; "
+        "hiascend.com CANNCommunityEdition atlaserrorcode_15_0242"),
 }
 # status 5 = IBV_WC_WR_FLUSH_ERR with vendor_err 0xf9 (https://github.com/accelio/accelio/issues/181,
 # https://github.com/spdk/spdk/issues/298): outstanding work flushed when the local QP goes to error
@@ -130,6 +148,7 @@ SHARES: dict[str, float] = {
     "wide_clock_skew": 0.3,
     "subgroup_collectives": 0.5,
     "hccl_heartbeat": 0.5,  # new ones last: the draws of the behaviours above are unchanged
+    "hccl_group_information": 0.5,
 }
 # per job, in the shares above; plus a settings-group trait: Megatron's per-rank timers
 # (``--timing-log-option all``, ``kinds_extra.rank_timers_block``) in 35% of Megatron/MindSpeed groups
@@ -198,6 +217,22 @@ class BehaviourMixin:
     def group_rank(self, rank: int) -> int:
         """The number a process-group line prints for global ``rank``: its rank within the group."""
         return rank if self._subgroup() is None else self.lay.coords(rank)[1]
+
+    def hccl_communicator(self, rank: int) -> tuple[str, int]:
+        """(identifier, size) of the HCCL communicator the failing collective of global ``rank`` runs in.
+
+        An identifier is the communicator's root (rank 0) host address and NIC, port, device and
+        a number of its own (HcclGetRootInfo): the world's is the one every rank's
+        ``hcclCommInitInfo`` line prints; under ``subgroup_collectives`` it is the rank's
+        data-parallel group's, rooted at the group's first member."""
+        lay = self.lay
+        world = "%s%%enp189s0f0_60000_0_%d" % (self.ctx.master_ip, self.ctx.comm_ids[0] % 10**10)
+        if self._subgroup() is None:
+            return world, lay.world
+        tp_rank, _, pp_rank = lay.coords(rank)
+        root = pp_rank * lay.tp * lay.dp + tp_rank
+        number = (self.ctx.comm_ids[2] + 1 + tp_rank + lay.tp * pp_rank) % 10**10
+        return "%s%%enp189s0f0_60000_%d_%d" % (lay.ips[lay.node_of(root)], root % lay.ranks_per_node, number), lay.dp
 
     def in_group(self, pattern: str) -> str:
         """``pattern`` with the default group's prefix replaced by the failing group's (same ``{r}``)."""

@@ -599,8 +599,13 @@ class FaultPlan(ExtraKinds, BehaviourMixin):
         """Ascend: a peer's HCCL Notify wait times out naming a remote rank on the faulty node."""
         fnode = self.faulty[0] if self.faulty else 0
         rr = self.group_rank(remote if remote is not None else fnode * self.lay.ranks_per_node + r.local)
-        tag = "AllReduce_%s%%enp189s0f0_60000_0_%d" % (self.ctx.master_ip, self.ctx.comm_ids[0] % 10**10)
-        msg, tm = fill(T_HCCL_NOTIFY, rr=rr, sid=rng.randint(2, 9), tid=rng.randint(1, 60000), tag=tag)
+        comm, size = self.hccl_communicator(r.rank)
+        tag, sid, tid = "AllReduce_" + comm, rng.randint(2, 9), rng.randint(1, 60000)
+        if "hccl_group_information" in self.behaviours:
+            msg, tm = BEHAVIOUR_FORMATS["hccl_notify_group"].fill(rr=rr, sid=sid, tid=tid, tag=tag, group=comm, size=size,
+                                                                  me=self.group_rank(r.rank), nid=rng.getrandbits(40))
+        else:
+            msg, tm = fill(T_HCCL_NOTIFY, rr=rr, sid=sid, tid=tid, tag=tag)
         self._add(t, r.npu_code, "EI0002", msg, tmpl=tm)
         self.heartbeat_lines(r, t)
         for i, line in enumerate((T_HCCL_NOTIFY_SOLUTION, "        TraceBack (most recent call last):")):

@@ -152,6 +152,12 @@ class SpatialConfig:
     # numbers the job's ranks"): development 363 -> 365 of 376 (MindSpeed), none lost. False:
     # numbers below the ranks per node are never read (sessions 30 and before).
     global_small_ranks: bool = True
+    # Session 40: the rank numbers of an event that numbers the ranks of a communicator smaller
+    # than the job (HCCL's task tag names a data-parallel group's communicator, or EI0002's group
+    # information states its rankSize) are the group's, not global ranks, and name nobody
+    # (``signals.sub_communicator_events``; docs/spatial.md, "Ranks of a smaller communicator").
+    # False: read as global ranks (sessions 39 and before).
+    group_ranks_by_communicator: bool = True
     # The c10d TCPStore client's texts that state the endpoint it connects to (Java regexes; group 1
     # is the store's host or address): pytorch/pytorch torch/csrc/distributed/c10d/TCPStore.cpp
     # ("TCP client failed to connect/validate to host {host}:{port} - retrying|timed out (...)"),
@@ -230,7 +236,7 @@ class SpatialConfig:
                     "silence_without_self", "stop_is_onset", "stop_before_onsets", "silence_needs_cover",
                     "silent_first_alone", "routine_errors_quiet",
                     "uncovered_later_onsets", "lone_roles_own_events", "global_small_ranks",
-                    "pair_scored_events"):
+                    "pair_scored_events", "group_ranks_by_communicator"):
             if not isinstance(getattr(self, key), bool):
                 raise ConfigError(f"spatial.{key}: expected true or false, found {getattr(self, key)!r}")
         if self.granularity not in GRANULARITIES:

@@ -51,6 +51,21 @@ RANK_PATTERN = r"(?i)\brank\W{0,3}(\d+)"
 # runs most collectives in named sub-groups (``group_desc='DATA_PARALLEL_GROUP'``), where rank 2 is
 # the group's third member, not global rank 2: it names nobody, so it is removed before ranks are read.
 SELF_RANK_PREFIX = r"\[(?:PG [^\]]*?)?Rank \d+\]"
+# The communicator a line numbers its ranks in, and its size. HCCL's task tag names the
+# communicator the task ran in, ``tag[AllReduce_<identifier>]`` (torch_npu: the root's
+# ``<ip>%<nic>_<port>_<device>_<number>``, HcclGetRootInfo; MindSpore ``tag[HcomAllReduce_<hash>_0]``);
+# each communicator has an identifier of its own. Every rank's ``hcclCommInitInfo success, rank[r]
+# rankSize[n] commId[<identifier>]`` states one with its size, and CANN's current EI0002 wording states
+# the size of the one it numbers (``group information: [group:[...], ..., rankSize[n], rankId[i],
+# peerRankId[p]]``, hicann/hcomm task_exception_handler.cc), as do CANN's run logs of each
+# communicator (``[Communicator Key Info]identifier[<identifier>] rankSize[n] ...``;
+# ``Entry-HcclCommInitRootInfoConfigInner:ranks[n], rank[r], ... identifier[<name>]``, hcomm's
+# troubleshooting guide). A tag may run on past the identifier (``..._1779783710697217ringAllReduce
+# MeshSmallCountExecutor_device``). A rank number of a communicator smaller than the job is a member
+# of a sub-group (Megatron's data-parallel group), not a global rank.
+COMM_TAG_PATTERN = r"\btag\[[A-Za-z]+_([^\]\s]+)\]"
+COMM_SIZE_PATTERN = r"\b(?:rankSize|ranks)\[(\d+)\]"
+COMM_ID_PATTERN = r"\b(?:commId|identifier)\[([^\]\s]+)\]"
 # Megatron's straggler detector names the slowest rank: `` | MnRtt/Slo: 1234.56ms/17 | ...``
 SLOW_RANK_PATTERN = r"MnRtt/Slo: [0-9.]+ms/(\d+)"
 # How far a rank got in a process group's collectives, as PyTorch's NCCL watchdog prints it
@@ -154,7 +169,10 @@ def unit_mentions(events: DataFrame, granularity: str = "node",
     ``seq:<pg>:<n>`` (the sequence number of the collective a loud NCCL watchdog line says timed
     out, ``TIMEOUT_SEQ_PATTERNS``, in process group ``<pg>``: ``PROCESS_GROUP_PATTERN``, empty when
     the line names none), ``enq:<pg>:<n>`` (the last collective it says the rank enqueued,
-    ``ENQUEUED_SEQ_PATTERNS``), ``self:<a.b.c.d>`` (an address the line states as its own node's,
+    ``ENQUEUED_SEQ_PATTERNS``), ``comm:<identifier>`` (the HCCL communicator a line's task tag names,
+    ``COMM_TAG_PATTERN``; all lines), ``commsize:<identifier>:<n>`` (the size of a communicator a line states,
+    ``COMM_SIZE_PATTERN``, with the identifier of its ``commId[...]`` when it names one, else empty; all
+    lines), ``self:<a.b.c.d>`` (an address the line states as its own node's,
     group 1 of ``self_address_patterns``: ``SpatialConfig.self_address_patterns``; all lines);
     n_lines / n_loud: lines / loud lines naming it; first_s:
     the first timestamp of a loud line naming it. Token extraction is JVM regex, no Python.
@@ -182,6 +200,9 @@ def unit_mentions(events: DataFrame, granularity: str = "node",
                                                     tagged("rank", RANK_PATTERN, 1, True,
                                                            text=replace_all("message", SELF_RANK_PREFIX, "")),
                                                     tagged("slow", SLOW_RANK_PATTERN, 1, False),
+                                                    tagged("comm", COMM_TAG_PATTERN, 1, False),
+                                                    tagged("commsize", COMM_SIZE_PATTERN, 1, False,
+                                                           group_of=COMM_ID_PATTERN),
                                                     *(tagged("seq", regex, 1, True, group_of=PROCESS_GROUP_PATTERN)
                                                       for regex in TIMEOUT_SEQ_PATTERNS),
                                                     *(tagged("enq", regex, 1, True, group_of=PROCESS_GROUP_PATTERN)

@@ -470,7 +470,7 @@ def address_book(mentions: pd.DataFrame, nodes: Iterable[str], by_elimination: b
 def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Series,
                   since: float | None, window_s: float, onsets: pd.Series | None = None,
                   reactions: Iterable[tuple[str, str]] = (), store_clients: bool = False,
-                  global_small_ranks: bool = False) -> pd.DataFrame:
+                  global_small_ranks: bool = False, group_ranks: bool = False) -> pd.DataFrame:
     """Which units the others' loud lines name, and how many others name each.
 
     ``mentions``: unit, node, event_id, token, n_loud, first_s, candidate rows;
@@ -515,6 +515,9 @@ def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Se
     world group, where the first node's ranks were never read), while a local-rank text never
     names a number that large (docs/spatial.md, "Small rank numbers of an event that numbers
     the job's ranks").
+
+    ``group_ranks``: the rank numbers of a unit's event are not global ranks, and name nobody,
+    when the event numbers the ranks of a communicator smaller than the job (``sub_communicator_events``).
     """
     out = pd.DataFrame({"named_by": 0, "named_weight": 0.0, "names": [[] for _ in activity.index]},
                        index=activity.index)
@@ -528,6 +531,11 @@ def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Se
             rank_units.setdefault(int(rank), unit)
     per_node = max((len(r) for r in _node_ranks(activity).values()), default=1)
     loud = mentions[(mentions["n_loud"] > 0) & mentions["candidate"]]
+    if group_ranks and len(rank_units):
+        in_group = sub_communicator_events(mentions, max(rank_units) + 1)
+        if in_group:
+            keys = pd.MultiIndex.from_frame(loud[["unit", "event_id"]])
+            loud = loud[~(loud["token"].str.startswith("rank:").to_numpy() & keys.isin(list(in_group)))]
     first = loud["first_s"] if "first_s" in loud.columns else pd.Series(np.nan, index=loud.index)
     loud = loud.assign(when=first - loud["unit"].map(offsets).fillna(0.0))  # the naming lines' aligned time
     numbering = set()  # events that name a rank of the job at or above the ranks per node
@@ -584,6 +592,47 @@ def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Se
     out["named_by"] = named_by.reindex(out.index).fillna(0).astype(int)
     out["named_weight"] = strongest.groupby(level="unit").sum().reindex(out.index).fillna(0.0)
     out["names"] = [names.get(unit, []) for unit in out.index]
+    return out
+
+
+def sub_communicator_events(mentions: pd.DataFrame, world: int) -> set[tuple[str, str]]:
+    """(unit, event_id) pairs whose lines number the ranks of a communicator smaller than the job.
+
+    ``mentions``: unit, event_id, token rows of ``unit_mentions`` (every line, loud or not);
+    ``world``: the job's ranks. A communicator's size is what a line states with its identifier
+    (``commsize:<identifier>:<n>``: CANN's ``identifier[...] rankSize[n]``, ``commId[...]``); a line
+    that states a size alone (``commsize::<n>``: EI0002's group information) states its own. An
+    event numbers a smaller communicator's ranks when a line of it states a size below ``world``,
+    or when the communicator its task tag names (``comm:<tag>``; the tag starts with the
+    communicator's identifier) is one stated below ``world``, or is none of those stated with the
+    job's size while some are (the tag names another communicator than the job's). Without any
+    size in the job's lines, no event is one: rank numbers read as global, as before.
+    """
+    tokens = mentions.loc[mentions["token"].str.startswith(("comm:", "commsize:")), ["unit", "event_id", "token"]]
+    if tokens.empty:
+        return set()
+    sizes: dict[str, int] = {}
+    for token in tokens["token"].unique():
+        if token.startswith("commsize:"):
+            identifier, _, size = token[len("commsize:"):].rpartition(":")
+            if identifier and size.isdigit():
+                sizes[identifier] = int(size)
+    jobs = [i for i, n in sizes.items() if n >= world]
+
+    def smaller(tag: str) -> bool:
+        stated = [n for i, n in sizes.items() if tag.startswith(i)]
+        if stated:
+            return min(stated) < world
+        return bool(jobs)
+
+    out = set()
+    for unit, event, token in tokens.itertuples(index=False):
+        if token.startswith("commsize::"):
+            size = token[len("commsize::"):]
+            if size.isdigit() and int(size) < world:
+                out.add((unit, event))
+        elif token.startswith("comm:") and smaller(token[len("comm:"):]):
+            out.add((unit, event))
     return out
 
 
