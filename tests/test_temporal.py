@@ -117,6 +117,27 @@ def test_progress_stall_and_refined_iteration():
     assert analyse_progress([], None, None).failure_iteration is None
 
 
+def test_the_first_error_places_the_stop_only_while_the_next_progress_line_was_due():
+    # issue #18, fresh 36021 (MindSpeed, progress every 5 iterations of ~90 s)
+    marks = [(i, 1000.0 + 90 * i) for i in range(1700, 1786, 5)]
+    last = 1000.0 + 90 * 1785
+    # a hang at 1788: its peers' HCCL timeout (1800 s, no "ran for N ms") came 2034 s later; not
+    # stalled by hang_factor (5 intervals), it was placed at the interval's end (1790)
+    hang = analyse_progress(marks, last_t=last + 2034, first_error_t=last + 2034)
+    assert not hang.stalled and hang.failure_iteration == 1788  # the middle
+    old = TemporalConfig(early_error_places_stall=False, late_error_mid_interval=False)
+    assert analyse_progress(marks, last_t=last + 2034, first_error_t=last + 2034, conf=old).failure_iteration == 1790
+    # NaN on one rank 16 s into iteration 12866: it died at once, its peers waited in the collective
+    # until HCCL's timeout, so the job stalled; its first error still places the stop
+    nan = [(i, 2000.0 + 31.6 * i) for i in range(12800, 12866, 5)]
+    end = 2000.0 + 31.6 * 12865
+    died = analyse_progress(nan, last_t=end + 1815, first_error_t=end + 15.8)
+    assert died.stalled and died.failure_iteration == 12866
+    assert analyse_progress(nan, last_t=end + 1815, first_error_t=end + 15.8, conf=old).failure_iteration == 12868
+    # within one iteration past the due time it still places it (jitter), at the interval's end
+    assert analyse_progress(marks, last_t=last + 500, first_error_t=last + 5.5 * 90).failure_iteration == 1790
+
+
 def test_progress_counts_untimed_progress_lines():
     progress = analyse_progress([(i, None) for i in range(5, 51, 5)], last_t=None, first_error_t=None)
     assert (progress.last_iteration, progress.stride, progress.stalled, progress.failure_iteration) == (50, 5, False, 53)

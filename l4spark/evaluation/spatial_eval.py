@@ -180,15 +180,16 @@ def _family_table(ranked: dict[str, dict[str, list[str]]], faulty: dict, family_
 def cache_settings(spatial) -> dict:
     """What the cached inputs were built with (``build_inputs``): ``spatial``'s granularity and
     patterns, and this code's watchdog-sequence and rank patterns."""
-    from l4spark.spatial.ranking import (ENQUEUED_SEQ_PATTERNS, PROCESS_GROUP_PATTERN, RANK_PATTERN,
-                                         SELF_RANK_PREFIX, TIMEOUT_SEQ_PATTERNS)
+    from l4spark.spatial.ranking import (COMM_ID_PATTERN, COMM_SIZE_PATTERN, COMM_TAG_PATTERN, ENQUEUED_SEQ_PATTERNS,
+                                         PROCESS_GROUP_PATTERN, RANK_PATTERN, SELF_RANK_PREFIX, TIMEOUT_SEQ_PATTERNS)
 
     return {"granularity": spatial.granularity, "remote_patterns": list(spatial.remote_patterns),
             "store_client_patterns": list(spatial.store_client_patterns),
             "seq_patterns": [*TIMEOUT_SEQ_PATTERNS, PROCESS_GROUP_PATTERN],
             "enqueued_patterns": list(ENQUEUED_SEQ_PATTERNS),
             "self_address_patterns": list(spatial.self_address_patterns),
-            "rank_patterns": [RANK_PATTERN, SELF_RANK_PREFIX]}
+            "rank_patterns": [RANK_PATTERN, SELF_RANK_PREFIX],
+            "communicator_patterns": [COMM_TAG_PATTERN, COMM_SIZE_PATTERN, COMM_ID_PATTERN]}
 
 
 def build_inputs(fleet: Path, warehouse: Path, master: str, spatial, job_ids: list[str]) -> dict[str, pd.DataFrame]:
@@ -197,7 +198,7 @@ def build_inputs(fleet: Path, warehouse: Path, master: str, spatial, job_ids: li
     The cache is reused only if it was built at ``spatial``'s granularity with its
     ``remote_patterns`` and ``store_client_patterns`` and with this code's watchdog sequence
     and rank patterns (``_spatial_inputs/settings.json``): the facts' ``remote`` flag and the ``store:``,
-    ``seq:``, ``enq:`` and ``rank:`` tokens are set in Spark, and a cache of older patterns would rank with them (a cache
+    ``seq:``, ``enq:``, ``rank:``, ``comm:`` and ``commsize:`` tokens are set in Spark, and a cache of older patterns would rank with them (a cache
     of before session 26 has no ``seq:`` token: nobody would be behind)."""
     import json
 

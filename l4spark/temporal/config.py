@@ -184,6 +184,15 @@ class TemporalConfig:
     # that name their step (`Saving model checkpoint to .../checkpoint-N` is printed when step N is done):
     # the stop is placed by the time from the last such save to the first new error over that pace
     pace_from_saves: bool = True
+    # Session 40: when the first error after the last progress line came before one iteration past the
+    # next progress line's due time, it places the stop even in a stalled job (a process that died at
+    # once, its peers waiting in the collective until HCCL's timeout). False: a stalled job's first
+    # error never places it (sessions 39 and before)
+    early_error_places_stall: bool = True
+    # Session 40: a first error later than that places nothing, stalled or not (a timeout's error tells
+    # nothing of when the job stopped): the interval's middle. False: a job not stalled by hang_factor
+    # is placed at the interval's end (sessions 39 and before)
+    late_error_mid_interval: bool = True
     rare_max_jobs: int = 1  # stand-in indicating events: in at most this many jobs of the warehouse
 
     def __post_init__(self) -> None:

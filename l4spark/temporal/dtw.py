@@ -207,7 +207,9 @@ def analyse_progress(marks: list[tuple[int, float | None]], last_t: float | None
     its last timed line, and the pace between such saves (less the saves' own lines); with
     ``conf.pace_from_saves``, when the last progress line has no time, the stop is N + 1 advanced
     by the time from that line to ``first_error_t`` (or ``began_t``) over that pace, within the
-    log interval after the last progress line.
+    log interval after the last progress line. A first error later than one iteration past the
+    next progress line's due time places nothing (``conf.late_error_mid_interval``; the middle),
+    an earlier one places the stop even in a stalled job (``conf.early_error_places_stall``).
     """
     iterations = sorted({i for i, _ in marks})
     if not iterations:
@@ -242,7 +244,16 @@ def analyse_progress(marks: list[tuple[int, float | None]], last_t: float | None
             slowdown = _slowdown_onset(spans, [(b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(spans, spans[1:])],
                                        stride, conf)
     failure = last_it + 1
-    broke_t = began_t if began_t is not None else (None if stalled else first_error_t)
+    broke_t = began_t if began_t is not None else first_error_t
+    late = bool(began_t is None and broke_t is not None and seconds and last_mark_t is not None
+                and broke_t - last_mark_t >= (stride + 1) * seconds)
+    if late and (stalled or conf.late_error_mid_interval):
+        # the first error came after the next progress line was due (one iteration of slack): the
+        # job had stopped before it, and the error is a timeout's (HCCL's 1800 s is less than five
+        # intervals of a slow job, so such a job need not count as stalled); nothing times the stop
+        broke_t = None
+    elif stalled and began_t is None and not conf.early_error_places_stall:
+        broke_t = None
     if seconds and broke_t is not None and last_mark_t is not None and broke_t > last_mark_t:
         failure += min(stride - 1, int((broke_t - last_mark_t) / seconds))
     elif (conf.pace_from_saves and saves is not None and last_mark_t is None and broke_t is not None
