@@ -124,9 +124,10 @@ def test_the_first_error_places_the_stop_only_while_the_next_progress_line_was_d
     # a hang at 1788: its peers' HCCL timeout (1800 s, no "ran for N ms") came 2034 s later; not
     # stalled by hang_factor (5 intervals), it was placed at the interval's end (1790)
     hang = analyse_progress(marks, last_t=last + 2034, first_error_t=last + 2034)
-    assert not hang.stalled and hang.failure_iteration == 1788  # the middle
-    old = TemporalConfig(early_error_places_stall=False, late_error_mid_interval=False)
-    assert analyse_progress(marks, last_t=last + 2034, first_error_t=last + 2034, conf=old).failure_iteration == 1790
+    assert not hang.stalled and hang.failure_iteration == 1790  # the default: at most the interval's end
+    middle = TemporalConfig(late_error_mid_interval=True)  # measured and left off
+    assert analyse_progress(marks, last_t=last + 2034, first_error_t=last + 2034, conf=middle).failure_iteration == 1788
+    old = TemporalConfig(early_error_places_stall=False)
     # NaN on one rank 16 s into iteration 12866: it died at once, its peers waited in the collective
     # until HCCL's timeout, so the job stalled; its first error still places the stop
     nan = [(i, 2000.0 + 31.6 * i) for i in range(12800, 12866, 5)]
@@ -135,7 +136,9 @@ def test_the_first_error_places_the_stop_only_while_the_next_progress_line_was_d
     assert died.stalled and died.failure_iteration == 12866
     assert analyse_progress(nan, last_t=end + 1815, first_error_t=end + 15.8, conf=old).failure_iteration == 12868
     # within one iteration past the due time it still places it (jitter), at the interval's end
-    assert analyse_progress(marks, last_t=last + 500, first_error_t=last + 5.5 * 90).failure_iteration == 1790
+    assert analyse_progress(marks, last_t=last + 500, first_error_t=last + 5.5 * 90, conf=middle).failure_iteration == 1790
+    # a stalled job's late error places nothing, either way: the middle
+    assert analyse_progress(nan, last_t=end + 1815, first_error_t=end + 1815).failure_iteration == 12868
 
 
 def test_progress_counts_untimed_progress_lines():
