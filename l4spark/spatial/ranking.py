@@ -54,8 +54,8 @@ SELF_RANK_PREFIX = r"\[(?:PG [^\]]*?)?Rank \d+\]"
 # The communicator a line numbers its ranks in, and its size. HCCL's task tag names the
 # communicator the task ran in, ``tag[AllReduce_<identifier>]`` (torch_npu: the root's
 # ``<ip>%<nic>_<port>_<device>_<number>``, HcclGetRootInfo; MindSpore ``tag[HcomAllReduce_<hash>_0]``);
-# each communicator has an identifier of its own. Every rank's ``hcclCommInitInfo success, rank[r]
-# rankSize[n] commId[<identifier>]`` states one with its size, and CANN's current EI0002 wording states
+# each communicator has an identifier of its own. The simulator's ``hcclCommInitInfo success, rank[r]
+# rankSize[n] commId[<identifier>]`` (not a verified CANN text) states one with its size, and CANN's current EI0002 wording states
 # the size of the one it numbers (``group information: [group:[...], ..., rankSize[n], rankId[i],
 # peerRankId[p]]``, hicann/hcomm task_exception_handler.cc), as do CANN's run logs of each
 # communicator (``[Communicator Key Info]identifier[<identifier>] rankSize[n] ...``;
