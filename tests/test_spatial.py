@@ -1881,3 +1881,25 @@ def test_rank_numbers_of_a_smaller_communicator_name_nobody():
     # nothing states a size: as before
     bare = mentions(None, group)
     assert named(bare[~bare["token"].str.startswith("commsize:")]) == {"n0": 0, "n1": 2, "n2": 0, "n3": 0}
+
+
+def test_communicator_sizes_are_read_from_cann_wordings_not_from_list_indexes():
+    import re
+
+    from l4spark.spatial.ranking import COMM_ID_PATTERN, COMM_SIZE_PATTERN, COMM_TAG_PATTERN
+
+    def size(line: str) -> list[str]:
+        return re.findall(COMM_SIZE_PATTERN, line)
+
+    # CANN's run logs and EI0002's group information (hcomm's troubleshooting guide, task_exception_handler.cc)
+    key = "[Communicator Key Info]identifier[127.0.0.1%enp_60000_0_1765367607599032] rankSize[8] serverNum[1]"
+    entry = ("Entry-HcclCommInitRootInfoConfigInner:ranks[16], rank[0], rootinfo: host ip[127.10.0.1] "
+             "port[60000] nicDeploy[1] identifier[group_name_0], deviceLogicId[0]")
+    group = "group information: [group:[x], user define information[], rankSize[4], rankId[1], peerRankId[3]]"
+    assert size(key) == ["8"] and re.findall(COMM_ID_PATTERN, key) == ["127.0.0.1%enp_60000_0_1765367607599032"]
+    assert size(entry) == ["16"] and re.findall(COMM_ID_PATTERN, entry) == ["group_name_0"]
+    assert size(group) == ["4"]
+    # a list index in any framework's traceback states no communicator
+    assert size("    src = ranks[0]") == [] and size("[rank3]:     peer = group_ranks[1]") == []
+    tag = "tag[AllReduce_80.48.9.154%enp48s3u1u1_60000_0_1779783710697217ringAllReduceMeshSmallCountExecutor_device]"
+    assert re.findall(COMM_TAG_PATTERN, tag) == ["80.48.9.154%enp48s3u1u1_60000_0_1779783710697217ringAllReduceMeshSmallCountExecutor_device"]

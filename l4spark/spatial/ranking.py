@@ -62,9 +62,11 @@ SELF_RANK_PREFIX = r"\[(?:PG [^\]]*?)?Rank \d+\]"
 # ``Entry-HcclCommInitRootInfoConfigInner:ranks[n], rank[r], ... identifier[<name>]``, hcomm's
 # troubleshooting guide). A tag may run on past the identifier (``..._1779783710697217ringAllReduce
 # MeshSmallCountExecutor_device``). A rank number of a communicator smaller than the job is a member
-# of a sub-group (Megatron's data-parallel group), not a global rank.
+# of a sub-group (Megatron's data-parallel group), not a global rank. ``ranks[n]`` counts only in a
+# line that names an ``identifier[...]``: alone it is any code's list index (``src = ranks[0]`` in a
+# traceback's source line) and would make its event a communicator of one.
 COMM_TAG_PATTERN = r"\btag\[[A-Za-z]+_([^\]\s]+)\]"
-COMM_SIZE_PATTERN = r"\b(?:rankSize|ranks)\[(\d+)\]"
+COMM_SIZE_PATTERN = r"\b(?:rankSize|ranks(?=\[\d+\].*\bidentifier\[))\[(\d+)\]"
 COMM_ID_PATTERN = r"\b(?:commId|identifier)\[([^\]\s]+)\]"
 # Megatron's straggler detector names the slowest rank: `` | MnRtt/Slo: 1234.56ms/17 | ...``
 SLOW_RANK_PATTERN = r"MnRtt/Slo: [0-9.]+ms/(\d+)"
