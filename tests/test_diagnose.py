@@ -578,6 +578,43 @@ def test_a_node_whose_cpus_throttle_alone_is_lifted_and_names_the_slowdown():
     assert before.sort_values("rank")["node"].iloc[0] == "gpu-h100-409"
 
 
+def test_a_brief_throttle_on_one_node_does_not_outrank_a_straggler_measured_on_another():
+    """Issue #18, fresh fleet 36025: a straggler GPU on hpc-h800-0763 (no error; the ranking
+    measured it as the unit everyone waits for) and, on hpc-h800-0764, the kernel's
+    "Core temperature above threshold" followed 10 ms later by "temperature/speed normal", which
+    healthy CPUs print under normal load. The throttle's claim of slowness lifts nobody against the
+    measurement; it still lifts its printer where the printer is the measured straggler, where no
+    unit was measured slow, or where the printer also printed a fault of another class."""
+    from l4spark.diagnosis.patterns import PatternMatch, seed_patterns
+    from l4spark.diagnosis.scoring import slowness_claims, with_known_fault_printers
+    from l4spark.spatial.config import SpatialConfig
+
+    conf = load_config().diagnosis
+    assert conf.measured_slowness_overrules
+    claims = slowness_claims(seed_patterns())
+    assert "cpu-thermal-throttle" in claims and "gpu-ecc-error" not in claims
+    hot = PatternMatch("cpu-thermal-throttle", "CPU thermal throttling", "slowdown", 1.0, ("E_hot",))
+    ecc = PatternMatch("gpu-ecc-error", "ECC", "accelerator", 1.0, ("E_ecc",))
+    slow = "slow: the others wait for it (slowness 1.00)"
+    nodes = _ranking("j", {"hpc-h800-0763": 0.922, "hpc-h800-0764": 0.729, "hpc-h800-0762": 0.45})
+    nodes["signals"] = [["named by 1 peer(s)", slow], ["failed first, 72.9 s before the next unit"], []]
+    evidence = pd.DataFrame({"job_id": ["j", "j"], "event_id": ["E_hot", "E_ecc"],
+                             "nodes": [["hpc-h800-0764"], ["hpc-h800-0764"]]})
+
+    def first(matches, ranking=nodes, claimed=claims):
+        got = with_known_fault_printers(ranking, {"j": matches}, evidence, conf.known_fault_weight,
+                                        conf.known_fault_classes, SpatialConfig(), claims=claimed)
+        return got.sort_values("rank")["node"].iloc[0]
+
+    assert first([hot]) == "hpc-h800-0763"
+    assert first([hot], claimed=()) == "hpc-h800-0764"  # the setting off: sessions 40 and before
+    assert first([hot, ecc]) == "hpc-h800-0764"  # an ECC error of its own is more than a claim of slowness
+    unmeasured = nodes.assign(signals=[["named by 1 peer(s)"], ["failed first"], []])
+    assert first([hot], unmeasured) == "hpc-h800-0764"  # nothing measured: the claim stands
+    own = nodes.assign(signals=[["named by 1 peer(s)"], ["failed first", slow], []])
+    assert first([hot], own) == "hpc-h800-0764"  # the printer is the measured straggler
+
+
 def test_known_fault_settings_are_checked():
     assert load_config(overrides={"diagnosis.known_fault_weight": 0}).diagnosis.known_fault_weight == 0
     with pytest.raises(ConfigError, match="known_fault_weight"):

@@ -45,7 +45,8 @@ from l4spark.diagnosis.patterns import FaultPattern, unit_fault_patterns
 from l4spark.crossjob.reasons import NO_HISTORY
 from l4spark.diagnosis.config import CONFIG_ECHO_PATTERN, INDENTED_PATTERN, WARNING_LINE_PATTERN, DiagnosisConfig
 from l4spark.diagnosis.scoring import (SEVERITY, job_patterns, pattern_hit_rows, rank_matches, score_events,
-                                      known_fault_printers, lift_printers, with_unit_faults)
+                                      known_fault_printers, lift_printers, slowness_claims,
+                                      unmeasured_claims, with_unit_faults)
 from l4spark.io.frames import computed_once, local_frame, materialize, session_settings
 from l4spark.io.session import ADAPTIVE, CODEGEN_FACTORY_MODE, WHOLE_STAGE_CODEGEN
 from l4spark.regexcolumns import any_rlike, rlike
@@ -414,7 +415,8 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     templates = _templates(spark, config, evidence["event_id"].unique().tolist())
     matches = job_patterns(evidence, templates, library, conf.pattern_min_confidence)
     printers = known_fault_printers(matches, evidence, conf.known_fault_classes, conf.known_fault_share)
-    nodes = lift_printers(nodes, printers, conf.known_fault_weight, config.spatial)
+    claims = slowness_claims(library) if conf.measured_slowness_overrules else ()
+    nodes = lift_printers(nodes, unmeasured_claims(nodes, printers, claims), conf.known_fault_weight, config.spatial)
     if keep_ranking_inputs:
         kept["lifts"] = pd.DataFrame([(job_id, *lift) for job_id, lift in printers.items()],
                                      columns=["job_id", "node", "pattern_ids", "share"])

@@ -140,6 +140,12 @@ class DiagnosisConfig:
     # touched its threshold once) are that node's fault (docs/diagnosis.md, "Most of a known
     # fault's lines"). In (0.5, 1]; 1.0: the only printer, as before.
     known_fault_share: float = 0.8
+    # Session 41: a known fault that only claims its node was slow (class slowdown: a CPU's thermal
+    # throttling) lifts nobody where the ranking measured a unit of another node as the one every
+    # other unit waits for (the straggler's signal): the measurement outranks the claim
+    # (scoring.unmeasured_claims; docs/diagnosis.md, "A claim of slowness against a measured
+    # straggler"). False: sessions 40 and before.
+    measured_slowness_overrules: bool = True
     # a communication library's report of a failed call with its result code: NCCL's back trace,
     # one line per function the code returned through ("file.cc:N -> code", NCCLCHECK in
     # include/checks.h, "Print the back trace"; NCCL's docs: "NCCL_DEBUG=INFO will print the back

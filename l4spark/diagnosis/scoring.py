@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Callable, Sequence
+from typing import Callable, Collection, Sequence
 
 import pandas as pd
 
 from l4spark.crossjob.reasons import NO_HISTORY
 from l4spark.diagnosis.config import SOURCES, DiagnosisConfig
 from l4spark.diagnosis.patterns import (DEAD_UNIT_PATTERN_ID, FaultPattern, PatternMatch, match_patterns,
-                                       unit_fault_patterns)
+                                       slow_unit_pattern, unit_fault_patterns)
 from l4spark.spatial.config import SpatialConfig
 from l4spark.spatial.score import order_units, suspect_flags, unit_key
 
@@ -206,16 +206,46 @@ def known_fault_printers(matches: dict[str, list[PatternMatch]], evidence: pd.Da
     return lifted
 
 
+def slowness_claims(library: Sequence[FaultPattern]) -> frozenset[str]:
+    """The ids of ``library``'s patterns that explain slowness and nothing else: those of the
+    class the straggler belongs to (``patterns.slow_unit_pattern``: slowdown, a CPU's thermal
+    throttling)."""
+    return frozenset(p.pattern_id for p in library if p.fault_class == slow_unit_pattern().fault_class)
+
+
+def unmeasured_claims(nodes: pd.DataFrame, lifted: dict[str, tuple], claims: Collection[str]) -> dict[str, tuple]:
+    """``lifted`` (``known_fault_printers``) without the jobs where a printer's known faults only
+    claim its node was slow (every pattern id in ``claims``: ``slowness_claims``) while the ranking
+    measured a unit of another node as the one every other unit waits for (its ``signals`` carry
+    the straggler's signature, ``patterns.slow_unit_pattern``). The measurement outranks the claim:
+    healthy CPUs cross their thermal threshold for milliseconds under normal load, and the kernel
+    prints "temperature above threshold" then "temperature/speed normal" (the reason Linux 5.5
+    stopped logging each crossing: linux-edac, "x86/mce/therm_throt: Optimize notifications of
+    thermal throttle", 2019); such a pair on one node says nothing about a straggler measured on
+    another. ``nodes``: job_id, node, signals."""
+    if not lifted or not claims or nodes is None or not len(nodes):
+        return lifted
+    slow = [re.compile(regex) for regex in slow_unit_pattern().signature]
+    claimed = {job_id for job_id, (_, pattern_ids, _) in lifted.items() if set(pattern_ids) <= set(claims)}
+    measured: dict[str, set] = {}
+    for row in nodes[nodes["job_id"].isin(claimed)].itertuples():
+        if all(any(regex.search(str(s)) for s in _listed(row.signals)) for regex in slow):
+            measured.setdefault(row.job_id, set()).add(row.node)
+    return {job_id: lift for job_id, lift in lifted.items() if not measured.get(job_id, set()) - {lift[0]}}
+
+
 def with_known_fault_printers(nodes: pd.DataFrame, matches: dict[str, list[PatternMatch]], evidence: pd.DataFrame,
                               weight: float, classes: Sequence[str], spatial: SpatialConfig,
-                              share: float = 1.0) -> pd.DataFrame:
+                              share: float = 1.0, claims: Collection[str] = ()) -> pd.DataFrame:
     """The node ranking with one more term in its one score: a job's units on the node that
     printed a known fault of a node-local class (``classes``: a GPU's ECC error, the kernel's OOM
     kill, a stale handle on that node's mount) alone, or at least ``share`` of its lines
     (``known_fault_printers``), gain ``weight`` in ``combined_score``; the units are
     then ordered again by that score alone (``spatial.score.order_units``) and ``suspect`` is
     recomputed (``spatial.score.suspect_flags`` with ``spatial``). A fault several nodes print
-    (a shared file system down for all) says nothing about one of them and changes nothing.
+    (a shared file system down for all) says nothing about one of them and changes nothing, nor
+    does a claim of slowness (``claims``) where the ranking measured another node's unit as the
+    straggler (``unmeasured_claims``).
 
     ``nodes``: the ranking (job_id, node, process_rank, rank, combined_score, suspect, signals, ...);
     ``matches``: ``job_patterns`` per job; ``evidence``: job_id, event_id, nodes (the nodes that
@@ -223,7 +253,8 @@ def with_known_fault_printers(nodes: pd.DataFrame, matches: dict[str, list[Patte
     """
     if nodes is None or not len(nodes) or weight <= 0:
         return nodes
-    return lift_printers(nodes, known_fault_printers(matches, evidence, classes, share), weight, spatial)
+    lifted = unmeasured_claims(nodes, known_fault_printers(matches, evidence, classes, share), claims)
+    return lift_printers(nodes, lifted, weight, spatial)
 
 
 def lift_printers(nodes: pd.DataFrame, lifted: dict[str, tuple], weight: float,

@@ -49,13 +49,15 @@ def read_dump(dump: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
 def outcomes(frames: tuple, setting: Setting, conf, spatial) -> pd.DataFrame:
     """Per failed job of a dump (``read_dump``): node_first (None without a labelled faulty node)
     and class_ok. ``conf``: the diagnosis configuration (its confidence threshold and unit faults)."""
-    from l4spark.diagnosis.scoring import job_patterns, rank_matches, with_known_fault_printers, with_unit_faults
+    from l4spark.diagnosis.scoring import (job_patterns, rank_matches, slowness_claims, with_known_fault_printers,
+                                          with_unit_faults)
 
     scored, nodes, per_job = frames
     templates = dict(zip(scored["event_id"], scored["template"]))
     matches = job_patterns(scored, templates, list(setting.library), conf.pattern_min_confidence)
+    claims = slowness_claims(setting.library) if conf.measured_slowness_overrules else ()
     ranked = with_known_fault_printers(nodes, matches, scored, setting.weight, setting.classes, spatial,
-                                       conf.known_fault_share)
+                                       conf.known_fault_share, claims)
     ordered = rank_matches(matches, scored, ranked)
     ordered = with_unit_faults(ordered, ranked, conf, scored)
     first = ranked[ranked["rank"] == 1].drop_duplicates("job_id").set_index("job_id")["node"]

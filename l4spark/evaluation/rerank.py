@@ -12,7 +12,8 @@ from the dump's ``scored`` events for dumps before session 36; ``ranking_lifts``
 ``spatial.ranking.rank_job``, the diagnosis's own per-job step, under the configuration
 (``--conf`` files, then ``--set`` overrides, values as TOML literals:
 ``--set spatial.behind_weight=0.5``, ``--set spatial.normalisation=role``), and the known-fault
-term added (``scoring.lift_printers``, ``diagnosis.known_fault_weight``). Unlike
+term added (``scoring.lift_printers``, ``diagnosis.known_fault_weight``; a claim of slowness against
+a straggler measured elsewhere withheld, ``scoring.unmeasured_claims``). Unlike
 ``spatial_eval`` (every event a candidate, no history), this ranks what ``l4spark diagnose``
 ranks: with the settings of the dump's run it gives the dump's ``nodes`` job for job.
 
@@ -59,7 +60,8 @@ def read_inputs(dump: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, p
 def rank_again(facts: pd.DataFrame, activity: pd.DataFrame, lifts: pd.DataFrame, config) -> pd.DataFrame:
     """``diagnosis_nodes`` rows of every job of ``activity``, as the diagnosis ranks them under
     ``config`` (``rank_job`` per job, then the known-fault term)."""
-    from l4spark.diagnosis.scoring import lift_printers
+    from l4spark.diagnosis.patterns import seed_patterns
+    from l4spark.diagnosis.scoring import lift_printers, slowness_claims, unmeasured_claims
     from l4spark.spatial.ranking import DIAGNOSIS_NODES_COLUMNS, rank_job
 
     by_job = dict(tuple(facts.groupby("job_id", sort=False)))
@@ -68,7 +70,10 @@ def rank_again(facts: pd.DataFrame, activity: pd.DataFrame, lifts: pd.DataFrame,
     nodes = pd.concat(parts, ignore_index=True)[DIAGNOSIS_NODES_COLUMNS] if parts else \
         pd.DataFrame(columns=DIAGNOSIS_NODES_COLUMNS)
     lifted = {r.job_id: (r.node, list(r.pattern_ids), getattr(r, "share", 1.0)) for r in lifts.itertuples()}
-    return lift_printers(nodes, lifted, config.diagnosis.known_fault_weight, config.spatial)
+    # the shipped library's classes (a dump's lifts name pattern ids only)
+    claims = slowness_claims(seed_patterns()) if config.diagnosis.measured_slowness_overrules else ()
+    return lift_printers(nodes, unmeasured_claims(nodes, lifted, claims), config.diagnosis.known_fault_weight,
+                         config.spatial)
 
 
 def outcomes(nodes: pd.DataFrame, per_job: pd.DataFrame) -> pd.DataFrame:
