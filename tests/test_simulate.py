@@ -664,6 +664,34 @@ def test_hccl_notify_wait_tags_the_communicator_it_ran_in(tmp_path):
     assert kinds[(True, True)] and len(kinds) >= 2, kinds
 
 
+def test_megatrons_elapsed_time_per_iteration_is_its_log_intervals_mean(tmp_path):
+    """Megatron-LM's ``training_log`` divides the ``interval-time`` timer by the iterations of the
+    log interval. A straggler (a step change of the pace) that began inside an interval slows s of
+    its L steps, so the line closing it states about ((L - s) x the interval before + s x the
+    interval after) / L (session 40 and before: the last step's time, as if the whole interval
+    were slow)."""
+    fleet = _fleet(tmp_path, "pace", seed=41, jobs=24, failed_share=1.0, nodes=(2, 3), ranks_per_node=2, iterations=80,
+                   frameworks=("megatron",), fault_kinds=("straggler",), behaviours=())
+    line = re.compile(r"iteration +(\d+)/ *\d+ \| consumed samples: +\d+ \| elapsed time per iteration \(ms\): ([0-9.]+)")
+    inside = 0
+    for job_id, lab in fleet.labels.items():
+        stated = {int(m.group(1)): float(m.group(2)) for m in map(line.search, fleet.lines(job_id)) if m}
+        its = sorted(stated)
+        stride = min(b - a for a, b in zip(its, its[1:]))
+        onset = lab["failure_iteration"]
+        closing = next((i for i in its if i >= onset), None)
+        if stride < 2 or closing is None or {closing - stride, closing + stride} - set(stated):
+            continue
+        slow = closing - onset + 1  # slow steps of the closing interval
+        if slow >= stride:
+            continue
+        before, after = stated[closing - stride], stated[closing + stride]
+        mean = ((stride - slow) * before + slow * after) / stride
+        assert abs(stated[closing] - mean) < 0.5 * (after - mean), (job_id, before, stated[closing], after)
+        inside += 1
+    assert inside >= 3
+
+
 def test_wide_clock_skew_puts_nodes_seconds_apart(tmp_path):
     kw = dict(seed=24, jobs=12, failed_share=1.0, nodes=(6, 6), ranks_per_node=2, iterations=60)
     wide = _fleet(tmp_path, "wide", behaviours=("wide_clock_skew",), **kw)

@@ -1098,6 +1098,33 @@ def test_a_dead_node_is_blamed_by_the_peers_that_name_its_address():
     assert named.at["a", "names"] == ["ip:10.0.0.0"]
 
 
+def test_a_listing_of_every_other_node_names_nobody():
+    """Fresh 36029's straggler job (three nodes): after the step was cancelled, srun on the first
+    node printed ``srun: error: <host>: tasks 4-7: Killed`` for every node. Its name of the
+    second node counted as blame (the third's came before that node's failure began), and that
+    node was ranked above the straggler. A line that lists every node of the others names nobody;
+    one that names one peer still blames it, and so does a listing in a job of two nodes."""
+    from l4spark.spatial.config import SpatialConfig
+
+    activity = pd.DataFrame({"node": ["a", "b", "c"], "ranks": [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]},
+                            index=["a", "b", "c"])
+    killed = [("a", "a", "srun_killed", f"host:{n}", 1, 1000.0, True) for n in ("a", "b", "c")]
+    mentions = pd.DataFrame(killed, columns=["unit", "node", "event_id", "token", "n_loud", "first_s", "candidate"])
+    onsets = pd.Series({"a": 990.0, "b": 995.0, "c": 1010.0})  # c began to fail after the listing
+    zero = pd.Series(0.0, index=activity.index)
+    before = peer_mentions(mentions, activity, zero, since=990.0, window_s=60.0, onsets=onsets)
+    assert before["named_by"].to_dict() == {"a": 0, "b": 1, "c": 0}  # sessions 40 and before
+    listed = peer_mentions(mentions, activity, zero, since=990.0, window_s=60.0, onsets=onsets, roll_calls=True)
+    assert not listed["named_by"].any()
+    assert SpatialConfig().roll_calls_not_blame
+    # one peer named: blame
+    accused = mentions[mentions["token"] != "host:c"]
+    assert peer_mentions(accused, activity, zero, 990.0, 60.0, onsets=onsets, roll_calls=True)["named_by"]["b"] == 1
+    # two nodes: the one other node is no listing
+    pair = activity.loc[["a", "b"]]
+    assert peer_mentions(accused, pair, zero[["a", "b"]], 990.0, 60.0, roll_calls=True)["named_by"]["b"] == 1
+
+
 def test_a_role_of_one_keeps_its_own_events_once_the_cross_job_filter_ran():
     # issue #18: in a job of three nodes every node is a role of one (rank 0's, the last rank's,
     # the one between), and the candidate events only one role logs were zeroed, as if they were

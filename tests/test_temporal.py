@@ -657,6 +657,64 @@ def test_a_straggler_logged_every_step_to_the_second_is_a_slowdown_from_its_onse
     assert analyse_progress(blips, last_t=blips[-1][1] + 5.0, first_error_t=None).slowdown_from is None
 
 
+def _megatron_ramp(onset: int, seed: int) -> tuple[list, list, float]:
+    """A Megatron job logging every 0.8 s iteration with its own ``elapsed time per iteration
+    (ms)``, stamped to the second; a thermal throttle from ``onset`` makes steps 17% slower at once,
+    then slower and slower (fresh 36031's ``pt-llama2-7b-...-1ad774``: 805 ms, then 942 ms at 12367,
+    1.9 s 80 iterations later). Returns (marks, stated readings, the last time)."""
+    import math
+    import random
+
+    rng = random.Random(seed)
+    marks, stated, t = [], [], 1_794_000_000.4
+    for i in range(1, 301):
+        step = 0.805 * (1 + rng.uniform(-0.02, 0.02))
+        if i >= onset:
+            step *= 1.17 + 0.015 * (i - onset)
+        t += step
+        marks.append((i, float(math.floor(t))))
+        stated.append((i, round(step * 1000.0, 1) / 1000.0))
+    return marks, stated, t
+
+
+def test_a_slowdown_is_paced_by_the_time_per_iteration_the_progress_line_states():
+    """Issue #18: stamps to the second read a 0.8 s step as 0, 1 or 2 s; over 20 s spans the ramp
+    shows only once it is 2.3x, 80 iterations late. The progress line states its own pace
+    (Megatron-LM's ``elapsed time per iteration (ms)``): the onset is placed where it began."""
+    marks, stated, t = _megatron_ramp(200, 36031)
+    late = analyse_progress(marks, last_t=t + 1.0, first_error_t=None)
+    assert late.slowdown_from is not None and late.slowdown_from - 200 > 5
+    paced = analyse_progress(marks, last_t=t + 1.0, first_error_t=None, stated=stated)
+    assert paced.slowdown_from is not None and abs(paced.slowdown_from - 200) <= 1
+    assert paced.failure_iteration == paced.slowdown_from
+    # the same pace without a slowdown stays none; one reading alone paces nothing
+    steady, calm, t = _megatron_ramp(10_000, 36033)
+    assert analyse_progress(steady, last_t=t + 1.0, first_error_t=None, stated=calm).slowdown_from is None
+    assert analyse_progress(marks, last_t=t + 1.0, first_error_t=None, stated=stated[-1:]).slowdown_from == \
+        late.slowdown_from
+
+
+def test_the_stated_pace_is_read_from_megatrons_progress_line(spark):
+    """The Spark step reads ``pace_rules`` from the progress lines themselves (both Megatron-LM
+    wordings: ``941.7 |`` and a fork's ``941.7/933.2 |``) and places the ramp's onset; with
+    ``pace_rules = []`` it falls back to the stamps and is late."""
+    marks, stated, _ = _megatron_ramp(200, 36035)
+    rows = []
+    for k, ((i, t), (_, seconds)) in enumerate(zip(marks, stated)):
+        shown = f"{seconds * 1000:.1f}" if i % 2 else f"{seconds * 1000:.1f}/{seconds * 1000:.1f}"
+        rows.append(("mega", "a", 0, "mega/a/r0", k + 1, dt.datetime.fromtimestamp(t, dt.timezone.utc).replace(tzinfo=None),
+                     None, "E_it", f" iteration {i:8d}/     300 | consumed samples: {256 * i:12d} | "
+                     f"elapsed time per iteration (ms): {shown} | learning rate: 1.5E-05 |", None, None))
+    staged = with_stage_and_iteration(spark.createDataFrame(rows, SCHEMA))
+    candidates = staged.select("job_id", "event_id").distinct()
+    got = {}
+    for rules in (TemporalConfig().pace_rules, ()):
+        _, progress = analyse_iterations(staged, candidates, TemporalConfig(pace_rules=rules))
+        got[bool(rules)] = progress.collect()[0].slowdown_from
+    assert got[True] is not None and abs(got[True] - 200) <= 1
+    assert got[False] is None or got[False] - 200 > 5
+
+
 def test_a_lasting_change_is_placed_inside_its_interval_by_the_time_of_its_first_line(spark):
     """DeepSpeed skips every step on overflow from iteration 303 (a progress line and a timer
     line every 10 iterations, 10 s each): `OVERFLOW! ... Skipping step` is printed in each

@@ -418,14 +418,18 @@ class Megatron(Framework):
             if t > next_ev:
                 next_ev = self.flush(r, rng, t)
             ts = t + skew
-            ms = iter_s[k] * 1000.0
+            # Megatron-LM's training_log: the interval-time timer over the log interval divided by
+            # its iterations, the interval's mean (not its last step's time)
+            lo = max(k - L + 1, 0)
+            mean_s = sum(iter_s[lo:k + 1]) / (k + 1 - lo)
+            ms = mean_s * 1000.0
             if it >= nan_from:
                 # Megatron counts skipped and NaN iterations per log interval (reset after each line)
                 n_nan = min(L, it - nan_from + 1)
-                line = self._ITER_NAN % (sec(ts), it, total, it * gbs, ms, flops / iter_s[k], lr[k], gbs, n_nan, n_nan)
+                line = self._ITER_NAN % (sec(ts), it, total, it * gbs, ms, flops / mean_s, lr[k], gbs, n_nan, n_nan)
                 r.mark(t, line[line.index("] ") + 2:], self._ITER_NAN_T, None)
             else:
-                line = self._ITER % (sec(ts), it, total, it * gbs, ms, flops / iter_s[k], lr[k], gbs, loss[k], gn[k], 0, 0)
+                line = self._ITER % (sec(ts), it, total, it * gbs, ms, flops / mean_s, lr[k], gbs, loss[k], gn[k], 0, 0)
             if tsw is None:
                 out.append(pre + line)
             else:

@@ -158,6 +158,11 @@ class SpatialConfig:
     # (``signals.sub_communicator_events``; docs/spatial.md, "Ranks of a smaller communicator").
     # False: read as global ranks (sessions 39 and before).
     group_ranks_by_communicator: bool = True
+    # Session 41: a unit's event naming every unit of the other nodes is a listing, not blame
+    # (srun's "srun: error: <host>: tasks 4-7: Killed" for each node when a step is torn down;
+    # ``signals.peer_mentions``; docs/spatial.md, "A listing of every node names nobody"). False:
+    # each name blames (sessions 40 and before).
+    roll_calls_not_blame: bool = True
     # The c10d TCPStore client's texts that state the endpoint it connects to (Java regexes; group 1
     # is the store's host or address): pytorch/pytorch torch/csrc/distributed/c10d/TCPStore.cpp
     # ("TCP client failed to connect/validate to host {host}:{port} - retrying|timed out (...)"),
@@ -236,7 +241,7 @@ class SpatialConfig:
                     "silence_without_self", "stop_is_onset", "stop_before_onsets", "silence_needs_cover",
                     "silent_first_alone", "routine_errors_quiet",
                     "uncovered_later_onsets", "lone_roles_own_events", "global_small_ranks",
-                    "pair_scored_events", "group_ranks_by_communicator"):
+                    "pair_scored_events", "group_ranks_by_communicator", "roll_calls_not_blame"):
             if not isinstance(getattr(self, key), bool):
                 raise ConfigError(f"spatial.{key}: expected true or false, found {getattr(self, key)!r}")
         if self.granularity not in GRANULARITIES:

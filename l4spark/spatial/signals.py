@@ -470,7 +470,8 @@ def address_book(mentions: pd.DataFrame, nodes: Iterable[str], by_elimination: b
 def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Series,
                   since: float | None, window_s: float, onsets: pd.Series | None = None,
                   reactions: Iterable[tuple[str, str]] = (), store_clients: bool = False,
-                  global_small_ranks: bool = False, group_ranks: bool = False) -> pd.DataFrame:
+                  global_small_ranks: bool = False, group_ranks: bool = False,
+                  roll_calls: bool = False) -> pd.DataFrame:
     """Which units the others' loud lines name, and how many others name each.
 
     ``mentions``: unit, node, event_id, token, n_loud, first_s, candidate rows;
@@ -518,6 +519,12 @@ def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Se
 
     ``group_ranks``: the rank numbers of a unit's event are not global ranks, and name nobody,
     when the event numbers the ranks of a communicator smaller than the job (``sub_communicator_events``).
+
+    ``roll_calls``: a unit's event that names every unit of the other nodes (two at least) is a
+    listing, not blame, and names nobody: srun's ``srun: error: <host>: tasks 4-7: Killed``,
+    one line per node whose tasks it killed when the step was torn down. Which names the listing
+    holds is decided before the order of failure drops any (docs/spatial.md, "A listing of every
+    node names nobody").
     """
     out = pd.DataFrame({"named_by": 0, "named_weight": 0.0, "names": [[] for _ in activity.index]},
                        index=activity.index)
@@ -563,20 +570,33 @@ def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Se
             store_named.update({(unit, event, endpoint), (unit, event, endpoint.split(".")[0])})
 
     named_at = loud.groupby(["unit", "node", "event_id", "token"], sort=False)["when"].min().reset_index()
+    named = []  # (by, target, event, token, blamed)
     for unit, node, event, token, when in named_at.itertuples(index=False):
         kind, _, value = token.partition(":")
         if kind == "rank":
             target = rank_units.get(int(value)) if int(value) >= per_node or event in numbering else None
-            if target is not None and target != unit and blames(unit, target, event, when):
-                pairs.append((unit, target, event, token))
+            if target is not None and target != unit:
+                named.append((unit, target, event, token, blames(unit, target, event, when)))
             continue
         if kind not in ("host", "ip") or (unit, event, value) in store_named:
             continue
         named_node = value if kind == "host" else book.get(value)
         if named_node is None or named_node == node:
             continue
-        pairs.extend((unit, target, event, token) for target in node_units.get(named_node, [])
-                     if blames(unit, target, event, when))
+        named.extend((unit, target, event, token, blames(unit, target, event, when))
+                     for target in node_units.get(named_node, []))
+    listings: set[tuple[str, str]] = set()
+    if roll_calls:
+        listed: dict[tuple[str, str], set] = {}
+        for by, target, event, _, _ in named:
+            listed.setdefault((by, event), set()).add(target)
+        unit_node = activity["node"]
+        for (by, event), targets in listed.items():
+            elsewhere = set(unit_node.index[unit_node != unit_node[by]])
+            if len(elsewhere) >= 2 and elsewhere <= targets:
+                listings.add((by, event))
+    pairs = [(by, target, event, token) for by, target, event, token, blamed in named
+             if blamed and (by, event) not in listings]
     if not pairs:
         return out
     frame = pd.DataFrame(pairs, columns=["by", "unit", "event", "token"])

@@ -151,6 +151,16 @@ DEFAULT_PROGRESS_CLOCK_RULES: tuple[str, ...] = (
     r"^\s*\d+%\|[^|]*\|\s*\d+/\d+ \[(?:(\d+):)?(\d+):(\d+)<",
 )
 
+# The seconds per iteration a progress line states for its own log interval (group 1, in ms):
+# Megatron-LM's ``training_log`` prints `` elapsed time per iteration (ms): 941.7 |`` (its
+# ``interval-time`` timer over the interval, divided by the iterations in it; MindSpeed-LLM and
+# Megatron-DeepSpeed print the same, some forks as ``941.7/933.2`` with a running mean). The
+# framework's own timer paces slowdowns where the line's time stamp is to the second: a 0.8 s step
+# logged every iteration reads as 0, 1 or 2 s per interval (``analyse_progress``'s ``stated``).
+DEFAULT_PACE_RULES: tuple[str, ...] = (
+    r"(?i)elapsed time per iteration \(ms\):\s*([0-9]+(?:\.[0-9]+)?)",
+)
+
 
 @dataclass(frozen=True)
 class TemporalConfig:
@@ -161,6 +171,7 @@ class TemporalConfig:
     bad_count_rules: tuple[str, ...] = DEFAULT_BAD_COUNT_RULES
     nonfinite_rules: tuple[str, ...] = DEFAULT_NONFINITE_RULES
     progress_clock_rules: tuple[str, ...] = DEFAULT_PROGRESS_CLOCK_RULES
+    pace_rules: tuple[str, ...] = DEFAULT_PACE_RULES  # session 41; [] : slowdowns paced by time stamps alone
     window: int = 10  # previous iterations each iteration is compared with
     sigma: float = 3.0  # anomalous: score < mean - sigma * std
     min_reference: int = 2  # reference iterations an iteration needs before the three-sigma rule judges it
@@ -222,6 +233,7 @@ class TemporalConfig:
         out += [(f"temporal.bad_count_rules[{i}]", r) for i, r in enumerate(self.bad_count_rules)]
         out += [(f"temporal.nonfinite_rules[{i}]", r) for i, r in enumerate(self.nonfinite_rules)]
         out += [(f"temporal.progress_clock_rules[{i}]", r) for i, r in enumerate(self.progress_clock_rules)]
+        out += [(f"temporal.pace_rules[{i}]", r) for i, r in enumerate(self.pace_rules)]
         for i, rule in enumerate(self.counted_iteration_rules):
             out += [(f"temporal.counted_iteration_rules[{i}].{name}", getattr(rule, name))
                     for name in ("pattern", "interval_pattern", "start_pattern") if getattr(rule, name)]

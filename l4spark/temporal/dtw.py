@@ -185,7 +185,8 @@ class Progress:
 def analyse_progress(marks: list[tuple[int, float | None]], last_t: float | None, first_error_t: float | None,
                      conf: TemporalConfig = TemporalConfig(), began_t: float | None = None,
                      paced: list[tuple[int, float]] | None = None, open_interval: bool = False,
-                     saves: tuple[int, float, float] | None = None) -> Progress:
+                     saves: tuple[int, float, float] | None = None,
+                     stated: list[tuple[int, float]] | None = None) -> Progress:
     """Hangs and slowdowns from the progress lines of a job.
 
     ``marks``: (iteration, time) of iteration lines (times of one clock; None or NaN for a line
@@ -210,6 +211,9 @@ def analyse_progress(marks: list[tuple[int, float | None]], last_t: float | None
     log interval after the last progress line. A first error later than one iteration past the
     next progress line's due time places nothing (``conf.late_error_mid_interval``; the middle),
     an earlier one places the stop even in a stalled job (``conf.early_error_places_stall``).
+    ``stated``: (iteration, seconds per iteration the progress line states for the interval it
+    closes: ``pace_rules``); a slowdown is looked for in them first, the framework's own timer
+    being finer than time stamps to the second, then in the times as before.
     """
     iterations = sorted({i for i, _ in marks})
     if not iterations:
@@ -227,7 +231,9 @@ def analyse_progress(marks: list[tuple[int, float | None]], last_t: float | None
     last_mark_t = marks[-1][1] if marks and marks[-1][0] == last_it else None
     stalled = bool(seconds and last_t is not None and last_mark_t is not None
                    and last_t - last_mark_t > conf.hang_factor * stride * seconds)
-    slowdown = _slowdown_onset(pace, per_iter, stride, conf)
+    slowdown = _stated_slowdown(stated, stride, conf) if stated else None
+    if slowdown is None:
+        slowdown = _slowdown_onset(pace, per_iter, stride, conf)
     if (slowdown is None and open_interval and conf.slowdown_open_interval and not stalled and began_t is None
             and on_job_clock and last_t is not None and last_mark_t is not None and last_t > last_mark_t):
         # the open interval, from the last progress line to the job's last line, had not completed
@@ -269,6 +275,20 @@ def analyse_progress(marks: list[tuple[int, float | None]], last_t: float | None
     if slowdown is not None:
         failure = slowdown
     return Progress(int(last_it), stride, seconds, stalled, slowdown, int(failure))
+
+
+def _stated_slowdown(stated: list[tuple[int, float]], stride: int, conf: TemporalConfig) -> int | None:
+    """``_slowdown_onset`` over the seconds per iteration the progress lines state (``stated``:
+    iteration, the pace of the interval that line closes; one reading per iteration, the first
+    line's describing an interval that began before the first line and left out). The marks are
+    a clock of their own: the stated intervals laid end to end."""
+    readings = sorted(dict(stated).items())
+    if len(readings) < 2:
+        return None
+    clock = [(readings[0][0], 0.0)]
+    for (before, _), (it, seconds) in zip(readings, readings[1:]):
+        clock.append((it, clock[-1][1] + (it - before) * seconds))
+    return _slowdown_onset(clock, [seconds for _, seconds in readings[1:]], stride, conf)
 
 
 def _spans(marks: list[tuple[int, float]], min_span_s: float) -> list[tuple[int, float]]:

@@ -172,6 +172,7 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
                     elapsed_s.alias("elapsed_s"),
                     F.when(reported.isNotNull(), _bad_count(conf)).alias("bad_count"),
                     F.when(reported.isNotNull() & F.col("ts").isNull(), _progress_clock(conf)).alias("clock_s"),
+                    F.when(reported.isNotNull(), _stated_pace(conf)).alias("pace_s"),
                     _named_mark(staged, conf).isNotNull().alias("stage_mark"),
                     (F.coalesce("gated", F.lit(False)) | (progress_line & nonfinite)).alias("gated"),
                     "end_stage", "broke_any_t", "began_any_t",
@@ -240,6 +241,14 @@ def _progress_clock(conf: TemporalConfig):
     return (F.coalesce(*clocks) if clocks else F.lit(None)).cast("double")
 
 
+def _stated_pace(conf: TemporalConfig):
+    """Seconds per iteration a progress line states for its interval (``pace_rules``: Megatron-LM's
+    ``elapsed time per iteration (ms)``), or null."""
+    paces = [F.when(rlike("message", rule), F.regexp_extract("message", rule, 1).try_cast("double") / 1000.0)
+             for rule in conf.pace_rules]
+    return (F.coalesce(*paces) if paces else F.lit(None)).cast("double")
+
+
 def _analyse_job(frame: pd.DataFrame, conf: TemporalConfig) -> pd.DataFrame:
     """One job's iteration rows and progress row (``_RESULT_SCHEMA``) from its training lines.
 
@@ -286,6 +295,9 @@ def _analyse_job(frame: pd.DataFrame, conf: TemporalConfig) -> pd.DataFrame:
     paced = ([(int(i), float(c)) for i, c in frame.loc[frame["reported"].notna() & frame["clock_s"].notna(),
                                                        ["reported", "clock_s"]].itertuples(index=False)]
              if "clock_s" in frame.columns else [])
+    stated = ([(int(i), float(s)) for i, s in frame.loc[frame["reported"].notna() & frame["pace_s"].notna(),
+                                                        ["reported", "pace_s"]].itertuples(index=False)]
+              if "pace_s" in frame.columns else [])
     saves = _saves(frame) if last_mark_t is None else None
     if saves is not None and broke_t is None:
         # progress lines without a time: when it broke, after the last timed save, by the stop's new events
@@ -295,7 +307,7 @@ def _analyse_job(frame: pd.DataFrame, conf: TemporalConfig) -> pd.DataFrame:
         gave_up = (after_save["t_job"] - after_save["elapsed_s"]).dropna()
         began_t = float(gave_up.min()) if began_t is None and len(gave_up) else began_t
     progress = analyse_progress(marks_list, None if last_t is None else float(last_t), broke_t, conf, began_t, paced,
-                                open_interval=died_training, saves=saves)
+                                open_interval=died_training, saves=saves, stated=stated)
 
     after = {s.iteration: aftermath(s.iteration, s.novel, sequences, marks_list, conf)
              for s in scores if s.anomalous or (s.novel and s.below_mean)}
