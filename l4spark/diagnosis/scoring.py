@@ -225,8 +225,8 @@ def unmeasured_claims(nodes: pd.DataFrame, lifted: dict[str, tuple], claims: Col
     another. ``nodes``: job_id, node, signals."""
     if not lifted or not claims or nodes is None or not len(nodes):
         return lifted
-    slow = [re.compile(regex) for regex in slow_unit_pattern().signature]
-    claimed = {job_id for job_id, (_, pattern_ids, _) in lifted.items() if set(pattern_ids) <= set(claims)}
+    slow, claims = [re.compile(regex) for regex in slow_unit_pattern().signature], set(claims)
+    claimed = {job_id for job_id, (_, pattern_ids, _) in lifted.items() if set(pattern_ids) <= claims}
     measured: dict[str, set] = {}
     for row in nodes[nodes["job_id"].isin(claimed)].itertuples():
         if all(any(regex.search(str(s)) for s in _listed(row.signals)) for regex in slow):

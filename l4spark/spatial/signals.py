@@ -552,7 +552,6 @@ def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Se
                      if per_node <= int(token[len("rank:"):]) and int(token[len("rank:"):]) in rank_units}
     if since is not None and not math.isnan(since):
         loud = loud[~(loud["when"] < since - window_s)]
-    pairs = []
     failed = onsets.reindex(activity.index) if onsets is not None else pd.Series(np.nan, index=activity.index)
     reacting = set(reactions)
 

@@ -134,8 +134,6 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
     nonfinite = any_rlike("message", conf.nonfinite_rules)
     shape = F.concat(F.lit(PROGRESS_TOKEN), F.trim(F.regexp_replace(
         F.regexp_replace("message", _NUMBER, " "), r"[^A-Za-z]+", " ")))
-    elapsed = [F.when(rlike("message", rule), F.regexp_extract("message", rule, 1).cast("double") / 1000.0)
-               for rule in conf.elapsed_rules]
     offsets = F.broadcast(offsets if offsets is not None else node_clock_offsets(staged, conf))
     t_job = F.col("ts").cast("double") - F.coalesce("offset_s", F.lit(0.0))
     # when it broke, over every rank (the ranks sampled below may miss the one that failed): the
@@ -147,7 +145,7 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
     timed = training.join(offsets, on=["job_id", "node"], how="left")
     last_mark = (timed.where(numbered.isNotNull() | counted_marker(conf)).groupBy("job_id")
                  .agg(F.max(F.col("ts").cast("double")).alias("last_mark_t")))
-    elapsed_s = F.coalesce(*elapsed) if elapsed else F.lit(None).cast("double")
+    elapsed_s = _milliseconds(conf.elapsed_rules)
     gave_up = F.struct((F.col("ts_next").cast("double") - F.coalesce("offset_s", F.lit(0.0))).alias("t"),
                        elapsed_s.alias("elapsed_s"))
     after = F.filter("gave_up", lambda g: g["t"] > F.col("last_mark_t"))
@@ -172,7 +170,7 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
                     elapsed_s.alias("elapsed_s"),
                     F.when(reported.isNotNull(), _bad_count(conf)).alias("bad_count"),
                     F.when(reported.isNotNull() & F.col("ts").isNull(), _progress_clock(conf)).alias("clock_s"),
-                    F.when(reported.isNotNull(), _stated_pace(conf)).alias("pace_s"),
+                    F.when(reported.isNotNull(), _milliseconds(conf.pace_rules)).alias("pace_s"),
                     _named_mark(staged, conf).isNotNull().alias("stage_mark"),
                     (F.coalesce("gated", F.lit(False)) | (progress_line & nonfinite)).alias("gated"),
                     "end_stage", "broke_any_t", "began_any_t",
@@ -241,12 +239,14 @@ def _progress_clock(conf: TemporalConfig):
     return (F.coalesce(*clocks) if clocks else F.lit(None)).cast("double")
 
 
-def _stated_pace(conf: TemporalConfig):
-    """Seconds per iteration a progress line states for its interval (``pace_rules``: Megatron-LM's
-    ``elapsed time per iteration (ms)``), or null."""
-    paces = [F.when(rlike("message", rule), F.regexp_extract("message", rule, 1).try_cast("double") / 1000.0)
-             for rule in conf.pace_rules]
-    return (F.coalesce(*paces) if paces else F.lit(None)).cast("double")
+def _milliseconds(rules: tuple[str, ...]):
+    """In seconds, the milliseconds group 1 of the first of ``rules`` that a line's message matches
+    reads, or null: how long a timed-out operation had run (``elapsed_rules``), the seconds per
+    iteration a progress line states for its interval (``pace_rules``: Megatron-LM's ``elapsed
+    time per iteration (ms)``)."""
+    readings = [F.when(rlike("message", rule), F.regexp_extract("message", rule, 1).try_cast("double") / 1000.0)
+                for rule in rules]
+    return (F.coalesce(*readings) if readings else F.lit(None)).cast("double")
 
 
 def _analyse_job(frame: pd.DataFrame, conf: TemporalConfig) -> pd.DataFrame:
