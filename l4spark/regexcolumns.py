@@ -55,3 +55,12 @@ def replace_all(column: Column | str, pattern: str, replacement: str) -> Column:
     replaced = F.regexp_replace(text, F.lit(pattern), F.lit(replacement))
     literal = required_literal(pattern)
     return replaced if literal is None else F.when(text.contains(literal), replaced).otherwise(text)
+
+
+def extract_first(column: Column | str, pattern: str, group: int = 1) -> Column:
+    """``regexp_extract(column, pattern, group)``: the first match's ``group``, "" where none
+    (null for a null string); the regex runs only on strings that contain its required literal."""
+    text = F.col(column) if isinstance(column, str) else column
+    found = F.regexp_extract(text, pattern, group)
+    literal = required_literal(pattern)
+    return found if literal is None else F.when(text.isNull() | text.contains(literal), found).otherwise(F.lit(""))

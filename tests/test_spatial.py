@@ -18,6 +18,7 @@ from l4spark.spatial.config import SpatialConfig
 from l4spark.spatial.ranking import (
     UNIT_FACTS_COLUMNS,
     baseline_rankings,
+    configured_unit_inputs,
     rank_nodes,
     spatial_events,
     unit_activity,
@@ -32,6 +33,7 @@ from l4spark.spatial.signals import (
     clock_offsets,
     collectives_behind,
     failure_onsets,
+    lead_scores,
     peer_mentions,
     roles,
     silence,
@@ -251,9 +253,10 @@ def test_peer_blame_and_first_failure_each_move_the_faulty_node_above_a_noisier_
     both = first["both"]
     assert (both["named_by"], both["onset_lag_s"]) == (2, 0.0)
     defaults = SpatialConfig()
-    # blame: named by 2 of the 7 other units, the typical unit by none
+    # blame: named by 2 of the 7 other units, the typical unit by none; timing: its lead of 7 s
     assert both["combined_score"] == pytest.approx(
-        both["score"] + defaults.blame_weight * 2 / 7 + defaults.timing_weight * 1.0, abs=1e-6)
+        both["score"] + defaults.blame_weight * 2 / 7
+        + defaults.timing_weight * (1 - np.exp(-7.0 / defaults.timing_scale_s)), abs=1e-6)
     assert both["signals"][1:] == ["named by 2 peer(s) (weight 2.00 after discounting names given by design): ip:10.0.0.6",
                                    "failed first, 7.0 s before the next unit"]
 
@@ -377,7 +380,9 @@ def test_of_three_nodes_the_first_to_fail_naming_its_peer_does_not_blame_it():
     assert ranked["node"].tolist() == ["n01", "n00", "n02"]
     assert ranked["named_by"].tolist() == [0, 0, 0] and ranked["onset_lag_s"].tolist() == [0.0, 10.0, 10.3]
     # isolated for lacking the survivors' two events, without evidence: 0.5, and first by 10 s
-    assert ranked.iloc[0]["combined_score"] == pytest.approx(0.5 + SpatialConfig().timing_weight, abs=1e-6)
+    defaults = SpatialConfig()
+    assert ranked.iloc[0]["combined_score"] == pytest.approx(
+        0.5 + defaults.timing_weight * (1 - np.exp(-10.0 / defaults.timing_scale_s)), abs=1e-6)
     # without the rule, at session 18's timing weight (0.1), the name put n02 first
     before = rank_units("job-t", counts, activity, SpatialConfig(blame_follows_onsets=False, timing_weight=0.1))
     assert before["node"].tolist() == ["n02", "n01", "n00"] and before["named_by"].tolist() == [1, 0, 0]
@@ -1422,6 +1427,42 @@ def test_unit_mentions_read_the_collective_each_nccl_watchdog_line_says_timed_ou
 
 
 @pytest.mark.spark
+def test_an_address_within_a_communicators_identifier_names_nobody(spark):
+    # issue #18, 36031: torch_npu names each HCCL communicator after its root's address, and every
+    # rank's EI0002 timeout prints it in its task tag and group information (the wording of
+    # public CANN logs and of CANN's current error table, hicann/hcomm); the
+    # cluster report's exception location names the failed device's node
+    rows = [("job-n", "h2", 4, "h2/rank-4.log", 1, T0, "ERROR", "ei0002",
+             "EI0002: The wait execution of the Notify register times out. Reason: The Notify register has not "
+             "received the Notify record from remote rank: [25]. base information: [streamID:[5], taskID[12357], "
+             "taskType[Notify Wait], tag[AllReduce_192.168.2.65%enp189s0f0_60000_0_7430395676]]. task information: "
+             "[notify id:[0x000000d28ad660c3], stage:[ffffffff], remote rank:[25]]. group information: "
+             "[group:[192.168.2.65%enp189s0f0_60000_0_7430395676], user define information[], rankSize[8], "
+             "rankId[4], peerRankId[25]]"),
+            ("job-n", "h2", 4, "h2/rank-4.log", 2, T0, "INFO", "init",
+             "hcclCommInitInfo success, rank[4] rankSize[8] commId[192.168.2.65%enp189s0f0_60000_0_7430395676]"),
+            ("job-n", "h3", 8, "h3/rank-8.log", 1, T0, "ERROR", "location",
+             "Cluster Exception Location[IP/ID]:[192.168.2.71/1], Arrival Time:[Thu Nov 5 08:31:21 2026]")]
+    events = spark.createDataFrame(rows, MESSAGES_SCHEMA)
+
+    def addresses(unnamed_ids: bool) -> list:
+        mentions = unit_mentions(events, unnamed_ids=unnamed_ids).toPandas()
+        return sorted((r.node, r.event_id, r.token) for r in mentions.itertuples() if r.token.startswith("ip:"))
+
+    assert addresses(True) == [("h3", "location", "ip:192.168.2.71")]
+    assert addresses(False) == [("h2", "ei0002", "ip:192.168.2.65"), ("h2", "init", "ip:192.168.2.65"),
+                                ("h3", "location", "ip:192.168.2.71")]
+    # the identifier itself is still read as the communicator's (comm: tokens, group_ranks_by_communicator)
+    comm = unit_mentions(events, unnamed_ids=True).toPandas()
+    assert "comm:192.168.2.65%enp189s0f0_60000_0_7430395676" in set(comm["token"])
+    # the ranking's inputs read the setting (on by default)
+    facts, _ = configured_unit_inputs(events, SpatialConfig())
+    assert not facts.toPandas()["token"].eq("ip:192.168.2.65").any()
+    facts, _ = configured_unit_inputs(events, SpatialConfig(communicator_ids_name_nobody=False))
+    assert facts.toPandas()["token"].eq("ip:192.168.2.65").any()
+
+
+@pytest.mark.spark
 def test_a_rank_that_hung_outside_nccl_is_behind_by_the_last_collective_it_enqueued(spark):
     # rank 5 (on h3) hangs in Python before collective 56116; every other rank times out in it.
     # The hung rank prints no timeout, only the dump-signal line with its last enqueued work
@@ -1643,6 +1684,112 @@ def test_unit_activity_dates_untimed_error_lines_by_the_timed_lines_after_them(s
     # the ranking's inputs pass the cross-job filter's candidates on (rank_nodes -> unit_inputs)
     _, ranked = unit_inputs(events, candidates=kept)
     assert ranked.toPandas().set_index("node").sort_index()["n_candidate_error"].tolist() == [0, 1, 0]
+
+
+@pytest.mark.spark
+def test_times_lines_state_and_notices_of_a_teardown_date_a_units_stop(spark):
+    # issue #18, 36031: a DeepSpeed job whose ranks print a time only at checkpoint saves. The
+    # dead node h1 stopped after its last save; every survivor printed its untimed NCCL error and
+    # torchrun's untimed failure summary, whose "time :" says when (half an hour later). And a
+    # MindSpeed job's store host h4, shut down by its agent after another node failed: its last
+    # timestamp is from start-up, its SIGTERM notice untimed after it.
+    at = lambda seconds: T0 + timedelta(seconds=seconds)
+    stated = lambda seconds: at(seconds).strftime("%Y-%m-%d_%H:%M:%S")
+    rows = []
+    for node, rank in (("h1", 0), ("h2", 4), ("h3", 8), ("h4", 12), ("h5", 16)):
+        file = f"{node}/rank-{rank}.log"
+        rows += [("job-t", node, rank, file, 1, at(10), "INFO", "start", "start"),
+                 ("job-t", node, rank, file, 2, at(250 if node == "h4" else 300), "INFO", "saved", "Checkpoint is ready now!")]
+    for node, rank, seconds in (("h2", 4, 1200), ("h3", 8, 1210)):
+        file = f"{node}/rank-{rank}.log"
+        rows += [("job-t", node, rank, file, 3, None, "ERROR", "watchdog",
+                  f"[E ProcessGroupNCCL.cpp:1182] [Rank {rank}] NCCL watchdog thread terminated with exception"),
+                 ("job-t", node, rank, file, 4, None, None, "summary_time", f"  time      : {stated(seconds)}"),
+                 ("job-t", node, rank, file, 5, None, None, "summary_host", f"  host      : {node}")]
+    # h4's other rank files end at its last timestamp: its best-covered file is timed to its end
+    rows += [("job-t", "h4", 13, "h4/rank-13.log", 1, at(250), "INFO", "init", "hcclCommInitInfo success"),
+             ("job-t", "h4", 12, "h4/rank-12.log", 3, None, "WARN", "death",
+              "WARNING:torch.distributed.elastic.agent.server.api:Received Signals.SIGTERM death signal, shutting down workers"),
+             ("job-t", "h4", 12, "h4/rank-12.log", 4, None, None, "signal",
+              "torch.distributed.elastic.multiprocessing.api.SignalException: Process 660513 got signal: 15"),
+             ("job-t", "h5", 16, "h5/rank-16.log", 3, None, "ERROR", "cancel",
+              f"slurmstepd: error: *** STEP 4800521.0 ON h5 CANCELLED AT {at(1300).strftime('%Y-%m-%dT%H:%M:%S')} ***")]
+    events = spark.createDataFrame(rows, MESSAGES_SCHEMA)
+    start = T0.timestamp()
+
+    def activity(config: SpatialConfig) -> pd.DataFrame:
+        return configured_unit_inputs(events, config)[1].toPandas().set_index("node").sort_index()
+
+    config = SpatialConfig()
+    stated_on = activity(config)
+    assert (stated_on["last_s"] - start).tolist() == [300, 1200, 1210, 250, 1300]
+    assert stated_on.loc["h2", "ts_cover"] == pytest.approx(0.8)  # the host line after the time has none
+    assert stated_on.loc["h2", "last_error_by_s"] == start + 1200  # the untimed watchdog error, dated by the summary
+    # the store host's notice follows its last timestamp; h5's cancel notice dates itself
+    assert stated_on["undated_notice"].tolist() == [False, False, False, True, False]
+    assert silence(stated_on, config)["stopped"].tolist() == [True, False, False, False, False]
+    # the notice switch off: the store host's start-up timestamp is a stop too
+    assert silence(stated_on, dataclasses.replace(config, notices_undate_stops=False))["stopped"].tolist() == \
+        [True, False, False, True, False]
+    # no stated times: every survivor's last timestamp is its last save, and the dead node hides among them
+    plain = activity(dataclasses.replace(config, stated_time_patterns=()))
+    assert (plain["last_s"] - start).tolist() == [300, 300, 300, 250, 300]
+    assert pd.isna(plain.loc["h2", "last_error_by_s"])
+    assert not silence(plain, config)["stopped"].iloc[0]
+    # no notices read: no unit has one
+    assert not activity(dataclasses.replace(config, termination_patterns=()))["undated_notice"].any()
+    # a summary, a notice to stop or a cancel notice is a reported end; the dead node has none
+    assert stated_on["reported_end"].tolist() == [False, True, True, True, True]
+    assert activity(dataclasses.replace(config, termination_patterns=(), stated_time_patterns=()))[
+        "reported_end"].isna().all()
+
+
+def test_timing_is_the_lead_of_the_first_onset_over_every_other():
+    # issue #18, 36021's MindSpeed hang: the hung node193 has no onset of its own; two peers'
+    # watchdogs fired in the same second. By lag both got the full timing weight over it
+    lag = pd.Series({"n00": 0.0, "n01": 0.0, "n02": np.nan, "n03": 30.0})
+    assert lead_scores(lag, 2.0).tolist() == [0.0, 0.0, 0.0, 0.0]
+    assert timing_scores(lag, 2.0).tolist() == pytest.approx([1.0, 1.0, 0.0, np.exp(-15.0)])
+    # a lead of 4 s over the next unit; the others lead nobody
+    led = lead_scores(pd.Series({"n00": 0.0, "n01": 4.0, "n02": 4.5}), 2.0)
+    assert led.tolist() == pytest.approx([1 - np.exp(-2.0), 0.0, 0.0])
+    # the only unit with an onset leads by all; no onset at all, no timing
+    assert lead_scores(pd.Series({"n00": 0.0, "n01": np.nan}), 2.0).tolist() == [1.0, 0.0]
+    assert lead_scores(pd.Series({"n00": np.nan, "n01": np.nan}), 2.0).tolist() == [0.0, 0.0]
+    # in the ranking, a switch
+    counts, activity = _neighbour_job(), _activity(8)
+    by_lag = rank_units("job-x", counts, activity, SpatialConfig(timing_by_lead=False)).set_index("node")
+    by_lead = rank_units("job-x", counts, activity, SpatialConfig()).set_index("node")
+    assert by_lag.loc["n05", "combined_score"] > by_lead.loc["n05", "combined_score"]
+
+
+def test_a_unit_that_reported_no_end_where_its_peers_did_is_silent():
+    # issue #18, 36039's HF Trainer node_down: the non-main ranks print no timestamp after
+    # start-up, so the dead node's stop cannot be dated; every survivor's torchrun printed its
+    # failure summary, the dead node's printed nothing
+    activity = _activity(4, n_error={2: 0}).set_index("node").assign(reported_end=[True, True, False, True])
+    result = silence(activity, SpatialConfig())
+    assert result["unended"].tolist() == result["silent"].tolist() == [False, False, True, False]
+    assert not result["stopped"].any()  # no stop to date: no onset from it
+    assert not silence(activity, SpatialConfig(unended_is_silent=False))["silent"].any()
+    # too few reported ends to expect one: 2 of 4 is under end_share (0.75)
+    half = activity.assign(reported_end=[True, False, False, True])
+    assert not silence(half, SpatialConfig())["silent"].any()
+    assert silence(half, SpatialConfig(end_share=0.5))["silent"].tolist() == [False, True, True, False]
+    # no launcher that reports (null: no patterns read) or none reported: nobody is unended
+    assert not silence(activity.assign(reported_end=None), SpatialConfig())["silent"].any()
+    assert not silence(activity.assign(reported_end=False), SpatialConfig())["silent"].any()
+    # in the ranking: n02 went down with its launcher at 985 s, its last timestamp no earlier than
+    # its peers' (untimed files); it gains the silence weight, and the reason in words
+    facts, dead = _dead_node_job(985.0)
+    dead = dead.assign(reported_end=[True, True, False, True])
+    on = rank_units("job-u", facts, dead, SpatialConfig()).set_index("node")
+    off = rank_units("job-u", facts, dead, SpatialConfig(unended_is_silent=False)).set_index("node")
+    assert on.loc["n02", "silent"] and not off.loc["n02", "silent"]
+    assert on.loc["n02", "combined_score"] - off.loc["n02", "combined_score"] == pytest.approx(SpatialConfig().silence_weight)
+    assert on.loc["n02", "rank"] == off.loc["n02", "rank"] == 2  # behind n01, whose own watchdog timed out first
+    assert "silent: no end of its own (no failure summary, no notice to stop) where its peers reported theirs" \
+        in on.loc["n02", "signals"]
 
 
 @pytest.mark.spark

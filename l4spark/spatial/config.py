@@ -192,6 +192,65 @@ class SpatialConfig:
         r"SocketImpl\(fd=[0-9]+, addr=\[(?:::ffff:)?([0-9]{1,3}(?:\.[0-9]{1,3}){3})\]:[0-9]+",
         r"Local information: server ([0-9]{1,3}(?:\.[0-9]{1,3}){3}),",
     )
+    # Session 42: texts that state the time they report on a line without a timestamp of its own
+    # (Java regexes; group 1 is the time: yyyy-MM-dd, then ``_``, ``T`` or a space, then HH:mm:ss).
+    # torchrun's failure summary prints each failed process's ``time      : 2026-11-05_04:19:12``
+    # (``ProcessFailure.timestamp``, the moment the agent saw it fail;
+    # torch/distributed/elastic/multiprocessing/errors/__init__.py), and slurmstepd prints
+    # ``*** STEP 4800521.0 ON <host> CANCELLED AT 2026-11-04T19:26:23 ***`` on every node of a
+    # cancelled step. Such a line is timed in the ranking's unit activity (the unit's last line,
+    # its timestamp cover, the dating of untimed error lines before it): on a DeepSpeed job whose
+    # ranks log with a time only at checkpoint saves, every survivor's file ends in a summary timed
+    # half an hour after the dead node's last line (docs/spatial.md, "Times a line states").
+    # [] : header and wrapper timestamps alone (sessions 41 and before).
+    stated_time_patterns: tuple = (
+        r"^\s*time\s*:\s*([0-9]{4}-[0-9]{2}-[0-9]{2}_[0-9]{2}:[0-9]{2}:[0-9]{2})\s*$",
+        r"\*\*\* (?:STEP|JOB) \S+ ON \S+ CANCELLED AT ([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2})",
+    )
+    # Session 42: texts in which a unit says it was told to stop from outside (Java regexes):
+    # torchrun's agent, ``Received Signals.SIGTERM death signal, shutting down workers`` (also
+    # ``Received 15 death signal``, ``Received 1 death signal`` for SIGHUP;
+    # torch/distributed/elastic/agent/server/api.py) and the exception it ends with,
+    # ``SignalException: Process N got signal: 15`` (multiprocessing/api.py); slurmstepd's
+    # ``*** STEP ... CANCELLED AT ...``. A unit that printed one was alive when the job was torn
+    # down; when the notice has no time (read above), it came after the unit's last timestamp,
+    # and that timestamp is no stop (``notices_undate_stops``).
+    termination_patterns: tuple = (
+        r"Received \S+ death signal",
+        r"SignalException: Process [0-9]+ got signal",
+        r"\*\*\* (?:STEP|JOB) \S+ ON \S+ CANCELLED AT",
+    )
+    # Session 42: a unit with a termination notice after its last timestamp (in any of its files)
+    # is not silent by time: it was alive until a teardown whose time its lines do not say, like a
+    # last timestamp followed by untimed lines (``silence_needs_cover``), which the best-covered of
+    # its files hid. The store host's agent, shut down soon after another node failed, printed its
+    # untimed SIGTERM notice; its last timestamp was from its start-up, 125 s before the others
+    # stopped, and it was ranked first (36031's MindSpeed invalid rank table). False: as before.
+    notices_undate_stops: bool = True
+    # Session 42: an address written within a communicator's identifier names the communicator,
+    # not a node: torch_npu's HCCL names each communicator after its root's address, and every
+    # rank's EI0002 timeout prints it in its task tag (``tag[AllReduce_90.90.92.240%enp189s0f0_60000_0_
+    # 1732766162316022]``, in public CANN logs; CANN's guide calls the tag the operator's
+    # identifier, ``identifier[...]`` the communicator's name). As a name it blamed rank 0's node
+    # for every HCCL timeout of the job (36031's invalid rank table: named by 10 peers). False: as before.
+    communicator_ids_name_nobody: bool = True
+    # Session 42: a unit that reported no end of its own (no line of ``termination_patterns`` or
+    # ``stated_time_patterns``: no failure summary, no notice of a teardown) where at least
+    # ``end_share`` of the job's units, two at least, reported theirs is silent: a launcher prints
+    # its summary when its workers fail and its notice when it is told to stop, and only a node
+    # that went down with its launcher prints neither. It needs no timestamp: the dead node of an
+    # HF Trainer job, whose files are untimed after start-up, is found by it (docs/spatial.md,
+    # "Times a line states, and notices of a teardown"). False: as before.
+    unended_is_silent: bool = True
+    # Session 42: timing is the lead of the first failure onset over every other unit's
+    # (``signals.lead_scores``: 1 - e^(-lead / timing_scale_s) for the first unit, 0 for the rest
+    # and for units tied first), not each unit's lag behind the first (``timing_scores``, which
+    # gave full weight to two units 0.0 s apart and most of it to every unit near the first). A
+    # node that hangs or dies has no onset of its own while its peers' watchdogs fire within a
+    # second of each other: those onsets, a tie, lifted every peer over it. Reranked on 20 dumps
+    # of ten fleets: +5 jobs, none lost (docs/spatial.md, "Timing is a lead"). False: by lag.
+    timing_by_lead: bool = True
+    end_share: float = 0.75
     # Messages that say the failure is at a peer, not here (Java regexes, matched on one sample
     # line per unit and event): with one peer they can only mean the other unit (``pair_isolation``).
     remote_patterns: tuple = (
@@ -235,13 +294,17 @@ class SpatialConfig:
         self._patterns("remote_patterns")
         self._patterns("store_client_patterns", "the store's host")
         self._patterns("self_address_patterns", "the node's own address")
+        self._patterns("stated_time_patterns", "the time")
+        self._patterns("termination_patterns")
         for key in ("evidence_required", "blame_discount", "pair_quiet_for_nobody", "pair_silence",
                     "silent_despite_errors", "small_job_timing", "pair_onset_without_remote",
                     "blame_follows_onsets", "store_client_not_blame", "untimed_errors_dated",
                     "silence_without_self", "stop_is_onset", "stop_before_onsets", "silence_needs_cover",
                     "silent_first_alone", "routine_errors_quiet",
                     "uncovered_later_onsets", "lone_roles_own_events", "global_small_ranks",
-                    "pair_scored_events", "group_ranks_by_communicator", "roll_calls_not_blame"):
+                    "pair_scored_events", "group_ranks_by_communicator", "roll_calls_not_blame",
+                    "notices_undate_stops", "communicator_ids_name_nobody", "unended_is_silent",
+                    "timing_by_lead"):
             if not isinstance(getattr(self, key), bool):
                 raise ConfigError(f"spatial.{key}: expected true or false, found {getattr(self, key)!r}")
         if self.granularity not in GRANULARITIES:
@@ -260,6 +323,6 @@ class SpatialConfig:
         for key in ("timing_scale_s", "burst_gap_s", "slow_z_min"):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"spatial.{key}: expected seconds > 0, found {getattr(self, key)!r}")
-        for key in ("terminal_share", "timestamp_cover"):
+        for key in ("terminal_share", "timestamp_cover", "end_share"):
             if not 0.0 < getattr(self, key) <= 1.0:
                 raise ConfigError(f"spatial.{key}: expected a share in (0, 1], found {getattr(self, key)!r}")

@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from l4spark.config import StorageConfig
-from l4spark.regexcolumns import any_rlike, extract_all, replace_all
+from l4spark.regexcolumns import any_rlike, extract_all, extract_first, replace_all
 from l4spark.spatial.config import SpatialConfig
 from l4spark.spatial.pace import timer_readings
 from l4spark.spatial.score import DIAGNOSIS_NODES_COLUMNS, rank_units
@@ -68,6 +68,12 @@ SELF_RANK_PREFIX = r"\[(?:PG [^\]]*?)?Rank \d+\]"
 COMM_TAG_PATTERN = r"\btag\[[A-Za-z]+_([^\]\s]+)\]"
 COMM_SIZE_PATTERN = r"\b(?:rankSize|ranks(?=\[\d+\].*\bidentifier\[))\[(\d+)\]"
 COMM_ID_PATTERN = r"\b(?:commId|identifier)\[([^\]\s]+)\]"
+# The whole of a communicator's identifier where a line writes one (its task tag, EI0002's
+# ``group information: [group:[...], ...]``, ``commId[...]``, ``identifier[...]``): torch_npu names a
+# communicator after its root's address (``tag[AllReduce_90.90.92.240%enp189s0f0_60000_0_1732766162316022]``
+# in every rank's EI0002), which names the communicator, not a node that failed
+# (``SpatialConfig.communicator_ids_name_nobody``).
+COMM_NAME_PATTERN = r"\b(?:tag\[[A-Za-z]+_|group:\[|commId\[|identifier\[)[^\]\s]+\]"
 # Megatron's straggler detector names the slowest rank: `` | MnRtt/Slo: 1234.56ms/17 | ...``
 SLOW_RANK_PATTERN = r"MnRtt/Slo: [0-9.]+ms/(\d+)"
 # How far a rank got in a process group's collectives, as PyTorch's NCCL watchdog prints it
@@ -159,7 +165,7 @@ def unit_event_facts(events: DataFrame, granularity: str = "node",
 
 def unit_mentions(events: DataFrame, granularity: str = "node",
                   candidates: DataFrame | None = None, store_patterns: Iterable[str] = (),
-                  self_address_patterns: Iterable[str] = ()) -> DataFrame:
+                  self_address_patterns: Iterable[str] = (), unnamed_ids: bool = False) -> DataFrame:
     """What each unit's lines name: IPv4 addresses (all lines: identity lines are INFO), and in
     loud lines global rank numbers and host names of the job's own nodes, and the host a c10d
     store client connects to (``store:<host or address>``, group 1 of ``store_patterns``:
@@ -177,7 +183,8 @@ def unit_mentions(events: DataFrame, granularity: str = "node",
     lines), ``self:<a.b.c.d>`` (an address the line states as its own node's,
     group 1 of ``self_address_patterns``: ``SpatialConfig.self_address_patterns``; all lines);
     n_lines / n_loud: lines / loud lines naming it; first_s:
-    the first timestamp of a loud line naming it. Token extraction is JVM regex, no Python.
+    the first timestamp of a loud line naming it. ``unnamed_ids``: no ``ip:`` token from within a
+    communicator's identifier (``COMM_NAME_PATTERN``). Token extraction is JVM regex, no Python.
     """
     if "message" not in events.columns:
         return events.sparkSession.createDataFrame([], UNIT_FACTS_SCHEMA)
@@ -195,10 +202,11 @@ def unit_mentions(events: DataFrame, granularity: str = "node",
 
     stores = [tagged("store", regex, 1, True) for regex in store_patterns]
     own = [tagged("self", regex, 1, False) for regex in self_address_patterns]
+    ip_text = replace_all("message", COMM_NAME_PATTERN, "") if unnamed_ids else F.col("message")
     lines = (
         events.where(F.col("event_id").isNotNull() & F.col("message").isNotNull())
         .select("job_id", *_unit_columns(granularity), "event_id", _seconds().alias("t"), loud.alias("loud"),
-                F.explode(F.array_distinct(F.concat(tagged("ip", IPV4_PATTERN, 0, False),
+                F.explode(F.array_distinct(F.concat(tagged("ip", IPV4_PATTERN, 0, False, text=ip_text),
                                                     tagged("rank", RANK_PATTERN, 1, True,
                                                            text=replace_all("message", SELF_RANK_PREFIX, "")),
                                                     tagged("slow", SLOW_RANK_PATTERN, 1, False),
@@ -231,8 +239,22 @@ def unit_mentions(events: DataFrame, granularity: str = "node",
     return _fresh(_flag_candidates(mentions, candidates), UNIT_FACTS_COLUMNS)
 
 
+def stated_times(events: DataFrame, patterns: Iterable[str] = ()) -> DataFrame:
+    """``events`` with ``ts`` filled on the lines without one whose message states a time
+    (``patterns``: Java regexes, group 1 the time as yyyy-MM-dd, then ``_``, ``T`` or a space,
+    then HH:mm:ss; ``SpatialConfig.stated_time_patterns``), read in the session's time zone as
+    header times are. Unchanged without a message column or patterns."""
+    patterns = list(patterns)
+    if not patterns or "message" not in events.columns:
+        return events
+    texts = [F.nullif(extract_first(F.col("message"), pattern), F.lit("")) for pattern in patterns]
+    text = F.regexp_replace(F.coalesce(*texts), r"^([0-9]{4}-[0-9]{2}-[0-9]{2})[_T]", "$1 ")
+    return events.withColumn("ts", F.coalesce(F.col("ts"), F.when(F.col("ts").isNull(), text.try_cast("timestamp"))))
+
+
 def unit_activity(events: DataFrame, granularity: str = "node", dated: bool = True,
-                  candidates: DataFrame | None = None) -> DataFrame:
+                  candidates: DataFrame | None = None, notices: Iterable[str] = (),
+                  ends: Iterable[str] = ()) -> DataFrame:
     """Per unit, over all its lines: how much and until when it logged, and its error lines.
 
     Input: ``events`` (job_id, node, rank, ts, level, event_id; line_no optional). Output:
@@ -251,7 +273,12 @@ def unit_activity(events: DataFrame, granularity: str = "node", dated: bool = Tr
     untimed errors are not looked up. n_candidate_error, last_candidate_error_s and
     last_candidate_error_by_s are n_error, last_error_s and last_error_by_s over the error lines
     of ``candidates``' events (job_id, event_id: what the cross-job filter kept) alone; without
-    ``candidates``, of every error line.
+    ``candidates``, of every error line. undated_notice: a file of the unit has a line matching
+    one of ``notices`` (Java regexes: the unit was told to stop, ``SpatialConfig.termination_patterns``)
+    after its last timestamped line (false without line numbers, a message column or notices).
+    reported_end: a line of the unit matches one of ``notices`` or ``ends`` (Java regexes: its
+    launcher's failure summary, ``SpatialConfig.stated_time_patterns``); null without a message
+    column or either.
     """
     is_error = F.col("level").isin(*ERROR_LEVELS)
     seconds = _seconds()
@@ -260,6 +287,11 @@ def unit_activity(events: DataFrame, granularity: str = "node", dated: bool = Tr
         last_line, last_timed = F.max("line_no"), F.max(F.when(F.col("ts").isNotNull(), F.col("line_no")))
     else:
         last_line = last_timed = F.lit(None).cast("long")
+    notices = list(notices) if "line_no" in events.columns and "message" in events.columns else []
+    last_notice = F.max(F.when(any_rlike("message", notices), F.col("line_no"))) if notices \
+        else F.lit(None).cast("long")
+    ends = [*notices, *ends] if "message" in events.columns else []
+    file_ended = F.max(any_rlike("message", ends)) if ends else F.lit(None).cast("boolean")
     # which error lines are of a candidate event: the error lines alone (few rows) are joined with
     # the candidates, and their per-file figures are broadcast back to the file's lines
     file_keys = ["job_id", "node", "rank"]
@@ -301,7 +333,8 @@ def unit_activity(events: DataFrame, granularity: str = "node", dated: bool = Tr
              F.max(F.when(is_error, seconds)).alias("last_error_s"), F.min(seconds).alias("first_s"),
              F.max(seconds).alias("last_s"), last_line.alias("last_line"), last_timed.alias("last_timed"),
              error_by.alias("error_by_s"), n_candidate.alias("n_candidate_error"),
-             candidate_s.alias("candidate_error_s"), candidate_by.alias("candidate_error_by_s"))
+             candidate_s.alias("candidate_error_s"), candidate_by.alias("candidate_error_by_s"),
+             last_notice.alias("last_notice"), file_ended.alias("file_ended"))
     )
     cover = F.coalesce(F.col("last_timed"), F.lit(0)) / F.col("last_line")
     activity = (
@@ -315,12 +348,15 @@ def unit_activity(events: DataFrame, granularity: str = "node", dated: bool = Tr
              F.when(~undated, F.max("error_by_s")).alias("last_error_by_s"),
              F.sum("n_candidate_error").alias("n_candidate_error"),
              F.max("candidate_error_s").alias("last_candidate_error_s"),
-             F.when(~candidate_undated, F.max("candidate_error_by_s")).alias("last_candidate_error_by_s"))
+             F.when(~candidate_undated, F.max("candidate_error_by_s")).alias("last_candidate_error_by_s"),
+             F.max(F.coalesce(F.col("last_notice") > F.coalesce(F.col("last_timed"), F.lit(0)),
+                              F.lit(False))).alias("undated_notice"),
+             F.max("file_ended").alias("reported_end"))
     )
     return _fresh(activity, ["job_id", "node", "process_rank", "min_rank", "max_rank", "ranks", "n_files", "n_lines",
                              "n_error", "first_error_s", "last_error_s", "first_s", "last_s", "ts_cover",
                              "last_error_by_s", "n_candidate_error", "last_candidate_error_s",
-                             "last_candidate_error_by_s"])
+                             "last_candidate_error_by_s", "undated_notice", "reported_end"])
 
 
 # ---- pure per-job logic --------------------------------------------------------------------
@@ -377,17 +413,21 @@ def unit_slowness(events: DataFrame, granularity: str = "node", timers: DataFram
 def unit_inputs(events: DataFrame, granularity: str = "node", candidates: DataFrame | None = None,
                 timers: DataFrame | None = None, remote_patterns: Iterable[str] = (),
                 store_patterns: Iterable[str] = (), dated: bool = True,
-                self_address_patterns: Iterable[str] = ()) -> tuple[DataFrame, DataFrame]:
+                self_address_patterns: Iterable[str] = (), stated_time_patterns: Iterable[str] = (),
+                termination_patterns: Iterable[str] = (), unnamed_ids: bool = False) -> tuple[DataFrame, DataFrame]:
     """The two long-form inputs of ``rank_units`` for every job of ``events``: the unit facts
     and mentions (UNIT_FACTS_COLUMNS) and the unit activity (``unit_activity`` with
     ``unit_slowness``'s slow_z, null where no timer names the unit). Built once, they
     can be ranked under several configurations (``rank_unit_inputs``; the evaluation does).
     ``timers``: see ``unit_slowness``; ``remote_patterns``: see ``unit_event_facts``; ``store_patterns``:
     see ``unit_mentions``; ``dated``: see ``unit_activity``; ``self_address_patterns``: see
-    ``unit_mentions``."""
+    ``unit_mentions``; ``stated_time_patterns``: see ``stated_times`` (the activity's times
+    alone: facts and mentions date events by their own timestamps); ``termination_patterns``: see
+    ``unit_activity``'s notices; ``unnamed_ids``: see ``unit_mentions``."""
     facts = unit_event_facts(events, granularity, candidates, remote_patterns).unionByName(
-        unit_mentions(events, granularity, candidates, store_patterns, self_address_patterns))
-    activity = unit_activity(events, granularity, dated, candidates)
+        unit_mentions(events, granularity, candidates, store_patterns, self_address_patterns, unnamed_ids))
+    activity = unit_activity(stated_times(events, stated_time_patterns), granularity, dated, candidates,
+                             termination_patterns, stated_time_patterns)
     slow = unit_slowness(events, granularity, timers).withColumnRenamed("job_id", "s_job").withColumnRenamed(
         "node", "s_node").withColumnRenamed("process_rank", "s_rank")
     same_unit = ((activity["job_id"] == slow["s_job"]) & (activity["node"] == slow["s_node"])
@@ -443,7 +483,8 @@ def rank_nodes(events: DataFrame, config: SpatialConfig = SpatialConfig(),
 # the settings ``configured_unit_inputs`` reads: they shape the inputs, so inputs once built fix
 # them (``evaluation.rerank`` refuses to change one); a test holds this list to what it reads
 UNIT_INPUT_SETTINGS = ("granularity", "remote_patterns", "store_client_not_blame", "store_client_patterns",
-                       "untimed_errors_dated", "self_address_patterns")
+                       "untimed_errors_dated", "self_address_patterns", "stated_time_patterns",
+                       "termination_patterns", "communicator_ids_name_nobody")
 
 
 def configured_unit_inputs(events: DataFrame, config: SpatialConfig = SpatialConfig(),
@@ -454,7 +495,9 @@ def configured_unit_inputs(events: DataFrame, config: SpatialConfig = SpatialCon
     # the store-client tokens are only read when the switch is on: no extra regexes per line otherwise
     stores = config.store_client_patterns if config.store_client_not_blame else ()
     return unit_inputs(events, config.granularity, candidates, timers, config.remote_patterns,
-                       stores, config.untimed_errors_dated, config.self_address_patterns)
+                       stores, config.untimed_errors_dated, config.self_address_patterns,
+                       config.stated_time_patterns, config.termination_patterns,
+                       config.communicator_ids_name_nobody)
 
 
 def baseline_rankings(events: DataFrame, granularity: str = "node") -> DataFrame:

@@ -38,6 +38,7 @@ from l4spark.spatial.signals import (
     peer_mentions,
     silence,
     slowness_scores,
+    lead_scores,
     timing_scores,
 )
 
@@ -131,7 +132,7 @@ def unit_signals(counts: pd.DataFrame, activity: pd.DataFrame, config: SpatialCo
     # far fewer lines alone is weaker than stopping early: the node of rank 0 or of the last
     # pipeline stage logs more than the rest by role
     only_truncated = silent["truncated"] & silent["silent"] & (silent["missing_files"] == 0) & ~(
-        silent["silent_gap_s"].fillna(0.0) >= config.silent_min_gap_s)
+        silent["silent_gap_s"].fillna(0.0) >= config.silent_min_gap_s) & ~silent["unended"]
     lag = collectives_behind(mentions, activity)
     signals = pd.DataFrame({
         "score": score, "has_evidence": has_evidence.reindex(activity.index).fillna(False),
@@ -155,7 +156,8 @@ def stopped_before_onsets(silent: pd.DataFrame, onsets: pd.Series, stops: pd.Ser
         others = onsets.drop(index=unit).dropna()
         if len(others) and stops[unit] > others.min():
             stopped[unit] = False
-    return silent.assign(stopped=stopped, silent=stopped | (silent["missing_files"] > 0) | silent["truncated"])
+    unended = silent["unended"] if "unended" in silent.columns else False
+    return silent.assign(stopped=stopped, silent=stopped | (silent["missing_files"] > 0) | silent["truncated"] | unended)
 
 
 def combine(signals: pd.DataFrame, config: SpatialConfig) -> pd.DataFrame:
@@ -173,7 +175,8 @@ def combine(signals: pd.DataFrame, config: SpatialConfig) -> pd.DataFrame:
         # of two units, own events are mostly role output: their difference weighs less
         isolation = 0.5 + config.pair_isolation_weight * (isolation - 0.5)
     blame = blame_scores(signals["named_weight"] if config.blame_discount else signals["named_by"].astype(float))
-    timing = timing_scores(signals["onset_lag_s"], config.timing_scale_s)
+    timing = timing_scores(signals["onset_lag_s"], config.timing_scale_s) if not config.timing_by_lead \
+        else lead_scores(signals["onset_lag_s"], config.timing_scale_s)
     slowness = slowness_scores(signals[["slow_z"]], signals["detector_votes"], config)
     silence_part = signals["stopped"].astype(float) * config.silence_weight + \
         signals["only_truncated"].astype(float) * config.truncated_bonus
@@ -271,6 +274,8 @@ def _signals(unit: str, silent: pd.DataFrame, score: pd.Series, evidence: dict, 
     row = silent.loc[unit]
     if row["missing_files"] > 0:
         out.append(f"silent: {int(row['missing_files'])} rank file(s) fewer than its peers")
+    elif row.get("unended", False) and not row["stopped"]:
+        out.append("silent: no end of its own (no failure summary, no notice to stop) where its peers reported theirs")
     elif row["truncated"]:
         out.append("silent: far fewer lines than its peers")
     elif row["silent"]:

@@ -197,7 +197,10 @@ def silence(activity: pd.DataFrame, config: SpatialConfig, candidate_lines: pd.S
     time only when the unit's files are timestamped to their end (optional column ts_cover, at
     least ``timestamp_cover``): a last timestamp followed by untimed lines is no stop.
     ``silent_first_alone``: of three units or more, one that stopped ``silent_min_gap_s`` before
-    every other unit's last line is silent by time whatever their spread.
+    every other unit's last line is silent by time whatever their spread. ``notices_undate_stops``:
+    a unit told to stop after its last timestamp (optional column undated_notice) is not silent
+    by time. ``unended_is_silent``: a unit that reported no end where most did (``unended_units``,
+    output column unended) is silent, whatever its times.
     """
     role = roles(activity) if {"min_rank", "max_rank"} <= set(activity.columns) else pd.Series("peer", index=activity.index)
     sizes = role.map(role.value_counts())
@@ -244,6 +247,9 @@ def silence(activity: pd.DataFrame, config: SpatialConfig, candidate_lines: pd.S
         by_time |= (_others_min(last.to_numpy(dtype=float)) - last.to_numpy(dtype=float)) >= config.silent_min_gap_s
     if config.silence_needs_cover and "ts_cover" in activity.columns:
         by_time &= activity["ts_cover"].fillna(1.0) >= config.timestamp_cover
+    if config.notices_undate_stops and "undated_notice" in activity.columns:
+        # told to stop after its last timestamp: alive until a teardown its lines do not date
+        by_time &= ~activity["undated_notice"].fillna(False).astype(bool)
     missing = (typical_files - activity["n_files"]).clip(lower=0)
     truncated = (activity["n_lines"] < config.truncated_share * line_median).fillna(False)
     # A unit that stopped early but wrote errors crashed loudly: the count vectors show it.
@@ -275,10 +281,25 @@ def silence(activity: pd.DataFrame, config: SpatialConfig, candidate_lines: pd.S
         if dated in activity.columns and despite else False
     quiet = (n_error == 0) | no_candidates | errors_long_before | (len(activity) == 2 and config.pair_silence)
     stopped = by_time.fillna(False) & quiet
-    silent = stopped | (missing > 0) | truncated
+    unended = unended_units(activity, config)
+    silent = stopped | (missing > 0) | truncated | unended
     return pd.DataFrame({"silent": silent.astype(bool), "silent_gap_s": gap.where(last.notna()),
                          "missing_files": missing.astype(int), "truncated": truncated.astype(bool),
-                         "stopped": stopped.astype(bool), "wrote_errors": activity["n_error"] > 0})
+                         "stopped": stopped.astype(bool), "wrote_errors": activity["n_error"] > 0,
+                         "unended": unended.astype(bool)})
+
+
+def unended_units(activity: pd.DataFrame, config: SpatialConfig) -> pd.Series:
+    """Per unit: it reported no end of its own (optional column reported_end false: no failure
+    summary, no notice of a teardown) where at least ``end_share`` of the units, two at least,
+    reported theirs (``unended_is_silent``; false everywhere without the column)."""
+    if not config.unended_is_silent or "reported_end" not in activity.columns:
+        return pd.Series(False, index=activity.index)
+    ended = activity["reported_end"].astype("boolean")
+    n_ended = int(ended.fillna(False).sum())
+    if n_ended < 2 or n_ended < config.end_share * len(activity):
+        return pd.Series(False, index=activity.index)
+    return ended.eq(False).fillna(False).astype(bool)
 
 
 def deviations(features: pd.DataFrame) -> pd.DataFrame:
@@ -688,6 +709,17 @@ def timing_scores(onset_lag_s: pd.Series, scale_s: float) -> pd.Series:
     """Timing in [0, 1]: 1 for the earliest failure onset, e-fold smaller per ``scale_s``
     seconds behind it; 0 without an onset."""
     return np.exp(-onset_lag_s / scale_s).fillna(0.0)
+
+
+def lead_scores(onset_lag_s: pd.Series, scale_s: float) -> pd.Series:
+    """Timing in [0, 1] by how far a unit's failure onset came before every other unit's: 1 -
+    e^(-lead / ``scale_s``) for the first unit; 0 for the others, for units tied first and for
+    units without an onset. The only unit with an onset leads by all (1): the others never
+    began to fail that the lines show (a pair whose survivor's failure was a reaction)."""
+    lag = onset_lag_s.astype(float)
+    others = pd.Series(_others_min(lag.to_numpy()), index=lag.index)
+    lead = (others - lag).where(others.notna() | lag.isna(), np.inf).clip(lower=0.0).fillna(0.0)
+    return 1.0 - np.exp(-lead / scale_s)
 
 
 def _evidence(deviation: pd.DataFrame, unit: str, limit: int) -> tuple[list[str], list[float]]:
