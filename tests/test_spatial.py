@@ -1744,6 +1744,48 @@ def test_times_lines_state_and_notices_of_a_teardown_date_a_units_stop(spark):
         "reported_end"].isna().all()
 
 
+@pytest.mark.spark
+def test_a_notice_to_stop_is_a_reaction_of_a_pair(spark):
+    # issue #18, 36045's two-node job: the store host h1's torchrun agent got its SIGTERM (glog
+    # W-lines, timed) 2 s before h2's own GPU error showed on h2's clock, which runs late. The
+    # notice and its SignalException opened the pair's only onset of its own and were h1's own
+    # events; as reactions they count for the other unit, and h2, whose GPU failed, is first
+    at = lambda seconds: T0 + timedelta(seconds=seconds)
+    rows = []
+    for node, ranks in (("h1", (0, 1)), ("h2", (2, 3))):
+        for rank in ranks:
+            file = f"{node}/rank-{rank}.log"
+            rows += [("job-p", node, rank, file, 1, at(10), "INFO", "start", "start")]
+            rows += [("job-p", node, rank, file, 1 + step, at(10 + 9 * step), "INFO", "progress", f"step {step}")
+                     for step in range(1, 100)]
+    for rank in (0, 1):
+        file = f"h1/rank-{rank}.log"
+        rows += [("job-p", "h1", rank, file, 200, at(998), "WARN", "death",
+                  "W1107 api.py:704] Received Signals.SIGTERM death signal, shutting down workers"),
+                 ("job-p", "h1", rank, file, 201, at(998.001), "WARN", "closing",
+                  f"W1107 api.py:897] Sending process {900 + rank} closing signal SIGTERM"),
+                 ("job-p", "h1", rank, file, 202, None, "ERROR", "signal",
+                  "torch.distributed.elastic.multiprocessing.api.SignalException: Process 955395 got signal: 15")]
+    for rank in (2, 3):
+        file = f"h2/rank-{rank}.log"
+        rows += [("job-p", "h2", rank, file, 200, at(1000), "ERROR", "cuda",
+                  "RuntimeError: CUDA error: an illegal memory access was encountered"),
+                 ("job-p", "h2", rank, file, 201, at(1000.2), "ERROR", "abort", "terminate called after throwing")]
+    events = spark.createDataFrame(rows, MESSAGES_SCHEMA)
+
+    def ranked(config: SpatialConfig) -> pd.DataFrame:
+        facts, activity = configured_unit_inputs(events, config)
+        return rank_units("job-p", facts.toPandas(), activity.toPandas(), config).set_index("node")
+
+    on = ranked(SpatialConfig())
+    assert on.index.tolist() == ["h2", "h1"]
+    assert on.loc["h2", "score"] > on.loc["h1", "score"]
+    assert pd.isna(on.loc["h1", "onset_lag_s"])  # h1's failure began with a reaction: no onset
+    off = ranked(SpatialConfig(notices_are_reactions=False))
+    assert off.index.tolist() == ["h1", "h2"]
+    assert off.loc["h1", "onset_lag_s"] == 0.0 and any(s.startswith("failed first") for s in off.loc["h1", "signals"])
+
+
 def test_timing_is_the_lead_of_the_first_onset_over_every_other():
     # issue #18, 36021's MindSpeed hang: the hung node193 has no onset of its own; two peers'
     # watchdogs fired in the same second. By lag both got the full timing weight over it
@@ -1779,6 +1821,13 @@ def test_a_unit_that_reported_no_end_where_its_peers_did_is_silent():
     # no launcher that reports (null: no patterns read) or none reported: nobody is unended
     assert not silence(activity.assign(reported_end=None), SpatialConfig())["silent"].any()
     assert not silence(activity.assign(reported_end=False), SpatialConfig())["silent"].any()
+    # of two units, the share is of the other unit (36041's two-node DeepSpeed node_down: the
+    # survivor's SIGTERM notice came 14 s after the dead node's last line, under silent_min_gap_s)
+    pair = _activity(2, n_error={1: 0}).set_index("node").assign(reported_end=[True, False])
+    assert silence(pair, SpatialConfig())["silent"].tolist() == [False, True]
+    assert not silence(pair, SpatialConfig(unended_among_others=False))["silent"].any()
+    # three of four, against the job's units or the others': the same
+    assert silence(activity, SpatialConfig(unended_among_others=False))["silent"].tolist() == [False, False, True, False]
     # in the ranking: n02 went down with its launcher at 985 s, its last timestamp no earlier than
     # its peers' (untimed files); it gains the silence weight, and the reason in words
     facts, dead = _dead_node_job(985.0)

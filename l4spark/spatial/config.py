@@ -232,7 +232,8 @@ class SpatialConfig:
     # rank's EI0002 timeout prints it in its task tag (``tag[AllReduce_90.90.92.240%enp189s0f0_60000_0_
     # 1732766162316022]``, in public CANN logs; CANN's guide calls the tag the operator's
     # identifier, ``identifier[...]`` the communicator's name). As a name it blamed rank 0's node
-    # for every HCCL timeout of the job (36031's invalid rank table: named by 10 peers). False: as before.
+    # for every HCCL timeout of the job (36031's invalid rank table: named by 10 peers, through the
+    # communicator's name in EI0002's ``group:[...]``). False: as before.
     communicator_ids_name_nobody: bool = True
     # Session 42: a unit that reported no end of its own (no line of ``termination_patterns`` or
     # ``stated_time_patterns``: no failure summary, no notice of a teardown) where at least
@@ -251,6 +252,18 @@ class SpatialConfig:
     # of ten fleets: +5 jobs, none lost (docs/spatial.md, "Timing is a lead"). False: by lag.
     timing_by_lead: bool = True
     end_share: float = 0.75
+    # Session 43: ``end_share`` is of the *other* units, one at least: of two units, the one
+    # without an end is silent when the other reported its end. False: of the job's units, two at least.
+    unended_among_others: bool = True
+    # Session 43: a notice that the unit was told to stop (``termination_patterns``) is a reaction,
+    # as a line saying a peer failed is (its facts' ``remote`` flag): a launcher's agent is sent
+    # SIGTERM, and slurmstepd cancels a step, because the job is being torn down, whoever failed.
+    # Of two units, a failure that begins with such a notice is then no onset of the unit's own
+    # (``pair_onset_without_remote``), and a notice only one unit printed counts for the other
+    # (``pair_isolation``). Written on 36045's two-node HF Trainer NCCL timeout: the store host's
+    # timed SIGTERM notice opened the only onset of the pair, while the faulty node's watchdog
+    # timeouts, 6 s earlier, were reactions. False: as before.
+    notices_are_reactions: bool = True
     # Messages that say the failure is at a peer, not here (Java regexes, matched on one sample
     # line per unit and event): with one peer they can only mean the other unit (``pair_isolation``).
     remote_patterns: tuple = (
@@ -304,7 +317,7 @@ class SpatialConfig:
                     "uncovered_later_onsets", "lone_roles_own_events", "global_small_ranks",
                     "pair_scored_events", "group_ranks_by_communicator", "roll_calls_not_blame",
                     "notices_undate_stops", "communicator_ids_name_nobody", "unended_is_silent",
-                    "timing_by_lead"):
+                    "timing_by_lead", "notices_are_reactions", "unended_among_others"):
             if not isinstance(getattr(self, key), bool):
                 raise ConfigError(f"spatial.{key}: expected true or false, found {getattr(self, key)!r}")
         if self.granularity not in GRANULARITIES:

@@ -13,6 +13,7 @@ Error_count by their number of ERROR/FATAL lines (units without one come last, b
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Iterable
 
@@ -249,7 +250,8 @@ def stated_times(events: DataFrame, patterns: Iterable[str] = ()) -> DataFrame:
         return events
     texts = [F.nullif(extract_first(F.col("message"), pattern), F.lit("")) for pattern in patterns]
     text = F.regexp_replace(F.coalesce(*texts), r"^([0-9]{4}-[0-9]{2}-[0-9]{2})[_T]", "$1 ")
-    return events.withColumn("ts", F.coalesce(F.col("ts"), F.when(F.col("ts").isNull(), text.try_cast("timestamp"))))
+    # coalesce evaluates its second argument only where ts is null: no regex on timed lines
+    return events.withColumn("ts", F.coalesce(F.col("ts"), text.try_cast("timestamp")))
 
 
 def unit_activity(events: DataFrame, granularity: str = "node", dated: bool = True,
@@ -287,11 +289,14 @@ def unit_activity(events: DataFrame, granularity: str = "node", dated: bool = Tr
         last_line, last_timed = F.max("line_no"), F.max(F.when(F.col("ts").isNotNull(), F.col("line_no")))
     else:
         last_line = last_timed = F.lit(None).cast("long")
-    notices = list(notices) if "line_no" in events.columns and "message" in events.columns else []
-    last_notice = F.max(F.when(any_rlike("message", notices), F.col("line_no"))) if notices \
+    notices, ends = (list(notices), list(ends)) if "message" in events.columns else ([], [])
+    if notices:
+        # each line's notice match once, for both its place and the end it reports
+        events = events.withColumn("_notice", any_rlike("message", notices))
+    last_notice = F.max(F.when(F.col("_notice"), F.col("line_no"))) if notices and "line_no" in events.columns \
         else F.lit(None).cast("long")
-    ends = [*notices, *ends] if "message" in events.columns else []
-    file_ended = F.max(any_rlike("message", ends)) if ends else F.lit(None).cast("boolean")
+    ended = [*([F.col("_notice")] if notices else []), *([any_rlike("message", ends)] if ends else [])]
+    file_ended = F.max(functools.reduce(lambda a, b: a | b, ended)) if ended else F.lit(None).cast("boolean")
     # which error lines are of a candidate event: the error lines alone (few rows) are joined with
     # the candidates, and their per-file figures are broadcast back to the file's lines
     file_keys = ["job_id", "node", "rank"]
@@ -484,7 +489,7 @@ def rank_nodes(events: DataFrame, config: SpatialConfig = SpatialConfig(),
 # them (``evaluation.rerank`` refuses to change one); a test holds this list to what it reads
 UNIT_INPUT_SETTINGS = ("granularity", "remote_patterns", "store_client_not_blame", "store_client_patterns",
                        "untimed_errors_dated", "self_address_patterns", "stated_time_patterns",
-                       "termination_patterns", "communicator_ids_name_nobody")
+                       "termination_patterns", "communicator_ids_name_nobody", "notices_are_reactions")
 
 
 def configured_unit_inputs(events: DataFrame, config: SpatialConfig = SpatialConfig(),
@@ -494,7 +499,10 @@ def configured_unit_inputs(events: DataFrame, config: SpatialConfig = SpatialCon
     shape the inputs, ``UNIT_INPUT_SETTINGS``: granularity, remote and store-client patterns, dating)."""
     # the store-client tokens are only read when the switch is on: no extra regexes per line otherwise
     stores = config.store_client_patterns if config.store_client_not_blame else ()
-    return unit_inputs(events, config.granularity, candidates, timers, config.remote_patterns,
+    # a notice to stop is a reaction too (``notices_are_reactions``): the facts' remote flag
+    remote = (*config.remote_patterns, *config.termination_patterns) if config.notices_are_reactions \
+        else config.remote_patterns
+    return unit_inputs(events, config.granularity, candidates, timers, remote,
                        stores, config.untimed_errors_dated, config.self_address_patterns,
                        config.stated_time_patterns, config.termination_patterns,
                        config.communicator_ids_name_nobody)

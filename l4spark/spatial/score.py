@@ -33,12 +33,12 @@ from l4spark.spatial.signals import (
     deviations,
     failure_onsets,
     isolation_scores,
+    lead_scores,
     normalised_features,
     pair_isolation,
     peer_mentions,
     silence,
     slowness_scores,
-    lead_scores,
     timing_scores,
 )
 

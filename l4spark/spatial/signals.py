@@ -297,7 +297,12 @@ def unended_units(activity: pd.DataFrame, config: SpatialConfig) -> pd.Series:
         return pd.Series(False, index=activity.index)
     ended = activity["reported_end"].astype("boolean")
     n_ended = int(ended.fillna(False).sum())
-    if n_ended < 2 or n_ended < config.end_share * len(activity):
+    if config.unended_among_others:
+        # each unit without an end, against the others: of n units, k without, (n - k) / (n - 1)
+        others = len(activity) - 1
+        if n_ended < 1 or n_ended < config.end_share * others:
+            return pd.Series(False, index=activity.index)
+    elif n_ended < 2 or n_ended < config.end_share * len(activity):
         return pd.Series(False, index=activity.index)
     return ended.eq(False).fillna(False).astype(bool)
 
