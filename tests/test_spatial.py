@@ -1770,7 +1770,9 @@ def test_a_notice_to_stop_is_a_reaction_of_a_pair(spark):
         file = f"h2/rank-{rank}.log"
         rows += [("job-p", "h2", rank, file, 200, at(1000), "ERROR", "cuda",
                   "RuntimeError: CUDA error: an illegal memory access was encountered"),
-                 ("job-p", "h2", rank, file, 201, at(1000.2), "ERROR", "abort", "terminate called after throwing")]
+                 ("job-p", "h2", rank, file, 201, at(1000.2), "ERROR", "abort", "terminate called after throwing"),
+                 ("job-p", "h2", rank, file, 202, None, None, "summary_time",
+                  f"  time      : {at(1000).strftime('%Y-%m-%d_%H:%M:%S')}")]  # torchrun's failure summary: an end
     events = spark.createDataFrame(rows, MESSAGES_SCHEMA)
 
     def ranked(config: SpatialConfig) -> pd.DataFrame:
@@ -1949,9 +1951,34 @@ def test_the_store_host_named_by_every_survivor_is_not_the_suspect():
     nodes = details["activity"]["node"]
     blame = combine(signals, SpatialConfig()).set_index(nodes)["blame"]
     raw = combine(signals, SpatialConfig(blame_discount=False)).set_index(nodes)["blame"]
-    # six of seven name n00: 6 x (1 - 6/8) = 1.5 against n05's two full names
-    assert blame.idxmax() == "n05" and blame["n00"] == pytest.approx(0.75 * blame["n05"])
+    # six of seven name n00: from the second namer on, 6 x (1 - 5/7) = 12/7 against n05's two full names
+    assert blame.idxmax() == "n05" and blame["n00"] == pytest.approx(6 / 7 * blame["n05"])
+    # each name discounted (first_name_whole off): 6 x (1 - 6/8) = 1.5
+    smoothed = combine(*unit_signals(_store_host_job(), _activity(8), SpatialConfig(first_name_whole=False))[:1],
+                       SpatialConfig(first_name_whole=False)).set_index(nodes)["blame"]
+    assert smoothed["n00"] == pytest.approx(0.75 * smoothed["n05"])
     assert raw.idxmax() == "n00" and raw["n00"] == pytest.approx(6 / 7)  # six of the seven others
+
+
+def test_one_name_of_the_store_host_is_whole():
+    # issue #18, 36047's host OOM kill: the kernel killed rank 0 on n00 (the store host) without a
+    # line; both nodes' NCCL IB completion errors name the other end of the link, and n01's
+    # ncclRemoteError says a peer failed. Each one name: n00's was halved by design (1 - 1/2)
+    # and n01 came first on it, although n00 is the isolated unit
+    rows = [_fact(node, "iteration", 200, 20.0) for node in ("n00", "n01")]
+    rows += [_mention("n00", "bootstrap", "ip:10.0.0.1", None, loud=0), _mention("n01", "bootstrap", "ip:10.0.0.2", None, loud=0),
+             _fact("n00", "bootstrap", 4, 11.0), _fact("n01", "bootstrap", 4, 11.0),
+             _fact("n00", "ib_completion", 1, None), _mention("n00", "ib_completion", "ip:10.0.0.2", None),
+             _fact("n00", "memory_report", 2, None),
+             _fact("n01", "ib_completion", 4, None), _mention("n01", "ib_completion", "ip:10.0.0.1", None),
+             _fact("n01", "remote_error", 12, 990.0, remote=True), _fact("n01", "abort", 2, 990.1)]
+    counts = pd.DataFrame(rows, columns=UNIT_FACTS_COLUMNS[1:])
+    activity = _activity(2)
+    ranked = rank_units("job-o", counts, activity, SpatialConfig()).set_index("node")
+    assert ranked.loc["n00", "rank"] == 1 and ranked.loc["n00", "named_by"] == ranked.loc["n01", "named_by"] == 1
+    halved = rank_units("job-o", counts, activity, SpatialConfig(first_name_whole=False)).set_index("node")
+    assert halved.loc["n01", "rank"] == 1
+    assert "weight 0.50" in " ".join(halved.loc["n00", "signals"]) and "weight 1.00" in " ".join(ranked.loc["n00", "signals"])
 
 
 def test_a_silent_unit_gets_the_silence_weight_not_a_tier():

@@ -32,6 +32,10 @@ class SpatialConfig:
     evidence_required: bool = True  # isolation above 0.5 counts only for a unit with evidence
     blame_weight: float = 0.8  # combined score added when every other unit names it (a share; names discounted by design)
     blame_discount: bool = True  # discount a name by how many units give it (the store host is named by all by design)
+    # Session 43: the discount counts from the second naming unit: one name of the store host's
+    # unit is whole, k of the n - 1 others carry 1 - (k - 1) / (n - 1) each (``signals.peer_mentions``).
+    # False: 1 - k / n (one name of it in a two-unit job weighed half).
+    first_name_whole: bool = True
     silence_weight: float = 0.25  # combined score added for stopping early without an error line / missing rank files
     slowness_weight: float = 0.5  # combined score added for being the unit every other unit waits for (a straggler)
     # Session 26: combined score added when the unit's NCCL watchdog timed out in an older
@@ -317,7 +321,7 @@ class SpatialConfig:
                     "uncovered_later_onsets", "lone_roles_own_events", "global_small_ranks",
                     "pair_scored_events", "group_ranks_by_communicator", "roll_calls_not_blame",
                     "notices_undate_stops", "communicator_ids_name_nobody", "unended_is_silent",
-                    "timing_by_lead", "notices_are_reactions", "unended_among_others"):
+                    "timing_by_lead", "notices_are_reactions", "unended_among_others", "first_name_whole"):
             if not isinstance(getattr(self, key), bool):
                 raise ConfigError(f"spatial.{key}: expected true or false, found {getattr(self, key)!r}")
         if self.granularity not in GRANULARITIES:

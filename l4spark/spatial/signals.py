@@ -497,7 +497,7 @@ def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Se
                   since: float | None, window_s: float, onsets: pd.Series | None = None,
                   reactions: Iterable[tuple[str, str]] = (), store_clients: bool = False,
                   global_small_ranks: bool = False, group_ranks: bool = False,
-                  roll_calls: bool = False) -> pd.DataFrame:
+                  roll_calls: bool = False, first_name_whole: bool = False) -> pd.DataFrame:
     """Which units the others' loud lines name, and how many others name each.
 
     ``mentions``: unit, node, event_id, token, n_loud, first_s, candidate rows;
@@ -515,7 +515,11 @@ def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Se
     ``k`` of the ``n - 1`` other units carries ``1 - k / n`` per naming unit: the share of units
     that name it by design, estimated with one unit of smoothing, so that in a job of two nodes
     the one peer's name is not cancelled by itself (``k / (n - 1)`` made it weigh 0); a name of any other unit carries 1 (a ring neighbour is named by the one
-    or two units next to it, and so is a faulty node). A naming unit counts with its strongest
+    or two units next to it, and so is a faulty node). ``first_name_whole``: that unit named by
+    ``k`` others carries ``1 - (k - 1) / (n - 1)`` per naming unit instead: by design means by
+    many, and one name is whole (of two units, the other unit's name of the store host weighed 0.5
+    against 1 for the store host's name of it; 36047's host OOM kill, where the two nodes' IB
+    completion errors named each other). A naming unit counts with its strongest
     name. Output indexed like ``activity``: named_by (distinct naming units), named_weight (the
     sum of their discounted names), names (up to 3 tokens used, sorted).
 
@@ -630,7 +634,8 @@ def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Se
     held = {unit: ranks for unit, ranks in _unit_ranks(activity).items() if len(ranks)}
     lowest = min((min(r) for r in held.values()), default=None)
     hosts_store = frame["unit"].map(lambda u: lowest is not None and lowest in held.get(u, ())).astype(bool)
-    frame["weight"] = np.where(hosts_store, 1.0 - namers.clip(upper=others) / (others + 1), 1.0)
+    by_design = (namers.clip(upper=others) - 1) / others if first_name_whole else namers.clip(upper=others) / (others + 1)
+    frame["weight"] = np.where(hosts_store, 1.0 - by_design, 1.0)
     strongest = frame.groupby(["unit", "by"])["weight"].max()
     named_by = frame.groupby("unit")["by"].nunique()
     names = frame.groupby("unit")["token"].agg(lambda t: sorted(set(t))[:3])
