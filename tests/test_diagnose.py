@@ -796,6 +796,37 @@ def test_untimed_lines_at_the_end_of_a_file_are_its_tail(spark):
     assert [tail[("n1/rank-0.log", n)] for n in range(1, 7)] == [False, False, False, False, True, True]
     assert tail[("n1/rank-1.log", 1)] is False and tail[("n1/rank-1.log", 2)] is True
     assert not tail[("n2/rank-2.log", 1)] and not tail[("n2/rank-2.log", 2)]
+    # the latest each line can have been written: its own timestamp or the next below it; none
+    by = {(r.file, r.line_no): r.t_by for r in lines.itertuples()}
+    assert by[("n2/rank-2.log", 1)] == by[("n2/rank-2.log", 2)] == start.timestamp()
+    assert pd.isna(by[("n1/rank-1.log", 2)]) and pd.isna(by[("n1/rank-0.log", 3)])
+
+
+def test_an_event_shown_before_the_onset_is_not_late_by_another_files_tail():
+    """Fresh seed 36049: a Megatron job under torchrun whose non-zero ranks print a timestamp only
+    at start-up. Their NCCL init lines are untimed to the end of those files (tail), so every init
+    event was late (0.4) and, with no history to filter it, new (0.3): 19 events flagged. Rank
+    0's copies have a timestamp below them from the same day, long before the onset."""
+    row = {"job_id": "j", "first_t": 10.0, "tail": True, "severity": 1, "frame_share": 0.0, "keep_reason": "no_history",
+           "history": "none"}
+    evidence = pd.DataFrame([
+        {**row, "event_id": "init", "sample": "NCCL INFO Connected all rings", "seen_by_t": 400.0},
+        {**row, "event_id": "crash", "sample": "NCCL WARN NET/IB : Got completion from peer 10.0.0.2", "seen_by_t": None},
+        {**row, "event_id": "after", "sample": "NCCL INFO comm 0x1 rank 0 nranks 4 - Abort COMPLETE", "seen_by_t": 1990.0},
+    ])
+    timing = pd.DataFrame([{"job_id": "j", "start_t": 0.0, "last_progress_t": 2000.0}])
+    empty = pd.DataFrame(columns=["job_id", "event_id", "score"])
+    no_hits = pd.DataFrame(columns=["job_id", "event_id", "confidence"])
+    shares = pd.DataFrame({"event_id": [], "n_failed": []})
+    spatial = pd.DataFrame([{"job_id": "j", "event_id": e, "score": 1.0} for e in ("init", "crash", "after")])
+
+    def late(conf: DiagnosisConfig) -> dict:
+        return dict(score_events(evidence, timing, spatial, empty, no_hits, shares, conf).set_index("event_id")["late"])
+
+    onset = 2000.0 - DiagnosisConfig().onset_margin_s
+    assert 400.0 < onset < 1990.0
+    assert late(DiagnosisConfig()) == {"init": False, "crash": True, "after": True}
+    assert late(DiagnosisConfig(bounded_lines_not_late=False)) == {"init": True, "crash": True, "after": True}
 
 
 # PyTorch's output when a NCCL watchdog aborts a rank (as in pytorch issues and Megatron-LM #935):

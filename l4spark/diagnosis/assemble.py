@@ -80,7 +80,9 @@ def _severity(level: F.Column) -> F.Column:
 def prepare_lines(staged: DataFrame, offsets: DataFrame, conf: DiagnosisConfig, tconf=None) -> DataFrame:
     """Staged events plus ``t`` (seconds on the job's reference clock: the line's own timestamp, or
     the last one before it in its file, minus the node's clock offset), ``frame`` (a stack-frame
-    line, or the source line printed under a Python frame) and ``tail`` (no timestamp at or below
+    line, or the source line printed under a Python frame), ``t_by`` (the latest the line can have
+    been written: its own timestamp or the next one below it in its file, on the same clock; null
+    when none is below) and ``tail`` (no timestamp at or below
     the line in its file, and below the file's last stage or iteration marker when it has one:
     the end of a process's output, whose time ``t`` only bounds from below; a crash's untimed
     stderr lines under startup-only timestamps are the common case)."""
@@ -96,6 +98,7 @@ def prepare_lines(staged: DataFrame, offsets: DataFrame, conf: DiagnosisConfig, 
             .withColumn("tail", ts_below.isNull() & (F.col("line_no") > F.coalesce(last_marker, F.lit(-1))))
             .join(F.broadcast(offsets), on=["job_id", "node"], how="left")
             .withColumn("t", F.col("ts_filled").cast("double") - F.coalesce("offset_s", F.lit(0.0)))
+            .withColumn("t_by", ts_below.cast("double") - F.coalesce("offset_s", F.lit(0.0)))
             .drop("offset_s", "ts_filled"))
 
 
@@ -153,7 +156,8 @@ def event_evidence(candidates: DataFrame, exit_line_patterns: Sequence[str] = ()
                    nonfinite_rules: Sequence[str] = ()) -> DataFrame:
     """Per (job, candidate event) over candidate lines (``prepare_lines`` columns plus
     keep_reason): n_lines, n_nodes, n_ranks, first_t, last_t, severity (highest level, see
-    SEVERITY), frame_share, tail (any line in its file's tail), the first line (sample, sample_node, sample_ts, stage, level),
+    SEVERITY), frame_share, tail (any line in its file's tail), seen_by_t (the earliest any
+    of its lines can be shown to have been written by: the least ``t_by``; null when none can), the first line (sample, sample_node, sample_ts, stage, level),
     keep_reason, exit_nodes (sorted nodes of its lines that match one of ``exit_line_patterns``,
     a launcher's report of its own failed worker; empty without patterns), nodes (the sorted
     nodes that printed it: where a pattern match is, ``scoring.rank_matches``), node_lines (the
@@ -164,6 +168,7 @@ def event_evidence(candidates: DataFrame, exit_line_patterns: Sequence[str] = ()
     lines = (candidates.withColumn("severity", _severity(F.col("level")))
              .withColumn("exit_node", F.when(any_rlike("message", exit_line_patterns), F.col("node")))
              .withColumn("nonfinite", any_rlike("message", nonfinite_rules)))
+    seen_by = F.min("t_by") if "t_by" in candidates.columns else F.lit(None).cast("double")
     first = F.struct((~F.col("nonfinite")).alias("finite"), F.coalesce("t", F.lit(float("inf"))).alias("t"),
                      "node", "rank", "line_no", "message", "ts", "stage", "level")
     per_node = (lines.groupBy("job_id", "event_id", "node")
@@ -171,7 +176,7 @@ def event_evidence(candidates: DataFrame, exit_line_patterns: Sequence[str] = ()
                      F.when(F.col("node").isNotNull(), F.size(F.collect_set("rank"))).alias("n_ranks"),
                      F.min("t").alias("first_t"), F.max("t").alias("last_t"), F.max("severity").alias("severity"),
                      F.sum(F.col("frame").cast("double")).alias("frame_sum"), F.count("frame").alias("frame_n"),
-                     F.max(F.col("tail")).alias("tail"), F.min(first).alias("first"),
+                     F.max(F.col("tail")).alias("tail"), seen_by.alias("seen_by_t"), F.min(first).alias("first"),
                      F.min("keep_reason").alias("keep_reason"), F.max("exit_node").alias("exit_node"),
                      F.max("nonfinite").alias("nonfinite")))
     printed = F.array_sort(F.collect_list(F.when(F.col("node").isNotNull(), F.struct("node", "n_lines"))))
@@ -180,12 +185,12 @@ def event_evidence(candidates: DataFrame, exit_line_patterns: Sequence[str] = ()
                  F.sum("n_ranks").alias("n_ranks"),
                  F.min("first_t").alias("first_t"), F.max("last_t").alias("last_t"), F.max("severity").alias("severity"),
                  F.try_divide(F.sum("frame_sum"), F.sum("frame_n")).alias("frame_share"),
-                 F.max("tail").alias("tail"),
+                 F.max("tail").alias("tail"), F.min("seen_by_t").alias("seen_by_t"),
                  F.min("first").alias("first"), F.min("keep_reason").alias("keep_reason"),
                  F.array_sort(F.collect_set("exit_node")).alias("exit_nodes"),
                  printed.alias("printed"), F.max("nonfinite").alias("nonfinite"))
             .select("job_id", "event_id", "n_lines", "n_nodes", "n_ranks", "first_t", "last_t", "severity",
-                    "frame_share", "tail", F.col("first.message").alias("sample"), F.col("first.node").alias("sample_node"),
+                    "frame_share", "tail", "seen_by_t", F.col("first.message").alias("sample"), F.col("first.node").alias("sample_node"),
                     F.col("first.ts").alias("sample_ts"), F.col("first.stage").alias("stage"),
                     F.col("first.level").alias("level"), "keep_reason", "exit_nodes",
                     F.col("printed.node").alias("nodes"), F.col("printed.n_lines").alias("node_lines"), "nonfinite"))

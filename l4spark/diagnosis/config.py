@@ -92,6 +92,14 @@ class DiagnosisConfig:
     # the suspect's own worker); printed by other nodes only, it stays boilerplate when generic.
     # false: sessions 19 and before (docs/diagnosis.md, "The suspect's own exit line")
     suspect_exit_lines: bool = True
+    # Session 43: an event is late by a file's untimed tail (``tail``: a line with no timestamp at
+    # or below it in its file, which may have been written at the end) only when none of its lines
+    # is shown to have been written before the failure onset (``seen_by_t``: the least timestamp
+    # at or below one of its lines). NCCL's init lines sit in the untimed tail of every rank file
+    # whose only timestamps are the launcher's start-up lines, yet rank 0's copy of them has a
+    # timestamp below it from the same day: they are no news of the failure (fresh 36049's Megatron
+    # host OOM kill: 19 init and warning events flagged). false: any line in a tail makes it late.
+    bounded_lines_not_late: bool = True
     # the order of a job's pattern matches after their confidence: true (default), the match whose
     # events the nodes the ranking blames printed (scoring.match_locality), then the first in time;
     # false: by time alone, sessions 24 and before (docs/diagnosis.md, "Which match names the fault")

@@ -53,6 +53,10 @@ def score_events(evidence: pd.DataFrame, timing: pd.DataFrame, spatial: pd.DataF
              .fillna(first_error - conf.setup_onset_margin_s)
              .fillna(start_t - conf.onset_margin_s))
     tail = frame["tail"].fillna(False).astype(bool) if "tail" in frame.columns else False
+    if conf.bounded_lines_not_late and "seen_by_t" in frame.columns:
+        # an event with a line written before the onset (a timestamp at or below it says so) was
+        # there before the failure, whatever lines of it other files leave untimed at their end
+        tail = tail & ~(pd.to_numeric(frame["seen_by_t"], errors="coerce") < onset).fillna(False).astype(bool)
     frame["late"] = (frame["first_t"] >= onset).fillna(False).astype(bool) | frame["first_t"].isna() & onset.isna() | tail
     # a Python exception line is an error whatever level the parser found (DiagnosisConfig.exception_lines)
     exception = (_matches_any(frame["sample"], conf.exception_line_patterns) if conf.exception_lines

@@ -291,8 +291,9 @@ def silence(activity: pd.DataFrame, config: SpatialConfig, candidate_lines: pd.S
 
 def unended_units(activity: pd.DataFrame, config: SpatialConfig) -> pd.Series:
     """Per unit: it reported no end of its own (optional column reported_end false: no failure
-    summary, no notice of a teardown) where at least ``end_share`` of the units, two at least,
-    reported theirs (``unended_is_silent``; false everywhere without the column)."""
+    summary, no notice of a teardown) where at least ``end_share`` of the other units, one at
+    least, reported theirs (``unended_among_others``; off: of the job's units, two at least)
+    (``unended_is_silent``; false everywhere without the column)."""
     if not config.unended_is_silent or "reported_end" not in activity.columns:
         return pd.Series(False, index=activity.index)
     ended = activity["reported_end"].astype("boolean")
