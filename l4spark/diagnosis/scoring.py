@@ -26,7 +26,7 @@ from l4spark.spatial.score import order_units, suspect_flags, unit_key
 SCORE_SETTINGS = ("onset_margin_s", "setup_onset_margin_s", "exception_lines", "exception_line_patterns",
                   "cross_job_reasons", "suspect_exit_lines", "failed_call_lines", "failed_call_patterns",
                   "nonfinite_lines", "generic_min_jobs", "generic_share", "consequence_patterns", "weights",
-                  "min_score", "max_events")
+                  "min_score", "max_events", "bounded_lines_not_late")
 
 SEVERITY = {"FATAL": 4, "CRITICAL": 4, "ERROR": 3, "WARN": 2, "WARNING": 2, "INFO": 1, "DEBUG": 0}
 
