@@ -482,6 +482,30 @@ def test_matches_rank_the_pattern_whose_events_came_first():
     assert [m.pattern_id for m in ranked] == ["cuda-oom", "ib-completion-error", "partial"]
 
 
+def test_a_match_is_dated_by_when_its_lines_are_shown_to_have_been_written():
+    """Session 44: NCCL's untimed IB error lines, dated by their file's timestamp a minute before,
+    came "first" against the kernel's timed OOM kill they followed. By the time a line is shown
+    to have been written by (the next timestamp below it, ``seen_by_t``), the kernel's line is
+    first; an event with no timestamp below its lines comes after every dated one."""
+    from l4spark.diagnosis.patterns import PatternMatch
+    from l4spark.diagnosis.scoring import rank_matches
+
+    oom = PatternMatch("host-oom-kill", "OOM", "node", 1.0, ("E_oom",))
+    ib = PatternMatch("ib-completion-error", "IB", "network", 1.0, ("E_ib",))
+    scored = pd.DataFrame([
+        {"job_id": "j", "event_id": "E_oom", "first_t": 160.0, "seen_by_t": 160.0, "generic": False},
+        {"job_id": "j", "event_id": "E_ib", "first_t": 100.0, "seen_by_t": 175.0, "generic": False},
+        {"job_id": "k", "event_id": "E_oom", "first_t": 160.0, "seen_by_t": 160.0, "generic": False},
+        {"job_id": "k", "event_id": "E_ib", "first_t": 100.0, "seen_by_t": None, "generic": False},  # untimed tail
+    ])
+    matches = {"j": [ib, oom], "k": [ib, oom]}
+    for job in ("j", "k"):
+        assert [m.pattern_id for m in rank_matches(matches, scored, shown_time=True)[job]] == \
+            ["host-oom-kill", "ib-completion-error"]
+        assert [m.pattern_id for m in rank_matches(matches, scored)[job]] == ["ib-completion-error", "host-oom-kill"]
+    assert DiagnosisConfig().matches_by_shown_time
+
+
 def test_the_match_printed_on_the_blamed_node_names_the_fault_before_an_earlier_peer_report():
     """A host's GPU ECC error (untimed, as under Slurm's `N: ` prefix) and the IB completion errors
     its neighbours print naming it (dated first by their clocks): with the node ranking the
@@ -688,20 +712,25 @@ def test_a_first_ranked_unit_that_stopped_first_is_the_dead_node_unless_a_known_
     nan = PatternMatch("loss-nan", "NaN", "loss_divergence", 1.0, ("E_nan",))
     named = "named by 3 peer(s) (weight 3.00 after discounting names given by design): ip:10.3.1.38"
     nodes = pd.DataFrame({
-        "job_id": ["dead", "dead", "bus", "hang", "crash", "nan", "nan_peer"],
-        "node": ["n1", "n2", "n1", "n1", "n1", "n1", "n1"],
-        "rank": [1, 2, 1, 1, 1, 1, 1],
+        "job_id": ["dead", "dead", "bus", "hang", "crash", "nan", "nan_peer", "unended"],
+        "node": ["n1", "n2", "n1", "n1", "n1", "n1", "n1", "n1"],
+        "rank": [1, 2, 1, 1, 1, 1, 1, 1],
         "signals": [[SILENT_STOP, named], ["failed first"], [SILENT_STOP, named],
                     [SILENT_STOP, "behind, outside NCCL: it never enqueued the collective its peers timed out in"],
                     ["silent: far fewer lines than its peers", named],  # fewer lines is not a stop
-                    [SILENT_STOP], [SILENT_STOP]],
+                    [SILENT_STOP], [SILENT_STOP],
+                    # session 44: no failure summary and no notice to stop where its peers printed theirs
+                    ["silent: no end of its own (no failure summary, no notice to stop) where its peers reported "
+                     "theirs", named]],
     })
     # who printed what: n1 its own NaN in "nan"; in "nan_peer" only another node printed one
     scored = pd.DataFrame({"job_id": ["dead", "nan", "nan", "nan_peer"], "event_id": ["E_ib", "E_nan", "E_ib", "E_nan"],
                            "nodes": [["n2"], ["n1"], ["n2"], ["n2"]]})
-    matches = {"dead": [ib], "bus": [bus, ib], "hang": [ib], "crash": [ib], "nan": [nan, ib], "nan_peer": [nan]}
+    matches = {"dead": [ib], "bus": [bus, ib], "hang": [ib], "crash": [ib], "nan": [nan, ib], "nan_peer": [nan],
+               "unended": [ib]}
     got = with_unit_faults(matches, nodes, DiagnosisConfig(), scored)
     assert [m.pattern_id for m in got["dead"]] == ["node-down-unit", "ib-completion-error"]
+    assert [m.pattern_id for m in got["unended"]] == ["node-down-unit", "ib-completion-error"]
     assert got["dead"][0].fault_class == "node" and got["dead"][0].matched_event_ids == ()
     assert [m.pattern_id for m in got["bus"]] == ["gpu-fallen-off-bus", "node-down-unit", "ib-completion-error"]
     assert [m.pattern_id for m in got["hang"]] == ["hang-unit", "node-down-unit", "ib-completion-error"]

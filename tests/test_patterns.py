@@ -124,6 +124,33 @@ NEW_FAULTS = [
     ("host-oom-kill",  # mm/oom_kill.c dump_header
      "python3 invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), order=0, oom_score_adj=0",
      ("traceback : Signal 9 (SIGKILL) received by PID 394968",)),
+    ("host-oom-kill",  # slurmstepd, task/cgroup before 22.05 (hafs-community/HAFS#101)
+     "slurmstepd: error: Detected 1 oom-kill event(s) in step 3495064.0 cgroup. Some of your processes may have "
+     "been killed by the cgroup out-of-memory handler.",
+     # the same step's teardown, and another task's end
+     ("slurmstepd: error: *** STEP 3495064.0 ON orion-01-01 CANCELLED AT 2021-10-27T19:35:36 ***",
+      "srun: error: Orion-18-69: task 289: Bus error")),
+    ("host-oom-kill",  # later releases (chrisknewman/tusas#149)
+     "slurmstepd: error: Detected 2 oom_kill events in StepId=440575.0. Some of the step tasks have been OOM Killed.",
+     # another node's teardown; srun's line on the launching node, about the OOM-killed node (in
+     # the signature it would make the launching node the printer of a node-local fault)
+     ("srun: error: nid001277: tasks 4-7: Killed", "srun: error: nid001277: tasks 1-3: Out Of Memory")),
+    ("worker-sigkill",  # torch elastic (hpcaitech/ColossalAI#3514)
+     "failed (exitcode: -9) local_rank: 3 (pid: 812917) of binary: /opt/conda/bin/python",
+     # a worker that aborted, the survivors' teardown, a SIGTERM'd worker
+     ("failed (exitcode: -6) local_rank: 0 (pid: 514946) of binary: /usr/bin/python3",
+      "Sending process 812914 closing signal SIGTERM", "traceback : Signal 15 (SIGTERM) received by PID 394968")),
+    ("worker-sigkill",  # torch elastic's failure summary
+     "traceback : Signal 9 (SIGKILL) received by PID 394968", ()),
+    ("worker-sigkill",  # DeepSpeed's launcher (deepspeedai/DeepSpeed#3232)
+     "['/usr/bin/python3', '-u', 'main.py', '--local_rank=0'] exits with return code = -9",
+     ("['/usr/bin/python3', '-u', 'main.py', '--local_rank=0'] exits with return code = -15",
+      "['/usr/bin/python3', '-u', 'main.py', '--local_rank=0'] exits with return code = 1")),
+    ("worker-sigkill",  # bash, for the process it started (ArjunaCluster/ArjunaUsers#52)
+     "/var/spool/slurmd/job00191/slurm_script: line 28:  8156 Killed                  python3 main.py --prop hform",
+     # srun's teardown and Open MPI's launcher, reporting for other nodes
+     ("srun: error: nid001277: tasks 4-7: Killed",
+      "mpirun noticed that process rank 10 with PID 0 on node yosibash-pc exited on signal 9 (Killed).")),
     ("dataloader-shm-bus-error",  # pytorch/pytorch#108861
      "RuntimeError: DataLoader worker (pid 11011) is killed by signal: Bus error. It is possible that dataloader's "
      "workers are out of shared memory. Please try to raise your shared memory limit.",

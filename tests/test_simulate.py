@@ -846,3 +846,31 @@ def test_ib_completion_errors_are_worded_as_the_jobs_nccl_version_prints_them(tm
         assert all(re.search(r"remoteGids::ffff:[0-9.]+$", line) for line in completions) == status
         seen.add(status)
     assert seen == {True, False}
+
+
+def test_a_slurm_host_oom_kill_is_reported_by_the_nodes_stepd_and_by_srun(tmp_path):
+    """Session 44: under srun, the killed task's node's slurmstepd reports its step cgroup's OOM kill
+    (hafs-community/HAFS#101, chrisknewman/tusas#149) and srun reports the task "Out Of Memory",
+    naming the node, on the launching node; a kernel's OOM line names the step's cgroup."""
+    fleet = _fleet(tmp_path, "slurm_oom", seed=23, jobs=12, failed_share=1.0, nodes=(2, 3), ranks_per_node=2,
+                   iterations=60, frameworks=("megatron",), fault_kinds=("host_oom_kill",))
+    stepd = re.compile(r"^(?:.* )?slurmstepd: error: Detected 1 oom(?:-kill event\(s\) in StepId=(\d+)\.0 cgroup\. Some of your "
+                       r"processes|_kill event in StepId=(\d+)\.0\. Some of the step tasks)")
+    slurm = 0
+    for job_id, lab in fleet.labels.items():
+        job = fleet.jobs[job_id]
+        if job["settings"]["launcher"] != "srun":
+            assert not any("slurmstepd" in line or "Out Of Memory" in line for line in fleet.lines(job_id))
+            continue
+        slurm += 1
+        (faulty,) = lab["faulty_nodes"]
+        number = job_id.split("-")[1]  # slurm-<job number>-<model>
+        reported = {node for (node, _), lines in fleet.files(job_id).items()
+                    if any((m := stepd.match(line)) and number in m.groups() for line in lines)}
+        assert reported == {faulty}
+        rank = int(re.search(r"rank (\d+)", lab["description"]).group(1))
+        assert sum(line.endswith(f"srun: error: {faulty}: task {rank}: Out Of Memory") for line in fleet.lines(job_id)) == 1
+        memcg = [line for line in fleet.lines(job_id) if "task_memcg=" in line]
+        assert all(f"task_memcg=/slurm/uid_0/job_{number}/step_0," in line for line in memcg)
+        assert any("slurmstepd" in m["message"] for m in lab["indicating_messages"])
+    assert slurm >= 2

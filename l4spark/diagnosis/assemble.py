@@ -441,7 +441,7 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     scored = score_events(evidence, timing, spatial, temporal, hits, shares, conf, nodes=nodes)
     if keep_ranking_inputs:
         kept |= score_inputs(evidence, timing, spatial, temporal, hits, shares)
-    matches = rank_matches(matches, scored, nodes if conf.locate_matches else None)
+    matches = rank_matches(matches, scored, nodes if conf.locate_matches else None, conf.matches_by_shown_time)
     matches = with_unit_faults(matches, nodes, conf, scored)
     scored["template"] = scored["event_id"].map(templates)
     flagged = scored[scored["flagged"]]

@@ -109,6 +109,10 @@ def hung_unit_pattern() -> "FaultPattern":
 # the node went quiet better than its silence does: one of a node-local known class
 # (``diagnosis.known_fault_classes``: an uncorrectable ECC error, a GPU fallen off the bus) or one
 # the node printed itself (a NaN assertion before it exited): ``scoring.with_unit_faults``.
+# Session 44: also "silent: no end of its own ..." (``spatial.unended_is_silent``, session 42), the
+# unit that printed no failure summary and no notice to stop where its peers did: only a node
+# that went down with its launcher prints neither. Before, the ranking found such a node first
+# and the job's class stayed its peers' network timeouts (6 node_down jobs of ten fleets).
 DEAD_UNIT_PATTERN_ID = "node-down-unit"
 
 
@@ -117,12 +121,13 @@ def dead_unit_pattern() -> "FaultPattern":
         pattern_id=DEAD_UNIT_PATTERN_ID, name="Node down: the unit stopped logging before any peer failed",
         fault_class="node",
         root_cause=("A node stopped (power loss, kernel panic or hang, a host OOM kill of its processes, its "
-                    "network cut): its logs end before any other node's failure began, and the network errors and "
-                    "timeouts its peers printed after name it."),
+                    "network cut): its logs end before any other node's failure began, or with no failure summary and "
+                    "no notice to stop where its peers printed theirs, and the network errors and timeouts its peers "
+                    "printed after name it."),
         remedy=("Check the node's BMC/IPMI event log, its kernel log from before its last line (panic, MCE, OOM "
                 "killer, NIC link) and the scheduler's node state (sinfo -R, kubectl describe node); drain it and "
                 "restart the job from the last checkpoint without it."),
-        signature=(r"^silent: stopped ",))
+        signature=(r"^silent: (stopped |no end of its own)",))
 
 
 def unit_fault_patterns(slow: bool = True, hung: bool = True, dead: bool = True) -> list["FaultPattern"]:

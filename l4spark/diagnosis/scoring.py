@@ -140,14 +140,23 @@ def job_patterns(evidence: pd.DataFrame, templates: dict[str, str], library: Seq
 
 
 def rank_matches(matches: dict[str, list[PatternMatch]], scored: pd.DataFrame,
-                 nodes: pd.DataFrame | None = None) -> dict[str, list[PatternMatch]]:
+                 nodes: pd.DataFrame | None = None, shown_time: bool = False) -> dict[str, list[PatternMatch]]:
     """Matches of each job, best first: the most complete signature; then, with the node ranking
     ``nodes`` (job_id, node, rank), the match printed where the ranking points (``match_locality``);
     then the one whose events came first (the root cause precedes what it causes on peers: an
     OOM'd rank is followed by its peers' network errors); then the pattern id. Boilerplate events
     (``generic``) neither place nor date a match while it has others. ``scored``: job_id,
     event_id, first_t, generic, and nodes (the nodes that printed the event) when ``nodes`` is given.
+
+    ``shown_time`` (with a ``seen_by_t`` column): an event is dated by the time its lines are shown
+    to have been written by (``seen_by_t``: the least timestamp at or below one of its lines), not
+    by ``first_t``, which dates an untimed line by the timestamp above it, its earliest possible
+    time; an event whose lines have no timestamp below them could have come at any time after and
+    comes last. NCCL's untimed WARN lines were dated a minute before the kernel's timed OOM kill
+    they followed.
     """
+    if shown_time and "seen_by_t" in scored.columns:
+        scored = scored.assign(first_t=scored["seen_by_t"].astype(float).fillna(math.inf))
     first_t = {(r.job_id, r.event_id): r.first_t for r in scored.itertuples()
                if not r.generic and r.first_t == r.first_t}
     generic = {(r.job_id, r.event_id) for r in scored.itertuples() if r.generic}

@@ -23,6 +23,7 @@ from l4spark.simulate.behaviours import FORMATS as BEHAVIOUR_FORMATS
 from l4spark.simulate.behaviours import DEFAULT_PG_PREFIX, BehaviourMixin, ib_completion
 from l4spark.simulate.formats import RankLog, template_of
 from l4spark.simulate.kinds_extra import EXTRA_KINDS, ExtraKinds
+from l4spark.simulate.kinds_extra import FORMATS as EXTRA_FORMATS
 from l4spark.simulate.lifecycle import Ctx, rank_rng
 from l4spark.simulate.tracebacks import cpp_frames, python_traceback
 
@@ -952,6 +953,8 @@ class FaultPlan(ExtraKinds, BehaviourMixin):
         code = self._exit_code(first_rank)
         t = t_first + self.monitor
         if spec.launcher == "srun":
+            if self.kind == "host_oom_kill" and node in self.faulty:
+                self.slurm_step_oom(r)
             stamp = r.clock.sec(self.t_kill + r.skew).replace(" ", "T")
             self._emit_now(r.lplain, self.t_kill + 0.5, "slurmstepd: error: *** STEP %d.0 ON %s CANCELLED AT %s ***" % (spec.settings["slurm_job_id"], r.host, stamp))
             if r.rank == 0:
@@ -1040,7 +1043,10 @@ class FaultPlan(ExtraKinds, BehaviourMixin):
         for x in range(lay.world):
             if not self.killed[x] and self.cause[x] in NATURAL_CAUSES:
                 node = lay.node_of(x)
-                m, tm = fill(T_SRUN_TASK, host=lay.nodes[node], r=x, code=self._exit_code(x) & 0xFF if self._exit_code(x) > 0 else 134)
+                if self.kind == "host_oom_kill" and self.cause[x] == "root":
+                    m, tm = EXTRA_FORMATS["srun_task_oom"].fill(host=lay.nodes[node], r=x)
+                else:
+                    m, tm = fill(T_SRUN_TASK, host=lay.nodes[node], r=x, code=self._exit_code(x) & 0xFF if self._exit_code(x) > 0 else 134)
                 r.lplain(max(t, self.end[x] + 0.2), m, True, tmpl=tm if node in self.faulty else None, level="ERROR")
         r.lplain(t + 0.1, "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.", True)
         if self.propagation == "silent":

@@ -8,7 +8,7 @@ generator, so jobs of the original kinds are unchanged. Every message format is 
 | kind | class | what the logs show |
 |---|---|---|
 | ``straggler`` | slowdown | nothing fails: one GPU computes 1.25-1.8x slower from an iteration on, so every iteration slows; only per-rank timers (``times across ranks (ms):``) or Megatron's straggler detector name it |
-| ``host_oom_kill`` | node | the kernel's OOM killer SIGKILLs one rank (kernel lines if collected); the rank writes nothing; its agent reports ``exitcode: -9`` |
+| ``host_oom_kill`` | node | the kernel's OOM killer SIGKILLs one rank (kernel lines if collected); the rank writes nothing; its agent reports ``exitcode: -9``; under srun, the node's slurmstepd reports the step cgroup's OOM kill and srun reports the task ``Out Of Memory`` |
 | ``nic_down_init`` | network | one node's HCA port is down at start: its ranks fail NCCL init (``ibv_modify_qp failed``, ``unhandled system error``); bootstrap neighbours see its sockets close |
 | ``dataloader_bus_error`` | node | a DataLoader worker on one node dies of SIGBUS (small ``/dev/shm`` in that node's container) |
 | ``dataset_read_failure`` | storage | data loading: one node's NFS client holds a stale handle to the dataset (HF datasets' cached Arrow file, Megatron's ``.bin`` / index): ``OSError: [Errno 116] Stale file handle`` |
@@ -51,11 +51,23 @@ FORMATS: dict[str, Format] = {
         "python3 invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), order=0, oom_score_adj=0",
         "Linux mm/oom_kill.c dump_header (kernel log of the OOM killer)"),
     "oom_constraint": Format(
-        "oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0-1,global_oom,task_memcg=/kubepods/pod{pod},task=python3,pid={pid},uid=0",
+        "oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0-1,global_oom,task_memcg={memcg},task=python3,pid={pid},uid=0",
         "https://github.com/0jc1/py-autovod/issues/7 (Linux mm/oom_kill.c)"),
     "oom_killed": Format(
         "Out of memory: Killed process {pid} (python3) total-vm:{vm}kB, anon-rss:{rss}kB, file-rss:{frss}kB, shmem-rss:{shm}kB, UID:0 pgtables:{pgt}kB oom_score_adj:0",
         "https://github.com/0jc1/py-autovod/issues/7, https://github.com/openbmc/openbmc/issues/1887 (Linux mm/oom_kill.c)"),
+    # Slurm's task/cgroup plugin, at the end of a step on the node whose cgroup counted OOM kills
+    # (slurmstepd's error() goes to the step's output); an older release's wording, then a later one's
+    "slurm_oom_step_old": Format(
+        "slurmstepd: error: Detected 1 oom-kill event(s) in StepId={job}.0 cgroup. Some of your processes may have been killed by the cgroup out-of-memory handler.",
+        "https://github.com/hafs-community/HAFS/issues/101, https://github.com/ArjunaCluster/ArjunaUsers/issues/52 (src/plugins/task/cgroup)"),
+    "slurm_oom_step": Format(
+        "slurmstepd: error: Detected 1 oom_kill event in StepId={job}.0. Some of the step tasks have been OOM Killed.",
+        "https://github.com/chrisknewman/tusas/issues/149, https://github.com/nextflow-io/nextflow/issues/5932 (src/plugins/task/cgroup)"),
+    # srun, for a task whose status the node's stepd reported as OOM-killed
+    "srun_task_oom": Format(
+        "srun: error: {host}: task {r}: Out Of Memory",
+        "https://github.com/hafs-community/HAFS/issues/101, https://github.com/snakemake/snakemake-executor-plugin-slurm/pull/371 (src/srun)"),
     "ibv_modify_qp": Format("Call to ibv_modify_qp failed with error {err}",
                             "https://github.com/NVIDIA/nccl-tests/issues/185, https://github.com/NVIDIA/nccl/issues/925 (misc/ibvwrap.cc)"),
     "nccl_trace2": Format("{src} -> 2", "NCCL call-trace lines (https://github.com/NVIDIA/nccl/issues/302)"),
@@ -262,11 +274,26 @@ class ExtraKinds:
         pid = r.pid + rank % self.lay.ranks_per_node
         t = self.t_root
         for i, (key, kw) in enumerate((("oom_invoked", {}),
-                                       ("oom_constraint", dict(pod="%08x" % rng.getrandbits(32), pid=pid)),
+                                       ("oom_constraint", dict(memcg=self._memcg(rng.getrandbits(32)), pid=pid)),
                                        ("oom_killed", dict(pid=pid, vm=rng.randint(10**8, 4 * 10**8), rss=rng.randint(9 * 10**7, 2 * 10**8),
                                                            frss=rng.randint(10**4, 10**6), shm=rng.randint(10**5, 10**7), pgt=rng.randint(10**5, 10**6))))):
             m, tm = FORMATS[key].fill(**kw)
             self._add(t + i * 0.001, r.kern, m, tmpl=tm)
+
+    def _memcg(self, pod: int) -> str:
+        """The killed task's memory cgroup: its pod's under Kubernetes, its step's under Slurm."""
+        if self.spec.launcher == "srun":
+            return "/slurm/uid_0/job_%d/step_0" % self.spec.settings["slurm_job_id"]
+        return "/kubepods/pod%08x" % pod
+
+    def slurm_step_oom(self, r: RankLog) -> None:
+        """The faulty node's slurmstepd, when the step's cgroup counted the kernel's OOM kill
+        (a Slurm job, ``launcher = srun``): one wording by the Slurm release the job's number
+        picks, so the plan's generator is not drawn."""
+        job = self.spec.settings["slurm_job_id"]
+        key = "slurm_oom_step" if job % 2 else "slurm_oom_step_old"
+        m, tm = FORMATS[key].fill(job=job)
+        r.lplain(self.end[next(iter(self.root_ranks))] + 0.3, m, True, tmpl=tm, level="ERROR")
 
     # -- NIC down at init ------------------------------------------------------------------
     def _prep_nic_down_init(self) -> None:

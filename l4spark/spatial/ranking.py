@@ -13,7 +13,6 @@ Error_count by their number of ERROR/FATAL lines (units without one come last, b
 
 from __future__ import annotations
 
-import functools
 import logging
 from typing import Iterable
 
@@ -295,8 +294,9 @@ def unit_activity(events: DataFrame, granularity: str = "node", dated: bool = Tr
         events = events.withColumn("_notice", any_rlike("message", notices))
     last_notice = F.max(F.when(F.col("_notice"), F.col("line_no"))) if notices and "line_no" in events.columns \
         else F.lit(None).cast("long")
-    ended = [*([F.col("_notice")] if notices else []), *([any_rlike("message", ends)] if ends else [])]
-    file_ended = F.max(functools.reduce(lambda a, b: a | b, ended)) if ended else F.lit(None).cast("boolean")
+    notice = F.col("_notice") if notices else F.lit(False)
+    ended = notice | any_rlike("message", ends) if ends else notice
+    file_ended = F.max(ended) if notices or ends else F.lit(None).cast("boolean")
     # which error lines are of a candidate event: the error lines alone (few rows) are joined with
     # the candidates, and their per-file figures are broadcast back to the file's lines
     file_keys = ["job_id", "node", "rank"]
