@@ -1200,6 +1200,34 @@ def test_the_node_that_printed_most_of_a_known_faults_lines_is_its_printer():
         load_config(overrides={"diagnosis.known_fault_share": 0.5})
 
 
+def test_each_known_fault_has_its_own_printer():
+    """Session 44, a host OOM kill under Slurm (36057): three nodes touched their CPUs' thermal
+    threshold, and the faulty node alone printed the kernel's OOM kill and slurmstepd's report of
+    it. Pooled, the faulty node held 5 of 8 known-fault lines, under known_fault_share, and nobody
+    was lifted; per fault, the OOM kill's printer is lifted and the spread thermal lines lift nobody."""
+    from l4spark.diagnosis.patterns import PatternMatch
+    from l4spark.diagnosis.scoring import known_fault_printers, with_known_fault_printers
+    from l4spark.spatial.config import SpatialConfig
+
+    conf = load_config().diagnosis
+    assert conf.known_fault_per_pattern
+    hot = PatternMatch("cpu-thermal-throttle", "hot", "slowdown", 1.0, ("E_hot",))
+    oom = PatternMatch("host-oom-kill", "oom", "node", 1.0, ("E_oom", "E_stepd"))
+    evidence = pd.DataFrame({"job_id": ["j"] * 3, "event_id": ["E_hot", "E_oom", "E_stepd"],
+                             "nodes": [["b24-n4", "b25-n1", "b25-n3"], ["b25-n1"], ["b25-n1"]],
+                             "node_lines": [[1, 1, 1], [3], [1]]})
+    matches = {"j": [hot, oom]}
+    classes, share = conf.known_fault_classes, conf.known_fault_share
+    assert known_fault_printers(matches, evidence, classes, share) == {}
+    assert known_fault_printers(matches, evidence, classes, share, per_pattern=True) == \
+        {"j": ("b25-n1", ["host-oom-kill"], 1.0)}
+    assert known_fault_printers({"j": [hot]}, evidence, classes, share, per_pattern=True) == {}
+    nodes = _ranking("j", {"b25-n3": 0.712, "b25-n1": 0.675, "b25-n2": 0.477, "b24-n4": 0.471})
+    ranked = with_known_fault_printers(nodes, matches, evidence, conf.known_fault_weight, classes, SpatialConfig(),
+                                       share, per_pattern=conf.known_fault_per_pattern)
+    assert ranked.sort_values("rank")["node"].iloc[0] == "b25-n1"
+
+
 def _study_dump(folder) -> None:
     """An ``evaluate --dump`` folder of two failed jobs: "hot", where one node's CPUs throttle and
     a peer with fewer lines was ranked first; "ib", an IB completion error on its faulty node."""

@@ -419,7 +419,8 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     # one node alone printed is a term of the ranking's score (known_fault_weight)
     templates = _templates(spark, config, evidence["event_id"].unique().tolist())
     matches = job_patterns(evidence, templates, library, conf.pattern_min_confidence)
-    printers = known_fault_printers(matches, evidence, conf.known_fault_classes, conf.known_fault_share)
+    printers = known_fault_printers(matches, evidence, conf.known_fault_classes, conf.known_fault_share,
+                                    conf.known_fault_per_pattern)
     claims = slowness_claims(library) if conf.measured_slowness_overrules else ()
     nodes = lift_printers(nodes, unmeasured_claims(nodes, printers, claims), conf.known_fault_weight, config.spatial)
     if keep_ranking_inputs:

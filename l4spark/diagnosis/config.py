@@ -154,6 +154,11 @@ class DiagnosisConfig:
     # touched its threshold once) are that node's fault (docs/diagnosis.md, "Most of a known
     # fault's lines"). In (0.5, 1]; 1.0: the only printer, as before.
     known_fault_share: float = 0.8
+    # Session 44: each known fault has its own printer (scoring.known_fault_printers), not the
+    # job's known faults of those classes pooled: the thermal throttling three nodes printed had
+    # hidden the one node that printed the kernel's OOM kill (36057, a host OOM kill under Slurm).
+    # false: pooled, sessions 25-43.
+    known_fault_per_pattern: bool = True
     # Session 41: a known fault that only claims its node was slow (class slowdown: a CPU's thermal
     # throttling) lifts nobody where the ranking measured a unit of another node as the one every
     # other unit waits for (the straggler's signal): the measurement outranks the claim

@@ -191,31 +191,55 @@ def _listed(value) -> list:
 
 
 def known_fault_printers(matches: dict[str, list[PatternMatch]], evidence: pd.DataFrame,
-                         classes: Sequence[str], share: float = 1.0) -> dict[str, tuple[str, list[str], float]]:
+                         classes: Sequence[str], share: float = 1.0,
+                         per_pattern: bool = False) -> dict[str, tuple[str, list[str], float]]:
     """job -> (node, pattern ids, its share of the lines) for every job where one node printed
     at least ``share`` of the lines of its matched known faults of a node-local class
     (``classes``; each matched event counted once). ``matches``: ``job_patterns`` per job; ``evidence``: job_id, event_id, nodes
     (the nodes that printed the event) and optionally node_lines (their lines, in the order of
     ``nodes``: ``assemble.event_evidence``). Without node_lines, or with ``share`` 1.0, the node
-    must have printed them alone."""
+    must have printed them alone.
+
+    ``per_pattern``: each known fault has its printer, not the job's known faults pooled: a
+    fault several nodes printed (the thermal throttling every busy node touches now and then)
+    then no longer hides the one node that printed another (its kernel's OOM kill). Where the
+    faults name different printers, the node with the most of their lines is lifted; its share
+    is the least of its faults'."""
     counted = "node_lines" in evidence.columns
     printed_by = {(r.job_id, r.event_id): dict(zip(_listed(r.nodes), _listed(r.node_lines) if counted
                                                    else [1] * len(_listed(r.nodes))))
                   for r in evidence.itertuples()} if "nodes" in evidence.columns else {}
-    lifted, classes = {}, set(classes)
-    for job_id, found in matches.items():
-        local = [m for m in found if m.fault_class in classes]
-        events = {e for m in local for e in m.matched_event_ids}
+    classes = set(classes)
+
+    def printer(job_id: str, found: list[PatternMatch]) -> tuple[str, float, float] | None:
+        # (node, its lines, its share) of the node that printed enough of found's lines
         lines: dict[str, float] = {}
-        for event in events:
+        for event in {e for m in found for e in m.matched_event_ids}:
             for node, n in printed_by.get((job_id, event), {}).items():
                 lines[node] = lines.get(node, 0) + float(n)
         if not lines:
-            continue
+            return None
         top = min(lines, key=lambda node: (-lines[node], node))
         printed = lines[top] / sum(lines.values())
-        if len(lines) == 1 or (counted and printed >= share):
-            lifted[job_id] = (top, sorted({m.pattern_id for m in local}), printed)
+        return (top, lines[top], printed) if len(lines) == 1 or (counted and printed >= share) else None
+
+    lifted = {}
+    for job_id, found in matches.items():
+        local = [m for m in found if m.fault_class in classes]
+        if not per_pattern:
+            got = printer(job_id, local)
+            if got is not None:
+                lifted[job_id] = (got[0], sorted({m.pattern_id for m in local}), got[2])
+            continue
+        by_node: dict[str, tuple[list[str], float, float]] = {}
+        for m in local:
+            got = printer(job_id, [m])
+            if got is not None:
+                ids, n, least = by_node.get(got[0], ([], 0.0, 1.0))
+                by_node[got[0]] = (ids + [m.pattern_id], n + got[1], min(least, got[2]))
+        if by_node:
+            top = min(by_node, key=lambda node: (-by_node[node][1], node))
+            lifted[job_id] = (top, sorted(set(by_node[top][0])), by_node[top][2])
     return lifted
 
 
@@ -249,7 +273,8 @@ def unmeasured_claims(nodes: pd.DataFrame, lifted: dict[str, tuple], claims: Col
 
 def with_known_fault_printers(nodes: pd.DataFrame, matches: dict[str, list[PatternMatch]], evidence: pd.DataFrame,
                               weight: float, classes: Sequence[str], spatial: SpatialConfig,
-                              share: float = 1.0, claims: Collection[str] = ()) -> pd.DataFrame:
+                              share: float = 1.0, claims: Collection[str] = (),
+                              per_pattern: bool = False) -> pd.DataFrame:
     """The node ranking with one more term in its one score: a job's units on the node that
     printed a known fault of a node-local class (``classes``: a GPU's ECC error, the kernel's OOM
     kill, a stale handle on that node's mount) alone, or at least ``share`` of its lines
@@ -258,7 +283,8 @@ def with_known_fault_printers(nodes: pd.DataFrame, matches: dict[str, list[Patte
     recomputed (``spatial.score.suspect_flags`` with ``spatial``). A fault several nodes print
     (a shared file system down for all) says nothing about one of them and changes nothing, nor
     does a claim of slowness (``claims``) where the ranking measured another node's unit as the
-    straggler (``unmeasured_claims``).
+    straggler (``unmeasured_claims``). ``per_pattern``: each known fault has its own printer
+    (``known_fault_printers``).
 
     ``nodes``: the ranking (job_id, node, process_rank, rank, combined_score, suspect, signals, ...);
     ``matches``: ``job_patterns`` per job; ``evidence``: job_id, event_id, nodes (the nodes that
@@ -266,7 +292,7 @@ def with_known_fault_printers(nodes: pd.DataFrame, matches: dict[str, list[Patte
     """
     if nodes is None or not len(nodes) or weight <= 0:
         return nodes
-    lifted = unmeasured_claims(nodes, known_fault_printers(matches, evidence, classes, share), claims)
+    lifted = unmeasured_claims(nodes, known_fault_printers(matches, evidence, classes, share, per_pattern), claims)
     return lift_printers(nodes, lifted, weight, spatial)
 
 
