@@ -108,7 +108,7 @@ class DiagnosisConfig:
     # untimed line by the next timestamp below it in its file; none below: last), not by the
     # timestamp above it (scoring.rank_matches). NCCL's untimed IB errors, dated by their file's
     # last timestamp a minute earlier, came before the kernel's timed OOM kill they followed
-    # (3 host OOM kills of nine dumps, none lost). false: by that earliest possible time.
+    # (3 host OOM kills of twelve dumps, none lost). false: by that earliest possible time.
     matches_by_shown_time: bool = True
     # a job whose first-ranked unit is the one the others wait for (its signals say "slow: ...")
     # matches the straggler fault first (patterns.slow_unit_pattern, class slowdown); false:

@@ -112,7 +112,7 @@ def hung_unit_pattern() -> "FaultPattern":
 # Session 44: also "silent: no end of its own ..." (``spatial.unended_is_silent``, session 42), the
 # unit that printed no failure summary and no notice to stop where its peers did: only a node
 # that went down with its launcher prints neither. Before, the ranking found such a node first
-# and the job's class stayed its peers' network timeouts (6 node_down jobs of ten fleets).
+# and the job's class stayed its peers' network timeouts (6 node_down jobs of twelve dumps).
 DEAD_UNIT_PATTERN_ID = "node-down-unit"
 
 
