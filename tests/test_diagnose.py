@@ -1222,6 +1222,13 @@ def test_each_known_fault_has_its_own_printer():
     assert known_fault_printers(matches, evidence, classes, share, per_pattern=True) == \
         {"j": ("b25-n1", ["host-oom-kill"], 1.0)}
     assert known_fault_printers({"j": [hot]}, evidence, classes, share, per_pattern=True) == {}
+    # fresh 36059: a stale handle on the faulty node's mount (one line), another node's thermal
+    # lines (two): two printers say nothing about one node, and nobody is lifted, as pooled
+    stale = PatternMatch("shared-fs-stale-handle", "stale", "storage", 1.0, ("E_stale",))
+    two = pd.DataFrame({"job_id": ["k", "k"], "event_id": ["E_hot", "E_stale"], "nodes": [["b53-n1"], ["b29-n4"]],
+                        "node_lines": [[2], [1]]})
+    assert known_fault_printers({"k": [hot, stale]}, two, classes, share, per_pattern=True) == {}
+    assert known_fault_printers({"k": [hot, stale]}, two, classes, share) == {}
     nodes = _ranking("j", {"b25-n3": 0.712, "b25-n1": 0.675, "b25-n2": 0.477, "b24-n4": 0.471})
     ranked = with_known_fault_printers(nodes, matches, evidence, conf.known_fault_weight, classes, SpatialConfig(),
                                        share, per_pattern=conf.known_fault_per_pattern)

@@ -157,7 +157,7 @@ class DiagnosisConfig:
     # Session 44: each known fault has its own printer (scoring.known_fault_printers), not the
     # job's known faults of those classes pooled: the thermal throttling three nodes printed had
     # hidden the one node that printed the kernel's OOM kill (36057, a host OOM kill under Slurm).
-    # false: pooled, sessions 25-43.
+    # Faults of different printers lift nobody, as pooled. false: pooled, sessions 25-43.
     known_fault_per_pattern: bool = True
     # Session 41: a known fault that only claims its node was slow (class slowdown: a CPU's thermal
     # throttling) lifts nobody where the ranking measured a unit of another node as the one every

@@ -202,17 +202,18 @@ def known_fault_printers(matches: dict[str, list[PatternMatch]], evidence: pd.Da
 
     ``per_pattern``: each known fault has its printer, not the job's known faults pooled: a
     fault several nodes printed (the thermal throttling every busy node touches now and then)
-    then no longer hides the one node that printed another (its kernel's OOM kill). Where the
-    faults name different printers, the node with the most of their lines is lifted; its share
-    is the least of its faults'."""
+    then no longer hides the one node that printed another (its kernel's OOM kill). Faults whose
+    printers are different nodes say nothing about one of them: nobody is lifted, as pooled
+    (a stale handle on one node's mount beside another node's thermal lines). The printer's
+    share is the least of its faults'."""
     counted = "node_lines" in evidence.columns
     printed_by = {(r.job_id, r.event_id): dict(zip(_listed(r.nodes), _listed(r.node_lines) if counted
                                                    else [1] * len(_listed(r.nodes))))
                   for r in evidence.itertuples()} if "nodes" in evidence.columns else {}
     classes = set(classes)
 
-    def printer(job_id: str, found: list[PatternMatch]) -> tuple[str, float, float] | None:
-        # (node, its lines, its share) of the node that printed enough of found's lines
+    def printer(job_id: str, found: list[PatternMatch]) -> tuple[str, float] | None:
+        # (node, its share of the lines) of the node that printed enough of found's lines
         lines: dict[str, float] = {}
         for event in {e for m in found for e in m.matched_event_ids}:
             for node, n in printed_by.get((job_id, event), {}).items():
@@ -221,7 +222,7 @@ def known_fault_printers(matches: dict[str, list[PatternMatch]], evidence: pd.Da
             return None
         top = min(lines, key=lambda node: (-lines[node], node))
         printed = lines[top] / sum(lines.values())
-        return (top, lines[top], printed) if len(lines) == 1 or (counted and printed >= share) else None
+        return (top, printed) if len(lines) == 1 or (counted and printed >= share) else None
 
     lifted = {}
     for job_id, found in matches.items():
@@ -229,17 +230,17 @@ def known_fault_printers(matches: dict[str, list[PatternMatch]], evidence: pd.Da
         if not per_pattern:
             got = printer(job_id, local)
             if got is not None:
-                lifted[job_id] = (got[0], sorted({m.pattern_id for m in local}), got[2])
+                lifted[job_id] = (got[0], sorted({m.pattern_id for m in local}), got[1])
             continue
-        by_node: dict[str, tuple[list[str], float, float]] = {}
+        by_node: dict[str, tuple[list[str], float]] = {}
         for m in local:
             got = printer(job_id, [m])
             if got is not None:
-                ids, n, least = by_node.get(got[0], ([], 0.0, 1.0))
-                by_node[got[0]] = (ids + [m.pattern_id], n + got[1], min(least, got[2]))
-        if by_node:
-            top = min(by_node, key=lambda node: (-by_node[node][1], node))
-            lifted[job_id] = (top, sorted(set(by_node[top][0])), by_node[top][2])
+                ids, least = by_node.get(got[0], ([], 1.0))
+                by_node[got[0]] = (ids + [m.pattern_id], min(least, got[1]))
+        if len(by_node) == 1:
+            (top, (ids, least)), = by_node.items()
+            lifted[job_id] = (top, sorted(set(ids)), least)
     return lifted
 
 
