@@ -232,15 +232,9 @@ def known_fault_printers(matches: dict[str, list[PatternMatch]], evidence: pd.Da
             if got is not None:
                 lifted[job_id] = (got[0], sorted({m.pattern_id for m in local}), got[1])
             continue
-        by_node: dict[str, tuple[list[str], float]] = {}
-        for m in local:
-            got = printer(job_id, [m])
-            if got is not None:
-                ids, least = by_node.get(got[0], ([], 1.0))
-                by_node[got[0]] = (ids + [m.pattern_id], min(least, got[1]))
-        if len(by_node) == 1:
-            (top, (ids, least)), = by_node.items()
-            lifted[job_id] = (top, sorted(set(ids)), least)
+        printed = [(m.pattern_id, *got) for m in local if (got := printer(job_id, [m])) is not None]
+        if len({node for _, node, _ in printed}) == 1:
+            lifted[job_id] = (printed[0][1], sorted({p for p, _, _ in printed}), min(s for _, _, s in printed))
     return lifted
 
 
