@@ -31,6 +31,7 @@ from l4spark.spatial.signals import (
     address_book,
     blame_scores,
     clock_offsets,
+    collective_absentees,
     collectives_behind,
     failure_onsets,
     lead_scores,
@@ -1486,6 +1487,63 @@ def test_a_rank_that_hung_outside_nccl_is_behind_by_the_last_collective_it_enque
     assert lag["outside_nccl"].to_dict() == {"h1": False, "h2": False, "h3": True, "h4": False}
 
 
+@pytest.mark.spark
+def test_a_rank_that_says_it_timed_out_waiting_is_named_by_the_rank_that_printed_it(spark):
+    # PyTorch 2.1's watchdog line, Ascend HCCL's EI0002 and Gloo's: each a waited:<its printing
+    # rank>; the same words at INFO, a line of no rank and other errors are none
+    texts = [("ERROR", 0, "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=989190, "
+                          "OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800053 milliseconds before timing out."),
+             ("ERROR", 1, "EI0002: The wait execution of the Notify register times out. Reason: The Notify register "
+                          "has not received the Notify record from remote rank: [0]."),
+             ("ERROR", 2, "terminate called after throwing an instance of 'gloo::IoException' what(): [../third_party/"
+                          "gloo/gloo/transport/tcp/pair.cc:598] Timed out waiting 1800000ms for recv operation to complete"),
+             ("INFO", 3, "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE)"),
+             ("ERROR", None, "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE)"),
+             ("ERROR", 4, "RuntimeError: CUDA error: an illegal memory access was encountered")]
+    rows = [("job-w", f"h{i}", rank, f"h{i}/rank-{rank}.log", 1, T0, level, f"e{i}", text)
+            for i, (level, rank, text) in enumerate(texts)]
+    events = spark.createDataFrame(rows, MESSAGES_SCHEMA)
+    tokens = unit_mentions(events, timeout_patterns=SpatialConfig().collective_timeout_patterns).toPandas()
+    waited = tokens.loc[tokens["token"].str.startswith("waited:"), ["node", "token"]]
+    assert sorted(map(tuple, waited.to_numpy())) == [("h0", "waited:0"), ("h1", "waited:1"), ("h2", "waited:2")]
+    assert not unit_mentions(events).toPandas()["token"].str.startswith("waited:").any()
+    # the ranking's inputs read the patterns
+    facts, _ = configured_unit_inputs(events, SpatialConfig())
+    assert facts.toPandas()["token"].eq("waited:1").any()
+
+
+def _waited(ranks, per_node: int = 4, n_nodes: int = 4) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(mentions, activity) of n_nodes nodes of per_node ranks, ``ranks`` saying they timed out waiting."""
+    activity = pd.DataFrame({"node": [f"n{i:02d}" for i in range(n_nodes)],
+                             "ranks": [list(range(i * per_node, (i + 1) * per_node)) for i in range(n_nodes)]},
+                            index=[f"n{i:02d}" for i in range(n_nodes)])
+    mentions = pd.DataFrame({"unit": [f"n{r // per_node:02d}" for r in ranks], "token": [f"waited:{r}" for r in ranks]})
+    return mentions, activity
+
+
+def test_the_collectives_missing_member_is_the_rank_that_never_said_it_waited():
+    every = set(range(16))
+    # rank 3 (on n00) hangs outside NCCL under PyTorch 2.1: every other rank's watchdog times out
+    assert collective_absentees(*_waited(every - {3})) == ["n00"]
+    lag = collectives_behind(*_waited(every - {3}), absentees=True)
+    assert lag.loc["n00"].tolist() == [1.0, True] and lag["behind"].sum() == 1.0
+    assert collectives_behind(*_waited(every - {3}), absentees=False)["behind"].sum() == 0.0
+    # two of n01's four ranks: still at least as many of its ranks said so
+    assert collective_absentees(*_waited(every - {5, 6})) == ["n01"]
+    # a whole node silent (it died: silence judges it), most of a node's ranks stopped by its
+    # launcher once one timed out, silent ranks on two nodes, or fewer than two ranks waiting: nobody
+    assert collective_absentees(*_waited(every - {4, 5, 6, 7})) == []
+    assert collective_absentees(*_waited(every - {4, 5, 6})) == []
+    assert collective_absentees(*_waited(every - {3, 9})) == []
+    assert collective_absentees(*_waited({0})) == []
+    assert collective_absentees(*_waited(every)) == []
+    # per rank: the hung rank's unit alone
+    mentions, activity = _waited(every - {3}, per_node=4)
+    by_rank = pd.DataFrame({"node": [f"n{r // 4:02d}" for r in range(16)], "ranks": [[r] for r in range(16)]},
+                           index=[f"r{r}" for r in range(16)])
+    assert collective_absentees(mentions, by_rank) == ["r3"]
+
+
 def test_a_unit_behind_outside_nccl_is_said_so_in_its_signals_and_matches_the_hang_fault():
     from l4spark.diagnosis.patterns import hung_unit_pattern
 
@@ -1511,6 +1569,29 @@ def test_a_unit_behind_outside_nccl_is_said_so_in_its_signals_and_matches_the_ha
     ranked = rank_units("job-h", inside, _activity(4), SpatialConfig()).set_index("node")
     assert ranked["rank"].idxmin() == "n02"
     assert not any(re.search(hang.signature[0], s) for s in ranked.loc["n02", "signals"])
+
+
+def test_a_rank_hung_outside_nccl_under_pytorch_2_1_is_behind_though_it_prints_no_collective():
+    # PyTorch 2.1 prints no "last enqueued" line: n02's rank 5 hangs in Python and says nothing,
+    # every other rank's watchdog times out in collective 18308; n01's clock runs 2 s early, so
+    # it seems to fail first
+    from l4spark.diagnosis.patterns import hung_unit_pattern
+
+    rows = []
+    for i in range(4):
+        node, t = f"n{i:02d}", (956.0 if i == 1 else 958.0 + 0.1 * i)
+        ranks = [r for r in (2 * i, 2 * i + 1) if r != 5]
+        rows += [_fact(node, "init", 4, 10.0 + 0.01 * i), _fact(node, "iteration", 200, 20.0),
+                 _fact(node, "watchdog_timeout", len(ranks), t), _fact(node, "take_down", 2, t + 1.0),
+                 _mention(node, "watchdog_timeout", "seq::18308", t)]
+        rows += [_mention(node, "watchdog_timeout", f"waited:{r}", t) for r in ranks]
+    facts = pd.DataFrame(rows, columns=UNIT_FACTS_COLUMNS[1:])
+    ranked = rank_units("job-h", facts, _activity(4), SpatialConfig()).set_index("node")
+    assert ranked["rank"].idxmin() == "n02"
+    assert any(re.search(hung_unit_pattern().signature[0], s) for s in ranked.loc["n02", "signals"])
+    off = rank_units("job-h", facts, _activity(4), SpatialConfig(absent_member_behind=False)).set_index("node")
+    assert off["rank"].idxmin() == "n01"
+    assert not any(s.startswith("behind") for s in off.loc["n02", "signals"])
 
 
 def test_the_unit_stuck_a_collective_behind_is_the_one_the_others_wait_for():

@@ -80,8 +80,9 @@ def slow_unit_pattern() -> "FaultPattern":
 # A known fault no log line names either: the hang. The ranking writes "behind, outside NCCL: ..."
 # (``spatial.score.BEHIND_OUTSIDE_TEXT``) for a unit whose ranks never enqueued the collective its
 # peers' watchdogs timed out in (PyTorch's "Last enqueued NCCL work" of the dump-signal line is
-# older than the collective every other rank waits in): the rank everyone waits for is stuck
-# outside NCCL. ``scoring.with_unit_fault`` adds it (``diagnosis.hung_unit_fault``).
+# older than the collective every other rank waits in; or, session 45, its ranks alone never said
+# they timed out waiting: ``spatial.signals.collective_absentees``): the rank everyone waits for is
+# stuck outside NCCL. ``scoring.with_unit_fault`` adds it (``diagnosis.hung_unit_fault``).
 HUNG_UNIT_PATTERN_ID = "hang-unit"
 
 
@@ -90,11 +91,14 @@ def hung_unit_pattern() -> "FaultPattern":
         pattern_id=HUNG_UNIT_PATTERN_ID, name="Hang: a rank stopped outside NCCL; every peer waits for it",
         fault_class="hang",
         root_cause=("A rank stopped making progress outside the collectives (a Python deadlock, a stuck data loader "
-                    "or file read, a host problem): it never enqueued the collective every other rank waits in, so "
-                    "their NCCL watchdogs timed out and the job was taken down."),
+                    "or file read, a host problem, or work of its own such as writing a checkpoint that outlasted the "
+                    "collective timeout): it never enqueued the collective every other rank waits in, so their "
+                    "watchdogs timed out and the job was taken down."),
         remedy=("Read that rank's Python stacks (py-spy dump, the flight recorder's dump, faulthandler) and its "
-                "host's kernel log and file systems; restart the job from the last checkpoint, without the node if "
-                "it hangs again."),
+                "host's kernel log and file systems; if its last lines are a checkpoint save, raise the process "
+                "group timeout above the save's duration (init_process_group(timeout=...), Megatron's "
+                "--distributed-timeout-minutes, HF Trainer's ddp_timeout) or save asynchronously; restart the job "
+                "from the last checkpoint, without the node if it hangs again."),
         signature=(r"^behind, outside NCCL: ",))
 
 

@@ -43,6 +43,27 @@ class SpatialConfig:
     # the collective the others timed out in: stuck behind, the others wait for it
     # (signals.collectives_behind; docs/spatial.md, "Stuck a collective behind")
     behind_weight: float = 0.5
+    # Session 45: the texts in which a rank says it timed out waiting for its peers in a collective
+    # (Java regexes, read on loud lines; the ``waited:<rank>`` tokens of ``ranking.unit_mentions``).
+    # PyTorch's NCCL watchdog ("[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(...)
+    # ran for N milliseconds before timing out", torch 1.x "Caught collective operation timeout";
+    # 2.2+ also "Timeout at NCCL work: N, last enqueued NCCL work: N", ProcessGroupNCCL.cpp), Ascend
+    # HCCL's EI0002 ("The wait execution of the Notify register times out. Reason: The Notify
+    # register has not received the Notify record from remote rank: [r]", CANN's error table) and
+    # Gloo's ("Timed out waiting 1800000ms for recv operation to complete", gloo/transport/tcp/pair.cc).
+    collective_timeout_patterns: tuple = (
+        r"[Cc]aught collective operation timeout",
+        r"Timeout at NCCL work: [0-9]+",
+        r"The wait execution of the Notify register times out",
+        r"Timed out waiting [0-9]+ms for (?:recv|send) operation to complete",
+    )
+    # Session 45: a collective's missing member is behind too (``signals.collective_absentees``):
+    # when the ranks that never said they timed out waiting (``collective_timeout_patterns``),
+    # while at least two others did, all sit on one node, and at least as many of that node's ranks
+    # did say so, the units holding them never enqueued the collective everyone else waits in
+    # (PyTorch before 2.2 prints nothing else of a rank stuck outside NCCL). false: only the
+    # collective numbers the lines state say who is behind (sessions 26-44).
+    absent_member_behind: bool = True
     slow_z_min: float = 6.0  # a per-rank timer this many robust spreads above the others starts to count as slow
     truncated_bonus: float = 0.1  # combined score added for far fewer lines than the peers (role can explain it)
     timing_weight: float = 0.3  # combined score added for the earliest failure onset...
@@ -313,6 +334,7 @@ class SpatialConfig:
         self._patterns("self_address_patterns", "the node's own address")
         self._patterns("stated_time_patterns", "the time")
         self._patterns("termination_patterns")
+        self._patterns("collective_timeout_patterns")
         for key in ("evidence_required", "blame_discount", "pair_quiet_for_nobody", "pair_silence",
                     "silent_despite_errors", "small_job_timing", "pair_onset_without_remote",
                     "blame_follows_onsets", "store_client_not_blame", "untimed_errors_dated",
@@ -321,7 +343,8 @@ class SpatialConfig:
                     "uncovered_later_onsets", "lone_roles_own_events", "global_small_ranks",
                     "pair_scored_events", "group_ranks_by_communicator", "roll_calls_not_blame",
                     "notices_undate_stops", "communicator_ids_name_nobody", "unended_is_silent",
-                    "timing_by_lead", "notices_are_reactions", "unended_among_others", "first_name_whole"):
+                    "timing_by_lead", "notices_are_reactions", "unended_among_others", "first_name_whole",
+                    "absent_member_behind"):
             if not isinstance(getattr(self, key), bool):
                 raise ConfigError(f"spatial.{key}: expected true or false, found {getattr(self, key)!r}")
         if self.granularity not in GRANULARITIES:

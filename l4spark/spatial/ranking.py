@@ -165,7 +165,8 @@ def unit_event_facts(events: DataFrame, granularity: str = "node",
 
 def unit_mentions(events: DataFrame, granularity: str = "node",
                   candidates: DataFrame | None = None, store_patterns: Iterable[str] = (),
-                  self_address_patterns: Iterable[str] = (), unnamed_ids: bool = False) -> DataFrame:
+                  self_address_patterns: Iterable[str] = (), unnamed_ids: bool = False,
+                  timeout_patterns: Iterable[str] = ()) -> DataFrame:
     """What each unit's lines name: IPv4 addresses (all lines: identity lines are INFO), and in
     loud lines global rank numbers and host names of the job's own nodes, and the host a c10d
     store client connects to (``store:<host or address>``, group 1 of ``store_patterns``:
@@ -181,7 +182,9 @@ def unit_mentions(events: DataFrame, granularity: str = "node",
     ``COMM_TAG_PATTERN``; all lines), ``commsize:<identifier>:<n>`` (the size of a communicator a line states,
     ``COMM_SIZE_PATTERN``, with the identifier of its ``commId[...]`` when it names one, else empty; all
     lines), ``self:<a.b.c.d>`` (an address the line states as its own node's,
-    group 1 of ``self_address_patterns``: ``SpatialConfig.self_address_patterns``; all lines);
+    group 1 of ``self_address_patterns``: ``SpatialConfig.self_address_patterns``; all lines),
+    ``waited:<rank>`` (the printing rank says it timed out waiting for its peers in a collective:
+    a loud line matching one of ``timeout_patterns``, ``SpatialConfig.collective_timeout_patterns``);
     n_lines / n_loud: lines / loud lines naming it; first_s:
     the first timestamp of a loud line naming it. ``unnamed_ids``: no ``ip:`` token from within a
     communicator's identifier (``COMM_NAME_PATTERN``). Token extraction is JVM regex, no Python.
@@ -203,6 +206,11 @@ def unit_mentions(events: DataFrame, granularity: str = "node",
     stores = [tagged("store", regex, 1, True) for regex in store_patterns]
     own = [tagged("self", regex, 1, False) for regex in self_address_patterns]
     ip_text = replace_all("message", COMM_NAME_PATTERN, "") if unnamed_ids else F.col("message")
+    timeouts = list(timeout_patterns)
+    # which rank printed the line, not what it names: the rank that never says so is the one missing
+    waited = F.when(loud & F.col("rank").isNotNull() & any_rlike("message", timeouts),
+                    F.array(F.concat(F.lit("waited:"), F.col("rank").cast("int").cast("string")))
+                    ).otherwise(empty) if timeouts else empty
     lines = (
         events.where(F.col("event_id").isNotNull() & F.col("message").isNotNull())
         .select("job_id", *_unit_columns(granularity), "event_id", _seconds().alias("t"), loud.alias("loud"),
@@ -217,7 +225,8 @@ def unit_mentions(events: DataFrame, granularity: str = "node",
                                                       for regex in TIMEOUT_SEQ_PATTERNS),
                                                     *(tagged("enq", regex, 1, True, group_of=PROCESS_GROUP_PATTERN)
                                                       for regex in ENQUEUED_SEQ_PATTERNS),
-                                                    tagged("host", HOST_PATTERN, 0, True), *stores, *own))).alias("token"))
+                                                    tagged("host", HOST_PATTERN, 0, True), *stores, *own,
+                                                    waited))).alias("token"))
     )
     # a host token counts only when it is one of the job's node names (or their first label)
     nodes = events.select("job_id", F.col("node").alias("named")).distinct()
@@ -419,7 +428,8 @@ def unit_inputs(events: DataFrame, granularity: str = "node", candidates: DataFr
                 timers: DataFrame | None = None, remote_patterns: Iterable[str] = (),
                 store_patterns: Iterable[str] = (), dated: bool = True,
                 self_address_patterns: Iterable[str] = (), stated_time_patterns: Iterable[str] = (),
-                termination_patterns: Iterable[str] = (), unnamed_ids: bool = False) -> tuple[DataFrame, DataFrame]:
+                termination_patterns: Iterable[str] = (), unnamed_ids: bool = False,
+                timeout_patterns: Iterable[str] = ()) -> tuple[DataFrame, DataFrame]:
     """The two long-form inputs of ``rank_units`` for every job of ``events``: the unit facts
     and mentions (UNIT_FACTS_COLUMNS) and the unit activity (``unit_activity`` with
     ``unit_slowness``'s slow_z, null where no timer names the unit). Built once, they
@@ -428,9 +438,10 @@ def unit_inputs(events: DataFrame, granularity: str = "node", candidates: DataFr
     see ``unit_mentions``; ``dated``: see ``unit_activity``; ``self_address_patterns``: see
     ``unit_mentions``; ``stated_time_patterns``: see ``stated_times`` (the activity's times
     alone: facts and mentions date events by their own timestamps); ``termination_patterns``: see
-    ``unit_activity``'s notices; ``unnamed_ids``: see ``unit_mentions``."""
+    ``unit_activity``'s notices; ``unnamed_ids`` and ``timeout_patterns``: see ``unit_mentions``."""
     facts = unit_event_facts(events, granularity, candidates, remote_patterns).unionByName(
-        unit_mentions(events, granularity, candidates, store_patterns, self_address_patterns, unnamed_ids))
+        unit_mentions(events, granularity, candidates, store_patterns, self_address_patterns, unnamed_ids,
+                      timeout_patterns))
     activity = unit_activity(stated_times(events, stated_time_patterns), granularity, dated, candidates,
                              termination_patterns, stated_time_patterns)
     slow = unit_slowness(events, granularity, timers).withColumnRenamed("job_id", "s_job").withColumnRenamed(
@@ -489,7 +500,8 @@ def rank_nodes(events: DataFrame, config: SpatialConfig = SpatialConfig(),
 # them (``evaluation.rerank`` refuses to change one); a test holds this list to what it reads
 UNIT_INPUT_SETTINGS = ("granularity", "remote_patterns", "store_client_not_blame", "store_client_patterns",
                        "untimed_errors_dated", "self_address_patterns", "stated_time_patterns",
-                       "termination_patterns", "communicator_ids_name_nobody", "notices_are_reactions")
+                       "termination_patterns", "communicator_ids_name_nobody", "notices_are_reactions",
+                       "collective_timeout_patterns")
 
 
 def configured_unit_inputs(events: DataFrame, config: SpatialConfig = SpatialConfig(),
@@ -505,7 +517,7 @@ def configured_unit_inputs(events: DataFrame, config: SpatialConfig = SpatialCon
     return unit_inputs(events, config.granularity, candidates, timers, remote,
                        stores, config.untimed_errors_dated, config.self_address_patterns,
                        config.stated_time_patterns, config.termination_patterns,
-                       config.communicator_ids_name_nobody)
+                       config.communicator_ids_name_nobody, config.collective_timeout_patterns)
 
 
 def baseline_rankings(events: DataFrame, granularity: str = "node") -> DataFrame:

@@ -134,7 +134,7 @@ def unit_signals(counts: pd.DataFrame, activity: pd.DataFrame, config: SpatialCo
     # pipeline stage logs more than the rest by role
     only_truncated = silent["truncated"] & silent["silent"] & (silent["missing_files"] == 0) & ~(
         silent["silent_gap_s"].fillna(0.0) >= config.silent_min_gap_s) & ~silent["unended"]
-    lag = collectives_behind(mentions, activity)
+    lag = collectives_behind(mentions, activity, config.absent_member_behind)
     signals = pd.DataFrame({
         "score": score, "has_evidence": has_evidence.reindex(activity.index).fillna(False),
         "named_by": named["named_by"], "named_weight": named["named_weight"], "onset_lag_s": timed - timed.min(),

@@ -802,7 +802,31 @@ def _behind_in(positions: pd.DataFrame) -> dict:
     return out
 
 
-def collectives_behind(mentions: pd.DataFrame, activity: pd.DataFrame) -> pd.DataFrame:
+def collective_absentees(mentions: pd.DataFrame, activity: pd.DataFrame) -> list:
+    """The units of ``activity`` (indexed by unit, with node and ranks or min_rank/max_rank)
+    holding the ranks that never said they timed out waiting in a collective (no ``waited:<rank>``
+    token of ``mentions``) while at least two ranks did, when those ranks all sit on one node and
+    at least as many of that node's ranks did say so: the collective's missing member, which never
+    enqueued what everyone else waits in. Empty otherwise: silent ranks spread over several nodes
+    (a launcher taking the rest down as the first timeouts fire), a whole node silent (its death
+    is ``silence``'s to judge), or a node most of whose ranks were stopped before they timed out."""
+    if not len(mentions) or "node" not in activity.columns:
+        return []
+    tokens = mentions["token"].dropna()
+    waited = {int(t[7:]) for t in tokens[tokens.str.startswith("waited:")]}
+    if len(waited) < 2:
+        return []
+    held = _unit_ranks(activity)
+    absent = {unit: set(ranks) - waited for unit, ranks in held.items() if set(ranks) - waited}
+    nodes = {activity.at[unit, "node"] for unit in absent}
+    if len(nodes) != 1:
+        return []
+    node_ranks = _node_ranks(activity)[nodes.pop()]
+    missing = node_ranks - waited
+    return sorted(absent) if len(missing) <= len(node_ranks & waited) else []
+
+
+def collectives_behind(mentions: pd.DataFrame, activity: pd.DataFrame, absentees: bool = False) -> pd.DataFrame:
     """Per unit (``activity``'s index): ``behind`` 1.0 when the oldest collective its NCCL
     watchdog lines name (tokens of ``unit_mentions``: ``seq:<pg>:<n>``, one that timed out;
     ``enq:<pg>:<n>``, the last one a rank enqueued, which a rank that hangs outside NCCL prints
@@ -815,10 +839,15 @@ def collectives_behind(mentions: pd.DataFrame, activity: pd.DataFrame) -> pd.Dat
     down for all: everyone waits in the same collective). ``outside_nccl`` True when it is
     behind and no rank of it timed out in the collective it is behind at: it never enqueued the
     collective its peers wait in, so it is stuck outside NCCL (Python, data loading, a deadlock:
-    a hang), not inside an older collective (a stalled link). ``mentions``: unit, token rows."""
+    a hang), not inside an older collective (a stalled link). With ``absentees``, the units of
+    ``collective_absentees`` are behind outside NCCL too (a rank of PyTorch before 2.2 that hangs
+    outside NCCL prints no collective number). ``mentions``: unit, token rows."""
     lag = pd.DataFrame({"behind": 0.0, "outside_nccl": False}, index=activity.index)
     for unit, stuck_outside in _behind_in(_collective_positions(mentions, activity)).items():
         lag.loc[unit, ["behind", "outside_nccl"]] = [1.0, stuck_outside]
+    for unit in collective_absentees(mentions, activity) if absentees else ():
+        if not lag.at[unit, "behind"]:
+            lag.loc[unit, ["behind", "outside_nccl"]] = [1.0, True]
     return lag
 
 
