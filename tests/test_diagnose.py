@@ -637,6 +637,14 @@ def test_a_brief_throttle_on_one_node_does_not_outrank_a_straggler_measured_on_a
     assert first([hot], unmeasured) == "hpc-h800-0764"  # nothing measured: the claim stands
     own = nodes.assign(signals=[["named by 1 peer(s)"], ["failed first", slow], []])
     assert first([hot], own) == "hpc-h800-0764"  # the printer is the measured straggler
+    # session 45, 36041's DeepSpeed hang: the hung node never joined the collective the others
+    # timed out in (measured), another printed the throttle pair alone: the claim lifts nobody
+    hung = nodes.assign(signals=[["behind, outside NCCL: it never enqueued the collective its peers timed out in"],
+                                 ["failed first"], []])
+    assert first([hot], hung) == "hpc-h800-0763"
+    behind_inside = nodes.assign(signals=[["behind: it stopped in an older collective than the one its peers timed "
+                                           "out in"], ["failed first"], []])
+    assert first([hot], behind_inside) == "hpc-h800-0764"  # stuck inside NCCL: measured no hang
 
 
 def test_known_fault_settings_are_checked():
@@ -776,6 +784,32 @@ def test_a_straggler_or_a_hang_comes_after_a_cause_and_before_what_waiting_peers
     assert got["nan"][0] == "straggler-unit" and got["bug"][0] == "hang-unit"
     with pytest.raises(ConfigError, match="waiting_classes"):
         DiagnosisConfig(waiting_classes=("network", ""))
+
+
+def test_a_claim_of_slowness_another_node_printed_is_no_cause_of_a_hang():
+    """Session 45, 36041's DeepSpeed hang: n3's rank never joined the collective the others timed
+    out in; n1 had printed the kernel's CPU thermal-throttle pair alone, first in time. Another
+    node's throttling neither stops nor slows n3: the hang goes before that claim. A claim n3's own
+    node printed, and any claim with the setting off (no claims), still go first."""
+    from l4spark.diagnosis.patterns import PatternMatch, seed_patterns
+    from l4spark.diagnosis.scoring import slowness_claims, with_unit_faults
+
+    hot = PatternMatch("cpu-thermal-throttle", "CPU thermal throttling", "slowdown", 1.0, ("E_hot",))
+    timeout = PatternMatch("nccl-watchdog-timeout", "timeout", "network", 1.0, ("E_to",))
+    stuck = "behind, outside NCCL: it never enqueued the collective its peers timed out in"
+    nodes = pd.DataFrame({"job_id": ["elsewhere", "own"], "node": ["n3", "n3"], "rank": [1, 1],
+                          "signals": [[stuck], [stuck]]})
+    scored = pd.DataFrame({"job_id": ["elsewhere", "elsewhere", "own", "own"], "event_id": ["E_hot", "E_to"] * 2,
+                           "nodes": [["n1"], ["n0", "n1", "n2"], ["n3"], ["n0", "n1", "n2"]]})
+    matches = {"elsewhere": [hot, timeout], "own": [hot, timeout]}
+    claims = slowness_claims(seed_patterns())
+
+    def first(claimed):
+        return {job: found[0].pattern_id for job, found in
+                with_unit_faults(matches, nodes, DiagnosisConfig(), scored, claimed).items()}
+
+    assert first(claims) == {"elsewhere": "hang-unit", "own": "cpu-thermal-throttle"}
+    assert first(()) == {"elsewhere": "cpu-thermal-throttle", "own": "cpu-thermal-throttle"}
 
 
 def test_rank_matches_places_a_match_by_its_unit_at_rank_granularity():

@@ -161,7 +161,8 @@ class DiagnosisConfig:
     known_fault_per_pattern: bool = True
     # Session 41: a known fault that only claims its node was slow (class slowdown: a CPU's thermal
     # throttling) lifts nobody where the ranking measured a unit of another node as the one every
-    # other unit waits for (the straggler's signal): the measurement outranks the claim
+    # other unit waits for (the straggler's signal; since session 45 also the hang's: a rank that
+    # never joined the collective the others timed out in): the measurement outranks the claim
     # (scoring.unmeasured_claims; docs/diagnosis.md, "A claim of slowness against a measured
     # straggler"). False: sessions 40 and before.
     measured_slowness_overrules: bool = True

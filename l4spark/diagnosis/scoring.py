@@ -15,8 +15,8 @@ import pandas as pd
 
 from l4spark.crossjob.reasons import NO_HISTORY
 from l4spark.diagnosis.config import SOURCES, DiagnosisConfig
-from l4spark.diagnosis.patterns import (DEAD_UNIT_PATTERN_ID, FaultPattern, PatternMatch, match_patterns,
-                                       slow_unit_pattern, unit_fault_patterns)
+from l4spark.diagnosis.patterns import (DEAD_UNIT_PATTERN_ID, FaultPattern, PatternMatch, hung_unit_pattern,
+                                       match_patterns, slow_unit_pattern, unit_fault_patterns)
 from l4spark.spatial.config import SpatialConfig
 from l4spark.spatial.score import order_units, suspect_flags, unit_key
 
@@ -249,7 +249,9 @@ def unmeasured_claims(nodes: pd.DataFrame, lifted: dict[str, tuple], claims: Col
     """``lifted`` (``known_fault_printers``) without the jobs where a printer's known faults only
     claim its node was slow (every pattern id in ``claims``: ``slowness_claims``) while the ranking
     measured a unit of another node as the one every other unit waits for (its ``signals`` carry
-    the straggler's signature, ``patterns.slow_unit_pattern``). The measurement outranks the claim:
+    the straggler's signature, ``patterns.slow_unit_pattern``, or since session 45 the hang's,
+    ``patterns.hung_unit_pattern``: a rank that never joined the collective the others timed out
+    in; a slow CPU delays a rank, it does not keep it away). The measurement outranks the claim:
     healthy CPUs cross their thermal threshold for milliseconds under normal load, and the kernel
     prints "temperature above threshold" then "temperature/speed normal" (the reason Linux 5.5
     stopped logging each crossing: linux-edac, "x86/mce/therm_throt: Optimize notifications of
@@ -257,11 +259,14 @@ def unmeasured_claims(nodes: pd.DataFrame, lifted: dict[str, tuple], claims: Col
     another. ``nodes``: job_id, node, signals."""
     if not lifted or not claims or nodes is None or not len(nodes):
         return lifted
-    slow, claims = [re.compile(regex) for regex in slow_unit_pattern().signature], set(claims)
+    waited_for = [[re.compile(regex) for regex in pattern.signature]
+                  for pattern in (slow_unit_pattern(), hung_unit_pattern())]
+    claims = set(claims)
     claimed = {job_id for job_id, (_, pattern_ids, _) in lifted.items() if set(pattern_ids) <= claims}
     measured: dict[str, set] = {}
     for row in nodes[nodes["job_id"].isin(claimed)].itertuples():
-        if all(any(regex.search(str(s)) for s in _listed(row.signals)) for regex in slow):
+        signals = [str(s) for s in _listed(row.signals)]
+        if any(all(any(regex.search(s) for s in signals) for regex in signature) for signature in waited_for):
             measured.setdefault(row.job_id, set()).add(row.node)
     return {job_id: lift for job_id, lift in lifted.items() if not measured.get(job_id, set()) - {lift[0]}}
 
@@ -343,29 +348,37 @@ def with_unit_fault(matches: dict[str, list[PatternMatch]], nodes: pd.DataFrame,
 
 
 def with_unit_faults(matches: dict[str, list[PatternMatch]], nodes: pd.DataFrame, conf: DiagnosisConfig,
-                     scored: pd.DataFrame | None = None) -> dict[str, list[PatternMatch]]:
+                     scored: pd.DataFrame | None = None, claims: Collection[str] = ()) -> dict[str, list[PatternMatch]]:
     """``with_unit_fault`` for each built-in unit fault ``conf`` switches on, in order. The dead
     node comes after a first match that says why the node went quiet: one of a node-local known
     class (``known_fault_classes``) or one the first-ranked node printed itself (``scored``:
     job_id, event_id, nodes, the nodes that printed each event). With
     ``unit_faults_after_causes`` every unit fault also comes after a first library match whose
     class is none of ``waiting_classes`` (what peers print while they wait for a unit): a cause
-    of its own, which the unit's stop or lag followed."""
+    of its own, which the unit's stop or lag followed. A match whose pattern only claims slowness
+    (``claims``: ``slowness_claims``, with ``measured_slowness_overrules``) that the unit's node did
+    not print is no such cause (session 45): another node's CPU throttling neither stops nor slows
+    this unit's ranks, as it lifts nobody in the ranking against a unit measured there
+    (``unmeasured_claims``)."""
     printed_by = ({(r.job_id, r.event_id): set(_listed(r.nodes)) for r in scored.itertuples()}
                   if scored is not None and "nodes" in scored.columns else {})
-    waiting = set(conf.waiting_classes)
+    waiting, claims = set(conf.waiting_classes), set(claims)
 
-    def cause(match: PatternMatch) -> bool:
+    def printed(job_id: str, node: str, match: PatternMatch) -> bool:
+        return any(node in printed_by.get((job_id, e), ()) for e in match.matched_event_ids)
+
+    def cause(job_id: str, node: str, match: PatternMatch) -> bool:
         # a library match (built-in unit faults match no event) of a class waiting peers do not print
-        return conf.unit_faults_after_causes and bool(match.matched_event_ids) and match.fault_class not in waiting
+        return (conf.unit_faults_after_causes and bool(match.matched_event_ids) and match.fault_class not in waiting
+                and (match.pattern_id not in claims or printed(job_id, node, match)))
 
     def explains(job_id: str, node: str, match: PatternMatch) -> bool:
-        return (match.fault_class in set(conf.known_fault_classes) or cause(match)
-                or any(node in printed_by.get((job_id, e), ()) for e in match.matched_event_ids))
+        return match.fault_class in set(conf.known_fault_classes) or cause(job_id, node, match) or printed(
+            job_id, node, match)
 
     for pattern in unit_fault_patterns(conf.slow_unit_fault, conf.hung_unit_fault, conf.dead_unit_fault):
-        yields = explains if pattern.pattern_id == DEAD_UNIT_PATTERN_ID else lambda job_id, node, match: cause(match)
-        matches = with_unit_fault(matches, nodes, pattern, yields)
+        matches = with_unit_fault(matches, nodes, pattern, explains if pattern.pattern_id == DEAD_UNIT_PATTERN_ID
+                                  else cause)
     return matches
 
 
