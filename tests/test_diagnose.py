@@ -789,27 +789,32 @@ def test_a_straggler_or_a_hang_comes_after_a_cause_and_before_what_waiting_peers
 def test_a_claim_of_slowness_another_node_printed_is_no_cause_of_a_hang():
     """Session 45, 36041's DeepSpeed hang: n3's rank never joined the collective the others timed
     out in; n1 had printed the kernel's CPU thermal-throttle pair alone, first in time. Another
-    node's throttling neither stops nor slows n3: the hang goes before that claim. A claim n3's own
-    node printed, and any claim with the setting off (no claims), still go first."""
+    node's throttling neither stops nor slows n3: the hang goes before that claim, and so does the
+    dead node (36047). A claim n3's own node printed, and any claim with the setting off (no
+    claims), still go first."""
     from l4spark.diagnosis.patterns import PatternMatch, seed_patterns
     from l4spark.diagnosis.scoring import slowness_claims, with_unit_faults
 
     hot = PatternMatch("cpu-thermal-throttle", "CPU thermal throttling", "slowdown", 1.0, ("E_hot",))
     timeout = PatternMatch("nccl-watchdog-timeout", "timeout", "network", 1.0, ("E_to",))
     stuck = "behind, outside NCCL: it never enqueued the collective its peers timed out in"
-    nodes = pd.DataFrame({"job_id": ["elsewhere", "own"], "node": ["n3", "n3"], "rank": [1, 1],
-                          "signals": [[stuck], [stuck]]})
-    scored = pd.DataFrame({"job_id": ["elsewhere", "elsewhere", "own", "own"], "event_id": ["E_hot", "E_to"] * 2,
-                           "nodes": [["n1"], ["n0", "n1", "n2"], ["n3"], ["n0", "n1", "n2"]]})
-    matches = {"elsewhere": [hot, timeout], "own": [hot, timeout]}
+    # 36047's HF Trainer node_down: the dead node stopped first, another printed the throttle pair
+    dead = "silent: stopped 1601 s before its peers, its error lines no sign of it"
+    jobs = ["elsewhere", "own", "dead_elsewhere", "dead_own"]
+    nodes = pd.DataFrame({"job_id": jobs, "node": ["n3"] * 4, "rank": [1] * 4,
+                          "signals": [[stuck], [stuck], [dead], [dead]]})
+    scored = pd.DataFrame({"job_id": [j for j in jobs for _ in (0, 1)], "event_id": ["E_hot", "E_to"] * 4,
+                           "nodes": [["n1"], ["n0", "n1", "n2"], ["n3"], ["n0", "n1", "n2"]] * 2})
+    matches = {job: [hot, timeout] for job in jobs}
     claims = slowness_claims(seed_patterns())
 
     def first(claimed):
         return {job: found[0].pattern_id for job, found in
                 with_unit_faults(matches, nodes, DiagnosisConfig(), scored, claimed).items()}
 
-    assert first(claims) == {"elsewhere": "hang-unit", "own": "cpu-thermal-throttle"}
-    assert first(()) == {"elsewhere": "cpu-thermal-throttle", "own": "cpu-thermal-throttle"}
+    assert first(claims) == {"elsewhere": "hang-unit", "own": "cpu-thermal-throttle",
+                             "dead_elsewhere": "node-down-unit", "dead_own": "cpu-thermal-throttle"}
+    assert set(first(()).values()) == {"cpu-thermal-throttle"}
 
 
 def test_rank_matches_places_a_match_by_its_unit_at_rank_granularity():

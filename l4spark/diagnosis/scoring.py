@@ -357,9 +357,9 @@ def with_unit_faults(matches: dict[str, list[PatternMatch]], nodes: pd.DataFrame
     class is none of ``waiting_classes`` (what peers print while they wait for a unit): a cause
     of its own, which the unit's stop or lag followed. A match whose pattern only claims slowness
     (``claims``: ``slowness_claims``, with ``measured_slowness_overrules``) that the unit's node did
-    not print is no such cause (session 45): another node's CPU throttling neither stops nor slows
-    this unit's ranks, as it lifts nobody in the ranking against a unit measured there
-    (``unmeasured_claims``)."""
+    not print is neither such a cause nor why the dead node went quiet (session 45): another node's
+    CPU throttling neither stops nor slows this unit's ranks, as it lifts nobody in the ranking
+    against a unit measured there (``unmeasured_claims``)."""
     printed_by = ({(r.job_id, r.event_id): set(_listed(r.nodes)) for r in scored.itertuples()}
                   if scored is not None and "nodes" in scored.columns else {})
     waiting, claims = set(conf.waiting_classes), set(claims)
@@ -367,14 +367,18 @@ def with_unit_faults(matches: dict[str, list[PatternMatch]], nodes: pd.DataFrame
     def printed(job_id: str, node: str, match: PatternMatch) -> bool:
         return any(node in printed_by.get((job_id, e), ()) for e in match.matched_event_ids)
 
+    def elsewhere(job_id: str, node: str, match: PatternMatch) -> bool:
+        # a claim of slowness the unit's node did not print says nothing of this unit
+        return match.pattern_id in claims and not printed(job_id, node, match)
+
     def cause(job_id: str, node: str, match: PatternMatch) -> bool:
         # a library match (built-in unit faults match no event) of a class waiting peers do not print
         return (conf.unit_faults_after_causes and bool(match.matched_event_ids) and match.fault_class not in waiting
-                and (match.pattern_id not in claims or printed(job_id, node, match)))
+                and not elsewhere(job_id, node, match))
 
     def explains(job_id: str, node: str, match: PatternMatch) -> bool:
-        return match.fault_class in set(conf.known_fault_classes) or cause(job_id, node, match) or printed(
-            job_id, node, match)
+        return not elsewhere(job_id, node, match) and (match.fault_class in set(conf.known_fault_classes)
+                                                       or cause(job_id, node, match) or printed(job_id, node, match))
 
     for pattern in unit_fault_patterns(conf.slow_unit_fault, conf.hung_unit_fault, conf.dead_unit_fault):
         matches = with_unit_fault(matches, nodes, pattern, explains if pattern.pattern_id == DEAD_UNIT_PATTERN_ID
