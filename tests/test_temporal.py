@@ -550,23 +550,25 @@ def test_end_to_end_generated_fleet(spark, test_config, tmp_path):
             assert abs(point.failure_iteration - label.failure_iteration) <= 1
 
 
-def test_lasting_change_is_placed_by_the_counted_bad_iterations(spark):
+@pytest.mark.parametrize("nan_from", [43, 41])
+def test_lasting_change_is_placed_by_the_counted_bad_iterations(spark, nan_from):
     """Megatron counts NaN iterations per log interval: the loss turned NaN at iteration 43, and
-    the progress line of 45 (a line every 5 iterations) says 3 of its interval were NaN."""
+    the progress line of 45 (a line every 5 iterations) says 3 of its interval were NaN. Session
+    45: at 41, the interval's first, the line says 5 of 5, and 41 it is (not the middle)."""
     rows = [r for r in _training_job("nan", 40, stride=5)]
     line = len(rows)
     for i in range(45, 71, 5):
         line += 1
-        n_nan = min(5, i - 43 + 1)
+        n_nan = min(5, i - nan_from + 1)
         rows.append(("nan", "a", 0, "nan/a/r0", line, _ts(10 * i), None, "E_it_nan",
                      f" iteration {i:8d}/ 1000 | lm loss: nan | number of nan iterations: {n_nan:3d} |", None, None))
     rows.append(("nan", "a", 0, "nan/a/r0", line + 1, _ts(704), None, "E_exit",
-                 "Detected NaN loss for 28 consecutive iterations at iteration 70, exiting.", None, None))
+                 f"Detected NaN loss for {70 - nan_from + 1} consecutive iterations at iteration 70, exiting.", None, None))
     staged = with_stage_and_iteration(spark.createDataFrame(rows, SCHEMA))
     iterations, progress = analyse_iterations(staged, staged.select("job_id", "event_id").distinct())
     flagged = {r.iteration: r.reason for r in iterations.collect() if r.anomalous}
-    assert flagged.get(43) == "changed" and min(flagged) == 43
-    assert [(r.changed_from, r.failure_iteration) for r in progress.collect()] == [(41, 43)]
+    assert flagged.get(nan_from) == "changed" and min(flagged) == nan_from
+    assert [(r.changed_from, r.failure_iteration) for r in progress.collect()] == [(41, nan_from)]
 
 
 def test_untimed_progress_bars_are_paced_by_their_own_clock():

@@ -320,17 +320,18 @@ def _analyse_job(frame: pd.DataFrame, conf: TemporalConfig) -> pd.DataFrame:
     failure_iteration = progress.failure_iteration
     labels: dict[int, int] = {}
     if changed_from is not None and progress.slowdown_from is None:
-        labels[changed_from] = _counted_onset(frame, changed_from)
+        counted = _counted_onset(frame, changed_from)
+        labels[changed_from] = changed_from if counted is None else counted
         novel = next(s.novel for s in scores if s.iteration == changed_from)
         period = replaced_period(changed_from, novel, sequences, conf)
-        if labels[changed_from] == changed_from and period is not None and period > 1:
+        if counted is None and period is not None and period > 1:
             # a line printed every `period` intervals, after its own step's progress line (so in
             # the next interval), reports the iterations since its last print: their middle, the
             # estimate with the least expected error, as for an untimed stop
             buckets = sorted(sequences)
             start = buckets[max(buckets.index(changed_from) - period, 0)]
             labels[changed_from] = (start + changed_from - 1) // 2
-        elif labels[changed_from] == changed_from and conf.changed_placed_in_interval:
+        elif counted is None and conf.changed_placed_in_interval:
             labels[changed_from] = _placed_in_interval(lines, marks_list, changed_from, set(novel),
                                                        progress.iteration_seconds)
         failure_iteration = labels[changed_from]
@@ -373,20 +374,22 @@ def _saves(frame: pd.DataFrame) -> tuple[int, float, float] | None:
     return int(row["saved_it"]), float(row["saved_t"]), float(row["saved_s"])
 
 
-def _counted_onset(frame: pd.DataFrame, first: int) -> int:
+def _counted_onset(frame: pd.DataFrame, first: int) -> int | None:
     """Where the lasting change of the interval starting at ``first`` began: the interval's
-    closing progress line counts N bad iterations (``bad_count_rules``, 0 < N < its length):
-    closing iteration - N + 1; else ``first`` (the log says no more)."""
+    closing progress line counts N bad iterations (``bad_count_rules``, 0 < N <= its length):
+    closing iteration - N + 1 (``first`` itself when every iteration of the interval was bad:
+    session 45, a Megatron loss that turned NaN on the first iteration of its interval was placed
+    in the interval's middle); None where the log says no more."""
     if "bad_count" not in frame.columns:
-        return first
+        return None
     closing = frame.loc[frame["reported"].notna() & (frame["reported"] >= first), ["reported", "bad_count"]]
     if closing.empty:
-        return first
+        return None
     row = closing.sort_values("reported").iloc[0]
     end, count = int(row["reported"]), row["bad_count"]
-    if pd.notna(count) and 0 < int(count) < end - first + 1:
+    if pd.notna(count) and 0 < int(count) <= end - first + 1:
         return end - int(count) + 1
-    return first
+    return None
 
 
 def _placed_in_interval(lines: pd.DataFrame, marks: list[tuple[int, float | None]], first: int,
