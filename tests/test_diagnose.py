@@ -537,6 +537,55 @@ def test_the_match_printed_on_the_blamed_node_names_the_fault_before_an_earlier_
     assert match_locality([]) == 0.0
 
 
+def test_a_merged_templates_match_is_printed_where_its_signature_is_found(spark):
+    """Session 46, host OOM kills under torchrun (fresh 36045-36063): drain3 merges the elastic
+    agent's `failed (exitcode: -9)` for the worker the kernel killed with the `failed (exitcode: 1)`
+    of every peer that died of the lost collective after it, so every node printed the event that
+    matched worker-sigkill, and the IB completion errors the killed node's neighbour printed sat
+    closer to the first-ranked node. The match's printers are now the nodes whose lines the
+    signature finds: the killed worker's node alone, so its fault names the job's. A signature
+    found in the template keeps every printer; one found in no line (a sample cut short) too."""
+    from l4spark.diagnosis.assemble import matched_event_lines
+    from l4spark.diagnosis.patterns import match_patterns, seed_patterns
+    from l4spark.diagnosis.scoring import rank_matches, sample_only_signatures, with_signature_printers
+
+    assert load_config().diagnosis.printers_from_matched_lines
+    exit_template = "failed (exitcode: <*>) local_rank: <*> (pid: <*>) of binary: <*>"
+    killed = "failed (exitcode: -9) local_rank: 3 (pid: 48213) of binary: /usr/bin/python3"
+    ib_template = "NET/IB : Got completion from peer <*> with status=<*> opcode=<*> len=<*> vendor err <*> <*>"
+    ib = "NET/IB : Got completion from peer 10.4.1.11<44312> with status=12 opcode=0 len=0 vendor err 129 (Recv)"
+    templates = {"E_exit": exit_template, "E_ib": ib_template}
+    names = ["n1", "n2", "n3", "n4", "n5"]
+    # another job's lines of the same event are not this job's
+    rows = [("j", "E_exit", "n1", killed), ("j", "E_ib", "n2", ib), ("j", "E_ib", "n2", ib), ("k", "E_exit", "n9", killed)]
+    rows += [("j", "E_exit", n, f"failed (exitcode: 1) local_rank: {r} (pid: {4000 + r}) of binary: /usr/bin/python3")
+             for n in names[1:] for r in range(2)]
+    candidates = spark.createDataFrame(rows, "job_id string, event_id string, node string, message string")
+    evidence = pd.DataFrame([
+        {"job_id": "j", "event_id": "E_exit", "sample": killed, "first_t": 100.0, "generic": False,
+         "nodes": names, "node_lines": [1, 2, 2, 2, 2]},
+        {"job_id": "j", "event_id": "E_ib", "sample": ib, "first_t": 115.0, "generic": False,
+         "nodes": ["n2"], "node_lines": [2]}])
+    library = seed_patterns()
+    matches = {"j": match_patterns(library, [(e, templates[e], s) for e, s in zip(evidence.event_id, evidence["sample"])])}
+    assert {m.pattern_id for m in matches["j"]} >= {"worker-sigkill", "ib-completion-error"}
+    signatures = sample_only_signatures(matches, evidence, templates, library)
+    assert signatures[["job_id", "event_id"]].drop_duplicates().values.tolist() == [["j", "E_exit"]]
+    lines = matched_event_lines(candidates, signatures)
+    assert len(lines) == 9 and lines["n_lines"].sum() == 9
+    narrowed = with_signature_printers(evidence, signatures, lines)
+    assert (narrowed.loc[0, "nodes"], narrowed.loc[0, "node_lines"]) == (["n1"], [1])
+    assert narrowed.loc[1, "nodes"] == ["n2"] and evidence.loc[0, "nodes"] == names  # the input is kept
+    ranking = pd.DataFrame({"job_id": "j", "node": names, "rank": range(1, 6)})
+    first = {name: rank_matches(matches, frame, ranking)["j"][0].pattern_id
+             for name, frame in (("narrowed", narrowed), ("merged", evidence))}
+    assert first == {"narrowed": "worker-sigkill", "merged": "ib-completion-error"}
+    # no line the signature finds (the sample was cut short): the printers stay
+    unfound = with_signature_printers(evidence, signatures, lines[lines["node"] != "n1"])
+    assert unfound.loc[0, "nodes"] == names
+    assert matched_event_lines(candidates, signatures.iloc[0:0]).empty
+
+
 def _ranking(job_id: str, scores: dict) -> pd.DataFrame:
     ordered = sorted(scores.items(), key=lambda kv: -kv[1])
     return pd.DataFrame({"job_id": job_id, "node": [n for n, _ in ordered], "process_rank": pd.NA,

@@ -41,12 +41,12 @@ from l4spark.crossjob.normal_pool import (
     with_message_form,
 )
 from l4spark.diagnosis.pattern_store import enabled_patterns
-from l4spark.diagnosis.patterns import FaultPattern, unit_fault_patterns
+from l4spark.diagnosis.patterns import MAX_MATCH_CHARS, FaultPattern, unit_fault_patterns
 from l4spark.crossjob.reasons import NO_HISTORY
 from l4spark.diagnosis.config import CONFIG_ECHO_PATTERN, INDENTED_PATTERN, WARNING_LINE_PATTERN, DiagnosisConfig
 from l4spark.diagnosis.scoring import (SEVERITY, job_patterns, pattern_hit_rows, rank_matches, score_events,
-                                      known_fault_printers, lift_printers, slowness_claims,
-                                      unmeasured_claims, with_unit_faults)
+                                      known_fault_printers, lift_printers, sample_only_signatures, slowness_claims,
+                                      unmeasured_claims, with_signature_printers, with_unit_faults)
 from l4spark.io.frames import computed_once, local_frame, materialize, session_settings
 from l4spark.io.session import ADAPTIVE, CODEGEN_FACTORY_MODE, WHOLE_STAGE_CODEGEN
 from l4spark.regexcolumns import any_rlike, rlike
@@ -194,6 +194,22 @@ def event_evidence(candidates: DataFrame, exit_line_patterns: Sequence[str] = ()
                     F.col("first.ts").alias("sample_ts"), F.col("first.stage").alias("stage"),
                     F.col("first.level").alias("level"), "keep_reason", "exit_nodes",
                     F.col("printed.node").alias("nodes"), F.col("printed.n_lines").alias("node_lines"), "nonfinite"))
+
+
+def matched_event_lines(candidates: DataFrame, signatures: pd.DataFrame) -> pd.DataFrame:
+    """job_id, event_id, node, message (its first ``MAX_MATCH_CHARS`` characters, as matched),
+    n_lines: the distinct candidate lines per node of the (job, event) pairs of ``signatures``
+    (``scoring.sample_only_signatures``), for ``scoring.with_signature_printers``. One query (the
+    pairs' event ids as a literal list: a handful a job), none when there is no pair."""
+    columns = ["job_id", "event_id", "node", "message", "n_lines"]
+    if signatures.empty:
+        return pd.DataFrame(columns=columns)
+    lines = (candidates.where(F.col("job_id").isin(sorted(set(signatures["job_id"])))
+                              & F.col("event_id").isin(sorted(set(signatures["event_id"]))))
+             .groupBy("job_id", "event_id", "node", F.substring("message", 1, MAX_MATCH_CHARS).alias("message"))
+             .agg(F.count(F.lit(1)).alias("n_lines")).select(*columns).toPandas())
+    wanted = signatures[["job_id", "event_id"]].drop_duplicates()
+    return lines.merge(wanted, on=["job_id", "event_id"], how="inner")
 
 
 def failed_event_shares(spark: SparkSession, config: Config, job_ids: Sequence[str]) -> pd.DataFrame:
@@ -419,6 +435,9 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     # one node alone printed is a term of the ranking's score (known_fault_weight)
     templates = _templates(spark, config, evidence["event_id"].unique().tolist())
     matches = job_patterns(evidence, templates, library, conf.pattern_min_confidence)
+    if conf.printers_from_matched_lines:
+        signatures = sample_only_signatures(matches, evidence, templates, library)
+        evidence = with_signature_printers(evidence, signatures, matched_event_lines(candidates, signatures))
     printers = known_fault_printers(matches, evidence, conf.known_fault_classes, conf.known_fault_share,
                                     conf.known_fault_per_pattern)
     claims = slowness_claims(library) if conf.measured_slowness_overrules else ()

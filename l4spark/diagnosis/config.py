@@ -166,6 +166,13 @@ class DiagnosisConfig:
     # (scoring.unmeasured_claims; docs/diagnosis.md, "A claim of slowness against a measured
     # straggler"). False: sessions 40 and before.
     measured_slowness_overrules: bool = True
+    # Session 46: a known fault whose signature finds a matched event's first line but not its
+    # template (drain3 merged torchrun's "failed (exitcode: -9)" of the OOM-killed worker with the
+    # "failed (exitcode: 1)" of its peers) is printed by the nodes whose lines the signature
+    # finds, not by every node that printed the template: where its match is (rank_matches) and
+    # its lone printer (known_fault_printers). scoring.with_signature_printers; docs/diagnosis.md,
+    # "A merged template's printers". False: sessions 45 and before.
+    printers_from_matched_lines: bool = True
     # a communication library's report of a failed call with its result code: NCCL's back trace,
     # one line per function the code returned through ("file.cc:N -> code", NCCLCHECK in
     # include/checks.h, "Print the back trace"; NCCL's docs: "NCCL_DEBUG=INFO will print the back

@@ -15,8 +15,8 @@ import pandas as pd
 
 from l4spark.crossjob.reasons import NO_HISTORY
 from l4spark.diagnosis.config import SOURCES, DiagnosisConfig
-from l4spark.diagnosis.patterns import (DEAD_UNIT_PATTERN_ID, FaultPattern, PatternMatch, hung_unit_pattern,
-                                       match_patterns, slow_unit_pattern, unit_fault_patterns)
+from l4spark.diagnosis.patterns import (DEAD_UNIT_PATTERN_ID, MAX_MATCH_CHARS, FaultPattern, PatternMatch,
+                                       hung_unit_pattern, match_patterns, slow_unit_pattern, unit_fault_patterns)
 from l4spark.spatial.config import SpatialConfig
 from l4spark.spatial.score import order_units, suspect_flags, unit_key
 
@@ -137,6 +137,55 @@ def job_patterns(evidence: pd.DataFrame, templates: dict[str, str], library: Seq
                    for r in group.sort_values("event_id", kind="stable").itertuples()]
         matches[job_id] = match_patterns(library, triples, min_confidence)
     return matches
+
+
+def sample_only_signatures(matches: dict[str, list[PatternMatch]], evidence: pd.DataFrame,
+                           templates: dict[str, str], library: Sequence[FaultPattern]) -> pd.DataFrame:
+    """job_id, event_id, signature: each signature entry of a matched pattern that found a matched
+    event in its first line (``sample``) but not in its template. The template is the common form of
+    lines that say different things: drain3 merges torchrun's ``failed (exitcode: -9)`` of the
+    OOM-killed worker with the ``failed (exitcode: 1)`` its peers exit with, so the nodes that
+    printed the event are not the nodes that printed what the signature names
+    (``with_signature_printers``)."""
+    by_id = {p.pattern_id: p for p in library}
+    samples = {(r.job_id, r.event_id): (r.sample or "")[:MAX_MATCH_CHARS] for r in evidence.itertuples()}
+    rows = set()
+    for job_id, found in matches.items():
+        for match in found:
+            pattern = by_id.get(match.pattern_id)
+            for event_id in match.matched_event_ids if pattern is not None else ():
+                template = (templates.get(event_id) or "")[:MAX_MATCH_CHARS]
+                sample = samples.get((job_id, event_id), "")
+                rows.update((job_id, event_id, regex) for regex in pattern.signature
+                            if re.search(regex, sample) and not re.search(regex, template))
+    return pd.DataFrame(sorted(rows), columns=["job_id", "event_id", "signature"])
+
+
+def with_signature_printers(evidence: pd.DataFrame, signatures: pd.DataFrame, lines: pd.DataFrame) -> pd.DataFrame:
+    """``evidence`` whose ``nodes`` and ``node_lines`` (who printed a matched event: where its match
+    is, ``rank_matches``, and its lone printer, ``known_fault_printers``) count, for each event of
+    ``signatures`` (``sample_only_signatures``), only its lines that one of its signature entries
+    finds. ``lines``: job_id, event_id, node, message, n_lines (the event's candidate lines,
+    distinct per node). An event none of whose lines the entry finds (its sample was cut
+    short) keeps its printers."""
+    if signatures.empty or lines.empty:
+        return evidence
+    wanted = signatures.groupby(["job_id", "event_id"])["signature"].agg(list).to_dict()
+    counted: dict[tuple[str, str], dict[str, int]] = {}
+    for r in lines.itertuples():
+        regexes = wanted.get((r.job_id, r.event_id), ())
+        message = (r.message or "")[:MAX_MATCH_CHARS]
+        if r.node is not None and any(re.search(regex, message) for regex in regexes):
+            per_node = counted.setdefault((r.job_id, r.event_id), {})
+            per_node[r.node] = per_node.get(r.node, 0) + int(r.n_lines)
+    if not counted:
+        return evidence
+    out = evidence.copy()
+    keys = list(zip(out["job_id"], out["event_id"]))
+    out["nodes"] = [sorted(counted[k]) if k in counted else v for k, v in zip(keys, out["nodes"])]
+    out["node_lines"] = [[counted[k][n] for n in sorted(counted[k])] if k in counted else v
+                         for k, v in zip(keys, out["node_lines"])]
+    return out
 
 
 def rank_matches(matches: dict[str, list[PatternMatch]], scored: pd.DataFrame,
