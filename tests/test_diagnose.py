@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 
@@ -747,8 +748,10 @@ def test_a_first_ranked_unit_behind_outside_nccl_is_the_hang_fault_before_its_pe
     assert [m.pattern_id for m in got["hang"]] == ["hang-unit", "nccl-watchdog-timeout"]
     assert got["hang"][0].fault_class == "hang"
     assert [m.pattern_id for m in got["stall"]] == ["nccl-watchdog-timeout"]
-    assert [p.pattern_id for p in unit_fault_patterns()] == ["node-down-unit", "straggler-unit", "hang-unit"]
+    assert [p.pattern_id for p in unit_fault_patterns()] == ["node-down-unit", "straggler-unit", "hang-unit",
+                                                             "save-outlasted-timeout-unit"]
     assert [p.pattern_id for p in unit_fault_patterns(hung=False, dead=False)] == ["straggler-unit"]
+    assert [p.pattern_id for p in unit_fault_patterns(save_hang=False)][-1] == "hang-unit"
 
 
 SILENT_STOP = "silent: stopped 91 s before its peers, its error lines no sign of it"
@@ -864,6 +867,42 @@ def test_a_claim_of_slowness_another_node_printed_is_no_cause_of_a_hang():
     assert first(claims) == {"elsewhere": "hang-unit", "own": "cpu-thermal-throttle",
                              "dead_elsewhere": "node-down-unit", "dead_own": "cpu-thermal-throttle"}
     assert set(first(()).values()) == {"cpu-thermal-throttle"}
+
+
+def test_a_hang_while_saving_a_checkpoint_is_a_timeout_shorter_than_the_save():
+    """Session 46, timeout_too_low (13 jobs of sixteen fleets, all classed as a hang): rank 0 was
+    writing a checkpoint in torch.save while every other rank timed out in the next collective.
+    In a job whose failure stage is the save, the hang's unit is the writing rank and the fault
+    the process group timeout (class configuration), in the hang's place; in training the hang
+    stays; a save that failed with an error of its own (a stale file handle) stays the cause;
+    with the setting off, or without stages, the hang."""
+    from l4spark.diagnosis.patterns import PatternMatch
+    from l4spark.diagnosis.scoring import with_unit_faults
+
+    timeout = PatternMatch("nccl-watchdog-timeout", "timeout", "network", 1.0, ("E_to",))
+    stale = PatternMatch("shared-fs-stale-handle", "stale", "storage", 1.0, ("E_stale",))
+    stuck = "behind, outside NCCL: it never enqueued the collective its peers timed out in"
+    jobs = ["saving", "training", "stale_save", "no_stage"]
+    nodes = pd.DataFrame({"job_id": jobs, "node": ["n0"] * 4, "rank": [1] * 4, "signals": [[stuck]] * 4})
+    matches = {"saving": [timeout], "training": [timeout], "stale_save": [stale, timeout], "no_stage": [timeout]}
+    stages = {"saving": "checkpoint_saving", "training": "training", "stale_save": "checkpoint_saving"}
+
+    def listed(conf, given):
+        return {job: [m.pattern_id for m in found] for job, found in with_unit_faults(matches, nodes, conf, None, (),
+                                                                                      given).items()}
+
+    conf = load_config().diagnosis
+    assert conf.save_hang_unit_fault
+    got = listed(conf, stages)
+    assert got == {"saving": ["save-outlasted-timeout-unit", "nccl-watchdog-timeout"],
+                   "training": ["hang-unit", "nccl-watchdog-timeout"],
+                   "stale_save": ["shared-fs-stale-handle", "save-outlasted-timeout-unit", "nccl-watchdog-timeout"],
+                   "no_stage": ["hang-unit", "nccl-watchdog-timeout"]}
+    saved = with_unit_faults(matches, nodes, conf, None, (), stages)["saving"][0]
+    assert saved.fault_class == "configuration"
+    off = listed(dataclasses.replace(conf, save_hang_unit_fault=False), stages)
+    assert off["saving"] == ["hang-unit", "nccl-watchdog-timeout"]
+    assert listed(conf, None)["saving"] == ["hang-unit", "nccl-watchdog-timeout"]
 
 
 def test_rank_matches_places_a_match_by_its_unit_at_rank_granularity():

@@ -95,6 +95,9 @@ def test_added_pattern_is_stored_and_joins_the_library(spark, test_config):
         save_pattern(spark, test_config.storage, FaultPattern("straggler-unit", "s", "slowdown", "c", "r", ("slow",)))
     with pytest.raises(PatternError, match="reserved for the built-in hang"):
         save_pattern(spark, test_config.storage, FaultPattern("hang-unit", "h", "hang", "c", "r", ("behind",)))
+    with pytest.raises(PatternError, match="reserved for the built-in hang while saving"):
+        save_pattern(spark, test_config.storage, FaultPattern("save-outlasted-timeout-unit", "h", "configuration", "c",
+                                                              "r", ("behind",)))
     with pytest.raises(PatternError, match="reserved for the built-in dead node"):
         save_pattern(spark, test_config.storage, FaultPattern("node-down-unit", "d", "node", "c", "r", ("silent",)))
     matches = match_patterns(library.values(), [("E9", "OSError: [Errno <*>] Disk quota exceeded: <*>",

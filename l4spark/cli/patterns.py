@@ -75,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
         listed += [(built_in, "built in: read from the node ranking's first unit")
                    for built_in in unit_fault_patterns(config.diagnosis.slow_unit_fault,
                                                        config.diagnosis.hung_unit_fault,
-                                                       config.diagnosis.dead_unit_fault)]
+                                                       config.diagnosis.dead_unit_fault,
+                                                       config.diagnosis.save_hang_unit_fault)]
         for p, origin in listed:
             print(f"{p.pattern_id:<26} {p.fault_class:<24} {p.name}  [{origin}]")
             print(f"{'':<26} remedy: {p.remedy}")

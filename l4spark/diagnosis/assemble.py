@@ -462,7 +462,8 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     if keep_ranking_inputs:
         kept |= score_inputs(evidence, timing, spatial, temporal, hits, shares)
     matches = rank_matches(matches, scored, nodes if conf.locate_matches else None, conf.matches_by_shown_time)
-    matches = with_unit_faults(matches, nodes, conf, scored, claims)
+    stages = {r.job_id: r.failure_stage for r in points.itertuples() if isinstance(r.failure_stage, str)}
+    matches = with_unit_faults(matches, nodes, conf, scored, claims, stages)
     scored["template"] = scored["event_id"].map(templates)
     flagged = scored[scored["flagged"]]
     report_parts = _report_inputs(spark, lines, flagged)

@@ -118,6 +118,11 @@ class DiagnosisConfig:
     # signals say "behind, outside NCCL: ...") matches the hang fault first (patterns.hung_unit_pattern,
     # class hang); false: session 26 and before, such jobs kept what their peers' timeouts matched
     hung_unit_fault: bool = True
+    # Session 46: in a job whose failure stage is the checkpoint save, the hang's unit is the rank
+    # that was writing it, and the fault a process group timeout shorter than the save
+    # (patterns.save_hang_pattern, class configuration), in the hang's place. Needs hung_unit_fault.
+    # False: sessions 45 and before (docs/diagnosis.md, "A hang while saving").
+    save_hang_unit_fault: bool = True
     # a job whose first-ranked unit stopped logging before any other unit's own failure began (its
     # signals say "silent: stopped ...") matches the dead node (patterns.dead_unit_pattern, class
     # node) first, unless its first match is of a node-local known class (known_fault_classes) or

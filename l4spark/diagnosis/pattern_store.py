@@ -13,8 +13,9 @@ import pandas as pd
 from pyspark.sql import SparkSession
 
 from l4spark.config import StorageConfig
-from l4spark.diagnosis.patterns import (DEAD_UNIT_PATTERN_ID, HUNG_UNIT_PATTERN_ID, SLOW_UNIT_PATTERN_ID, FaultPattern,
-                                       PatternError, pattern_from_dict, seed_patterns)
+from l4spark.diagnosis.patterns import (DEAD_UNIT_PATTERN_ID, HUNG_UNIT_PATTERN_ID, SAVE_HANG_PATTERN_ID,
+                                       SLOW_UNIT_PATTERN_ID, FaultPattern, PatternError, pattern_from_dict,
+                                       seed_patterns)
 from l4spark.errors import ConfigError
 from l4spark.io.storage import read_table, table_exists, write_table
 from l4spark.io.tables import FAULT_PATTERNS
@@ -61,7 +62,8 @@ def save_pattern(spark: SparkSession, storage: StorageConfig, pattern: FaultPatt
     refused unless ``replace``."""
     reserved = {SLOW_UNIT_PATTERN_ID: "straggler fault (diagnosis.slow_unit_fault)",
                 HUNG_UNIT_PATTERN_ID: "hang fault (diagnosis.hung_unit_fault)",
-                DEAD_UNIT_PATTERN_ID: "dead node fault (diagnosis.dead_unit_fault)"}
+                DEAD_UNIT_PATTERN_ID: "dead node fault (diagnosis.dead_unit_fault)",
+                SAVE_HANG_PATTERN_ID: "hang while saving fault (diagnosis.save_hang_unit_fault)"}
     if pattern.pattern_id in reserved:
         raise PatternError(f"pattern id {pattern.pattern_id!r} is reserved for the built-in "
                            f"{reserved[pattern.pattern_id]}; use another id")

@@ -102,6 +102,35 @@ def hung_unit_pattern() -> "FaultPattern":
         signature=(r"^behind, outside NCCL: ",))
 
 
+# The hang of a rank that was writing a checkpoint (session 46): the same signal as the hang, in a
+# job whose failure stage is the checkpoint save (``temporal``: the save's marker, Megatron's
+# "saving checkpoint at iteration N", HF Trainer's "Saving model checkpoint to", DeepSpeed's
+# "Checkpoint ... is about to be saved!", is the last the job printed). The writing rank (most
+# often rank 0, or one rank per data-parallel group) is in ``torch.save`` outside any collective
+# while every other rank waits in the next one, and their watchdogs fire when the save outlasts
+# the process group timeout: the timeout is too short for this storage (HF Trainer's ddp_timeout
+# issues, "Watchdog caught collective operation timeout" during save_model). Its class is the
+# setting's. ``scoring.with_unit_faults`` puts it in the hang's place
+# (``diagnosis.save_hang_unit_fault``).
+SAVE_HANG_PATTERN_ID = "save-outlasted-timeout-unit"
+
+
+def save_hang_pattern() -> "FaultPattern":
+    return FaultPattern(
+        pattern_id=SAVE_HANG_PATTERN_ID,
+        name="Checkpoint save outlasted the collective timeout: the writing rank never joined its peers' collective",
+        fault_class="configuration",
+        root_cause=("A rank was still writing a checkpoint when every other rank's collective timed out waiting for "
+                    "it: the process group timeout is shorter than a save takes on this storage, so the watchdogs "
+                    "took the job down in the middle of the save."),
+        remedy=("Raise the process group timeout above the longest save (init_process_group(timeout=...), Megatron's "
+                "--distributed-timeout-minutes, HF Trainer's ddp_timeout, DeepSpeed's timeout, HCCL_EXEC_TIMEOUT) or "
+                "save asynchronously (Megatron's --async-save, torch.distributed.checkpoint.async_save); if the save "
+                "never finishes, check the checkpoint file system from that rank's node; restart from the last "
+                "complete checkpoint."),
+        signature=(r"^behind, outside NCCL: ",), stage="checkpoint_saving")
+
+
 # A known fault no log line names, the third: the node that died. The ranking writes "silent:
 # stopped N s before its peers, ..." (``spatial.score``) for a unit whose lines end before any
 # other unit's own failure began (``spatial.stop_before_onsets``): a node that lost power, panicked,
@@ -134,12 +163,15 @@ def dead_unit_pattern() -> "FaultPattern":
         signature=(r"^silent: (stopped |no end of its own)",))
 
 
-def unit_fault_patterns(slow: bool = True, hung: bool = True, dead: bool = True) -> list["FaultPattern"]:
+def unit_fault_patterns(slow: bool = True, hung: bool = True, dead: bool = True,
+                        save_hang: bool = True) -> list["FaultPattern"]:
     """The built-in faults matched against the first-ranked unit's signals, in the order they are
     applied (the last that matches is the job's first): the dead node, the straggler, then the
-    hang (a unit stuck outside NCCL also stops logging: the hang says more)."""
-    return [p for p, on in ((dead_unit_pattern(), dead), (slow_unit_pattern(), slow), (hung_unit_pattern(), hung))
-            if on]
+    hang (a unit stuck outside NCCL also stops logging: the hang says more), and the hang of a
+    checkpoint save, which takes the hang's place in jobs that failed saving (``save_hang``, with
+    ``hung``)."""
+    return [p for p, on in ((dead_unit_pattern(), dead), (slow_unit_pattern(), slow), (hung_unit_pattern(), hung),
+                            (save_hang_pattern(), hung and save_hang)) if on]
 
 
 def validate_pattern(pattern: FaultPattern) -> None:

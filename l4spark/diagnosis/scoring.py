@@ -15,8 +15,9 @@ import pandas as pd
 
 from l4spark.crossjob.reasons import NO_HISTORY
 from l4spark.diagnosis.config import SOURCES, DiagnosisConfig
-from l4spark.diagnosis.patterns import (DEAD_UNIT_PATTERN_ID, MAX_MATCH_CHARS, FaultPattern, PatternMatch,
-                                       hung_unit_pattern, match_patterns, slow_unit_pattern, unit_fault_patterns)
+from l4spark.diagnosis.patterns import (DEAD_UNIT_PATTERN_ID, HUNG_UNIT_PATTERN_ID, MAX_MATCH_CHARS,
+                                       SAVE_HANG_PATTERN_ID, FaultPattern, PatternMatch, hung_unit_pattern,
+                                       match_patterns, slow_unit_pattern, unit_fault_patterns)
 from l4spark.spatial.config import SpatialConfig
 from l4spark.spatial.score import order_units, suspect_flags, unit_key
 
@@ -374,30 +375,40 @@ def lift_printers(nodes: pd.DataFrame, lifted: dict[str, tuple], weight: float,
     return pd.concat(parts, ignore_index=True)[list(nodes.columns)]
 
 
+# a built-in unit fault that, where it applies, takes the place of the more general one it refines
+REFINES = {SAVE_HANG_PATTERN_ID: (HUNG_UNIT_PATTERN_ID,)}
+
+
 def with_unit_fault(matches: dict[str, list[PatternMatch]], nodes: pd.DataFrame, pattern: FaultPattern,
-                    yields_to: Callable[[str, str, PatternMatch], bool] | None = None) -> dict[str, list[PatternMatch]]:
+                    yields_to: Callable[[str, str, PatternMatch], bool] | None = None,
+                    stages: dict[str, str] | None = None, replaces: Collection[str] = ()) -> dict[str, list[PatternMatch]]:
     """A built-in fault of the first-ranked unit (``patterns.unit_fault_patterns``: the dead node,
     the straggler, the hang) first for every job whose first-ranked unit's ``signals`` match its
     signature: the ranking found the unit the others wait for, which prints no error of its own;
     whatever its peers printed when they timed out came after it. Second, after the job's first
     match, where ``yields_to(job_id, first-ranked node, that match)`` holds. ``nodes``: job_id,
-    node, rank, signals (a list of strings, or null). No matched events."""
+    node, rank, signals (a list of strings, or null). No matched events. A pattern with a
+    ``stage`` is the fault of the jobs whose failure stage (``stages``: job -> stage) is that
+    stage only, and in them takes the place of the unit faults it refines (``replaces``: ids)."""
     regexes = [re.compile(regex) for regex in pattern.signature]
     out = {job_id: list(found) for job_id, found in matches.items()}
     if nodes is None or not len(nodes):
         return out
     for row in nodes[nodes["rank"] == 1].drop_duplicates("job_id").itertuples():
+        if pattern.stage is not None and (stages or {}).get(row.job_id) != pattern.stage:
+            continue
         signals = [str(s) for s in _listed(row.signals)]
         if all(any(regex.search(s) for s in signals) for regex in regexes):
             unit = PatternMatch(pattern.pattern_id, pattern.name, pattern.fault_class, 1.0, ())
-            others = [m for m in out.get(row.job_id, []) if m.pattern_id != pattern.pattern_id]
+            others = [m for m in out.get(row.job_id, []) if m.pattern_id not in {pattern.pattern_id, *replaces}]
             at = 1 if others and yields_to is not None and yields_to(row.job_id, row.node, others[0]) else 0
             out[row.job_id] = others[:at] + [unit] + others[at:]
     return out
 
 
 def with_unit_faults(matches: dict[str, list[PatternMatch]], nodes: pd.DataFrame, conf: DiagnosisConfig,
-                     scored: pd.DataFrame | None = None, claims: Collection[str] = ()) -> dict[str, list[PatternMatch]]:
+                     scored: pd.DataFrame | None = None, claims: Collection[str] = (),
+                     stages: dict[str, str] | None = None) -> dict[str, list[PatternMatch]]:
     """``with_unit_fault`` for each built-in unit fault ``conf`` switches on, in order. The dead
     node comes after a first match that says why the node went quiet: one of a node-local known
     class (``known_fault_classes``) or one the first-ranked node printed itself (``scored``:
@@ -408,7 +419,9 @@ def with_unit_faults(matches: dict[str, list[PatternMatch]], nodes: pd.DataFrame
     (``claims``: ``slowness_claims``, with ``measured_slowness_overrules``) that the unit's node did
     not print is neither such a cause nor why the dead node went quiet (session 45): another node's
     CPU throttling neither stops nor slows this unit's ranks, as it lifts nobody in the ranking
-    against a unit measured there (``unmeasured_claims``)."""
+    against a unit measured there (``unmeasured_claims``). ``stages``: each job's failure stage
+    (``temporal``), for the hang of a checkpoint save (``save_hang_unit_fault``), which takes the
+    hang's place in the jobs that failed saving (without ``stages``, none did)."""
     printed_by = ({(r.job_id, r.event_id): set(_listed(r.nodes)) for r in scored.itertuples()}
                   if scored is not None and "nodes" in scored.columns else {})
     waiting, claims = set(conf.waiting_classes), set(claims)
@@ -429,9 +442,10 @@ def with_unit_faults(matches: dict[str, list[PatternMatch]], nodes: pd.DataFrame
         return not elsewhere(job_id, node, match) and (match.fault_class in set(conf.known_fault_classes)
                                                        or cause(job_id, node, match) or printed(job_id, node, match))
 
-    for pattern in unit_fault_patterns(conf.slow_unit_fault, conf.hung_unit_fault, conf.dead_unit_fault):
+    for pattern in unit_fault_patterns(conf.slow_unit_fault, conf.hung_unit_fault, conf.dead_unit_fault,
+                                       conf.save_hang_unit_fault):
         matches = with_unit_fault(matches, nodes, pattern, explains if pattern.pattern_id == DEAD_UNIT_PATTERN_ID
-                                  else cause)
+                                  else cause, stages, REFINES.get(pattern.pattern_id, ()))
     return matches
 
 

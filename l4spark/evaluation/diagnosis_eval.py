@@ -153,7 +153,8 @@ def evaluate_fleet(spark, config, fleet: Path, ablation: bool = True, dump: Path
     library_classes = {p.fault_class for p in enabled_patterns(spark, config.storage, config.diagnosis.disabled_patterns)}
     library_classes |= {p.fault_class for p in unit_fault_patterns(config.diagnosis.slow_unit_fault,
                                                                    config.diagnosis.hung_unit_fault,
-                                                                   config.diagnosis.dead_unit_fault)}
+                                                                   config.diagnosis.dead_unit_fault,
+                                                                   config.diagnosis.save_hang_unit_fault)}
     per_job = _per_job(diagnosis, indicating, baselines, labels, library_classes)
     if dump is not None:
         _dump(dump, diagnosis, indicating, per_job)

@@ -59,7 +59,9 @@ def outcomes(frames: tuple, setting: Setting, conf, spatial) -> pd.DataFrame:
     ranked = with_known_fault_printers(nodes, matches, scored, setting.weight, setting.classes, spatial,
                                        conf.known_fault_share, claims, conf.known_fault_per_pattern)
     ordered = rank_matches(matches, scored, ranked, conf.matches_by_shown_time)
-    ordered = with_unit_faults(ordered, ranked, conf, scored, claims)
+    stages = ({r.job_id: r.got_stage for r in per_job.itertuples() if isinstance(r.got_stage, str)}
+              if "got_stage" in per_job.columns else None)
+    ordered = with_unit_faults(ordered, ranked, conf, scored, claims, stages)
     first = ranked[ranked["rank"] == 1].drop_duplicates("job_id").set_index("job_id")["node"]
     rows = []
     for job in per_job.itertuples():

@@ -90,12 +90,20 @@ def isolation_scores(features: pd.DataFrame, config: SpatialConfig) -> pd.Series
     fewer than 3 units or no varying feature (nothing to compare)."""
     if len(features) < 3 or features.shape[1] == 0:
         return pd.Series(0.5, index=features.index)
+    import sklearn
     from sklearn.ensemble import IsolationForest
 
-    forest = IsolationForest(n_estimators=config.n_estimators, max_samples=min(256, len(features)),
-                             random_state=config.seed)
-    forest.fit(features.to_numpy())
-    return pd.Series(-forest.score_samples(features.to_numpy()), index=features.index)
+    values = features.to_numpy(dtype=float)
+    if not np.isfinite(values).all():
+        raise ValueError("isolation_scores: a unit's feature is not a finite number")
+    # scikit-learn validates the parameters and checks the input of each of the forest's trees
+    # again (a quarter of a small job's forest, issue #21); both are checked once here, and the
+    # scores are the same numbers
+    with sklearn.config_context(skip_parameter_validation=True, assume_finite=True):
+        forest = IsolationForest(n_estimators=config.n_estimators, max_samples=min(256, len(features)),
+                                 random_state=config.seed)
+        forest.fit(values)
+        return pd.Series(-forest.score_samples(values), index=features.index)
 
 
 def pair_isolation(matrix: pd.DataFrame, limit: int, remote: Iterable[str] = (),
