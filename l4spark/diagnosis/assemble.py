@@ -462,14 +462,15 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     if keep_ranking_inputs:
         kept |= score_inputs(evidence, timing, spatial, temporal, hits, shares)
     matches = rank_matches(matches, scored, nodes if conf.locate_matches else None, conf.matches_by_shown_time)
-    stages = {r.job_id: r.failure_stage for r in points.itertuples() if isinstance(r.failure_stage, str)}
+    point_by_job = points.set_index("job_id").to_dict("index") if len(points) else {}
+    stages = {job_id: point["failure_stage"] for job_id, point in point_by_job.items()
+              if isinstance(point["failure_stage"], str)}
     matches = with_unit_faults(matches, nodes, conf, scored, claims, stages)
     scored["template"] = scored["event_id"].map(templates)
     flagged = scored[scored["flagged"]]
     report_parts = _report_inputs(spark, lines, flagged)
     by_id = {p.pattern_id: p for p in (*library, *unit_fault_patterns())}
     job_rows, extra, pattern_rows = [], {}, {}
-    point_by_job = points.set_index("job_id").to_dict("index") if len(points) else {}
     history_by_job = history.set_index("job_id")["history"].to_dict() if len(history) else {}
     timing_by_job = timing.set_index("job_id").to_dict("index") if len(timing) else {}
     for job_id in job_ids:
