@@ -892,3 +892,46 @@ def test_a_log_dict_every_few_steps_that_stays_nan_is_a_lasting_change(spark):
     # the first nan dict follows bar 70 (staged 71) and reports steps 66-70: their middle is 68
     assert got["stays"] == (71, 68)
     assert got["once"][0] is None
+
+
+def test_a_checkpoint_save_after_the_last_progress_line_is_not_training_time(spark):
+    """Megatron-LM and MindSpeed-LLM log a timed progress line every 10 iterations (36 s each) and
+    save every 100 (``saving checkpoint at iteration N``, untimed; ``save-checkpoint`` took 134 s:
+    Megatron stops its iteration timer around the save, so the interval holding a save is 134 s
+    longer). Iteration 1700's save is the last thing before the host's OOM killer takes a rank
+    7.4 iterations' time after the save ended. Counting the save as training put the stop at the
+    interval's end, 1710 (fresh 36073's MindSpeed host_oom_kill, label 1708); the excess of the
+    earlier intervals that held a save, taken out, gives 1708. A job without a save in its last
+    interval, and the setting off, are read as before."""
+    def job(job_id: str, saved_last: bool) -> list[tuple]:
+        rows, line, t = [], 0, 0.0
+
+        def add(at, message, rank=0):
+            nonlocal line
+            line += 1
+            rows.append((job_id, "ab"[rank], rank, f"{job_id}/{'ab'[rank]}/r{rank}", line,
+                         None if at is None else _ts(at), None, f"E_{message[:18]}", message, None, None))
+
+        add(0, "training ...")
+        add(1, "rank 1 is up", rank=1)
+        for it in range(1500, 1701, 10):
+            add(t, f" iteration {it:8d}/    3246 | consumed samples: {it * 256:12d} | elapsed time per iteration "
+                   f"(ms): 36000.0 | lm loss: 1.7E+00 |")
+            if it % 100 == 0 and (it < 1700 or saved_last):
+                add(None, f"saving checkpoint at iteration {it:7d} to /mnt/ckpt/g000 in torch_dist format")
+                add(None, f"  successfully saved checkpoint from iteration {it:7d} to /mnt/ckpt/g000")
+                add(None, "    save-checkpoint ................................: (132576.70, 133915.85)")
+                t += 134.0
+            t += 360.0
+        broke = t - 360.0 + 7.4 * 36.0  # 7.4 iterations after the last progress line and its save
+        add(broke, "RuntimeError: InnerRunOpApi: OPS function error: HcclAllreduce, error code is 6", rank=1)
+        return rows
+
+    staged = with_stage_and_iteration(spark.createDataFrame(job("saved", True) + job("unsaved", False), SCHEMA))
+    candidates = staged.select("job_id", "event_id").distinct()
+    failure = {}
+    for out_of_pace in (True, False):
+        _, progress = analyse_iterations(staged, candidates, TemporalConfig(save_out_of_pace=out_of_pace))
+        failure[out_of_pace] = {r.job_id: (r.last_iteration, r.failure_iteration) for r in progress.collect()}
+    assert failure == {True: {"saved": (1700, 1708), "unsaved": (1700, 1708)},
+                       False: {"saved": (1700, 1710), "unsaved": (1700, 1708)}}

@@ -195,6 +195,12 @@ class TemporalConfig:
     # that name their step (`Saving model checkpoint to .../checkpoint-N` is printed when step N is done):
     # the stop is placed by the time from the last such save to the first new error over that pace
     pace_from_saves: bool = True
+    # Session 47: a checkpoint save begun after the last progress line is not training time. The stop is
+    # placed by the time from that line to the first error less the save's typical length: the excess
+    # over the pace of the earlier logged intervals that held a save (Megatron stops its iteration timer
+    # around the save; a MindSpeed save of 134 s put a job 2 iterations late). False: the save counts
+    # as training (sessions 46 and before)
+    save_out_of_pace: bool = True
     # Session 40: when the first error after the last progress line came before one iteration past the
     # next progress line's due time, it places the stop even in a stalled job (a process that died at
     # once, its peers waiting in the collective until HCCL's timeout). False: a stalled job's first

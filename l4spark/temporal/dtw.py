@@ -186,7 +186,7 @@ def analyse_progress(marks: list[tuple[int, float | None]], last_t: float | None
                      conf: TemporalConfig = TemporalConfig(), began_t: float | None = None,
                      paced: list[tuple[int, float]] | None = None, open_interval: bool = False,
                      saves: tuple[int, float, float] | None = None,
-                     stated: list[tuple[int, float]] | None = None) -> Progress:
+                     stated: list[tuple[int, float]] | None = None, saved_at: tuple[int, ...] = ()) -> Progress:
     """Hangs and slowdowns from the progress lines of a job.
 
     ``marks``: (iteration, time) of iteration lines (times of one clock; None or NaN for a line
@@ -213,7 +213,9 @@ def analyse_progress(marks: list[tuple[int, float | None]], last_t: float | None
     an earlier one places the stop even in a stalled job (``conf.early_error_places_stall``).
     ``stated``: (iteration, seconds per iteration the progress line states for the interval it
     closes: ``pace_rules``); a slowdown is looked for in them first, the framework's own timer
-    being finer than time stamps to the second, then in the times as before.
+    being finer than time stamps to the second, then in the times as before. ``saved_at``: the
+    iterations the job's checkpoint saves name; with ``conf.save_out_of_pace``, a save begun after
+    the last progress line is taken out of the time since it (``_save_seconds``).
     """
     iterations = sorted({i for i, _ in marks})
     if not iterations:
@@ -229,8 +231,11 @@ def analyse_progress(marks: list[tuple[int, float | None]], last_t: float | None
     per_iter = _seconds_per_iteration(pace)
     seconds = float(np.median(per_iter)) if per_iter else None
     last_mark_t = marks[-1][1] if marks and marks[-1][0] == last_it else None
+    # a save begun after the last progress line delays the next one by the save's length
+    saving_s = (_save_seconds(marks, saved_at, seconds)
+                if conf.save_out_of_pace and on_job_clock and seconds and any(n >= last_it for n in saved_at) else 0.0)
     stalled = bool(seconds and last_t is not None and last_mark_t is not None
-                   and last_t - last_mark_t > conf.hang_factor * stride * seconds)
+                   and last_t - last_mark_t - saving_s > conf.hang_factor * stride * seconds)
     slowdown = _stated_slowdown(stated, stride, conf) if stated else None
     if slowdown is None:
         slowdown = _slowdown_onset(pace, per_iter, stride, conf)
@@ -252,7 +257,7 @@ def analyse_progress(marks: list[tuple[int, float | None]], last_t: float | None
     failure = last_it + 1
     broke_t = began_t if began_t is not None else first_error_t
     late = bool(began_t is None and broke_t is not None and seconds and last_mark_t is not None
-                and broke_t - last_mark_t >= (stride + 1) * seconds)
+                and broke_t - last_mark_t - saving_s >= (stride + 1) * seconds)
     if late and (stalled or conf.late_error_mid_interval):
         # the first error came after the next progress line was due (one iteration of slack): the
         # job had stopped before it, and the error is a timeout's (HCCL's 1800 s is less than five
@@ -261,7 +266,7 @@ def analyse_progress(marks: list[tuple[int, float | None]], last_t: float | None
     elif stalled and began_t is None and not conf.early_error_places_stall:
         broke_t = None
     if seconds and broke_t is not None and last_mark_t is not None and broke_t > last_mark_t:
-        failure += min(stride - 1, int((broke_t - last_mark_t) / seconds))
+        failure += min(stride - 1, int(max(broke_t - last_mark_t - saving_s, 0.0) / seconds))
     elif (conf.pace_from_saves and saves is not None and last_mark_t is None and broke_t is not None
           and saves[2] > 0 and broke_t > saves[1]):
         # untimed progress lines (HF Trainer's log dicts): the timed saves are the clock. The save
@@ -275,6 +280,18 @@ def analyse_progress(marks: list[tuple[int, float | None]], last_t: float | None
     if slowdown is not None:
         failure = slowdown
     return Progress(int(last_it), stride, seconds, stalled, slowdown, int(failure))
+
+
+def _save_seconds(marks: list[tuple[int, float]], saved_at: tuple[int, ...], seconds: float) -> float:
+    """The typical length of a checkpoint save: over the logged intervals (consecutive timed
+    progress lines a < b) that held the save of an iteration n, a <= n < b, the median of the
+    interval's time beyond (b - a) iterations at ``seconds`` each; 0 when no earlier save was
+    logged inside such an interval or saves take no visible time."""
+    excess = []
+    for (a, ta), (b, tb) in zip(marks, marks[1:]):
+        if any(a <= n < b for n in saved_at):
+            excess.append(tb - ta - (b - a) * seconds)
+    return max(float(np.median(excess)), 0.0) if excess else 0.0
 
 
 def _stated_slowdown(stated: list[tuple[int, float]], stride: int, conf: TemporalConfig) -> int | None:

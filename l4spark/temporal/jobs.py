@@ -157,6 +157,8 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
              .agg(F.min(F.when(F.col("first_t") > F.col("last_mark_t"), F.col("first_t"))).alias("broke_any_t"),
                   F.min(F.array_min(F.transform(after, lambda g: g["t"] - g["elapsed_s"]))).alias("began_any_t")))
     timing = broke if not conf.pace_from_saves else broke.join(_save_pace(staged, offsets, conf), on="job_id", how="full")
+    if conf.save_out_of_pace:
+        timing = timing.join(_saved_iterations(staged, conf), on="job_id", how="full")
     rows = (training.join(F.broadcast(ranks), on=["job_id", "rank"], how="inner")
             .join(gate, on=["job_id", "event_id"], how="left")
             .join(end_stages, on="job_id", how="left")
@@ -174,7 +176,8 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
                     _named_mark(staged, conf).isNotNull().alias("stage_mark"),
                     (F.coalesce("gated", F.lit(False)) | (progress_line & nonfinite)).alias("gated"),
                     "end_stage", "broke_any_t", "began_any_t",
-                    *(["saved_it", "saved_t", "saved_s"] if conf.pace_from_saves else [])))
+                    *(["saved_it", "saved_t", "saved_s"] if conf.pace_from_saves else []),
+                    *(["saved_its"] if conf.save_out_of_pace else [])))
 
     def per_job(frame: pd.DataFrame) -> pd.DataFrame:
         return _analyse_job(frame, conf)
@@ -219,6 +222,16 @@ def _save_pace(staged: DataFrame, offsets: DataFrame, conf: TemporalConfig) -> D
             .agg(F.max("saved_it").alias("saved_it"), F.max_by("end_t", "saved_it").alias("saved_t"),
                  F.percentile_approx("span_s", 0.5).alias("saved_s"))
             .where(F.col("saved_s").isNotNull()))
+
+
+def _saved_iterations(staged: DataFrame, conf: TemporalConfig) -> DataFrame:
+    """job_id, saved_its: the iterations the job's checkpoint saves name (``saving checkpoint at
+    iteration 1700``, ``Saving model checkpoint to .../checkpoint-1700``), timed or not; jobs
+    without such a line are absent."""
+    mark = _named_mark(staged, conf)
+    return (staged.where((F.col("stage") == "checkpoint_saving") & (mark["stage"] == "checkpoint_saving")
+                         & mark["iteration"].isNotNull())
+            .groupBy("job_id").agg(F.array_sort(F.collect_set(mark["iteration"])).alias("saved_its")))
 
 
 def _bad_count(conf: TemporalConfig):
@@ -306,8 +319,10 @@ def _analyse_job(frame: pd.DataFrame, conf: TemporalConfig) -> pd.DataFrame:
         broke_t = float(after_save["t_job"].min()) if len(after_save) else None
         gave_up = (after_save["t_job"] - after_save["elapsed_s"]).dropna()
         began_t = float(gave_up.min()) if began_t is None and len(gave_up) else began_t
+    saved_its = frame["saved_its"].iloc[0] if "saved_its" in frame.columns else None
+    saved_at = tuple(int(n) for n in saved_its) if saved_its is not None else ()
     progress = analyse_progress(marks_list, None if last_t is None else float(last_t), broke_t, conf, began_t, paced,
-                                open_interval=died_training, saves=saves, stated=stated)
+                                open_interval=died_training, saves=saves, stated=stated, saved_at=saved_at)
 
     after = {s.iteration: aftermath(s.iteration, s.novel, sequences, marks_list, conf)
              for s in scores if s.anomalous or (s.novel and s.below_mean)}
