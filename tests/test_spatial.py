@@ -1998,6 +1998,35 @@ def test_a_node_most_peers_name_outranks_one_that_only_logs_less():
     assert ranked.loc["n06", "rank"] == 1 and ranked.loc["n03", "rank"] == 2
 
 
+def test_a_node_that_stopped_early_is_said_to_have_stopped_not_only_to_log_less():
+    """A node that went down hours before its peers has few lines because it stopped. Its
+    reason said only "far fewer lines" (the truncation was written before the stop), so the dead
+    node's known fault, whose signature is the stop, was not named: the job's class was its
+    peers' IB errors, network (session 47: three node_down jobs of 36027, 36043 and 36065). A
+    node that only logs less by role keeps that reason."""
+    from l4spark.diagnosis.config import DiagnosisConfig
+    from l4spark.diagnosis.patterns import PatternMatch
+    from l4spark.diagnosis.scoring import with_unit_faults
+
+    rows = []
+    for i in range(8):
+        node = f"n{i:02d}"
+        rows += [_fact(node, "init", 4, 10.0), _fact(node, "iteration", 200 if i != 3 else 20, 20.0)]
+        if node != "n03":
+            rows += [_fact(node, "ib_error", 2, 30000.0)]
+    counts = pd.DataFrame(rows, columns=UNIT_FACTS_COLUMNS[1:])
+    activity = _activity(8, n_lines={3: 30, 6: 200}, last_s={i: 30000.0 + i for i in range(8)} | {3: 900.0},
+                         n_error={3: 0})
+    ranked = rank_units("job-z", counts, activity, SpatialConfig()).set_index("node")
+    assert ranked.loc["n03", "rank"] == 1
+    assert ranked.loc["n03", "signals"][0] == "silent: stopped 29104 s before its peers, without an error line"
+    assert ranked.loc["n06", "signals"][0] == "silent: far fewer lines than its peers"
+    ib = PatternMatch("ib-completion-error", "IB", "network", 1.0, ("E_ib",))
+    nodes = ranked.reset_index().assign(job_id="job-z")
+    got = with_unit_faults({"job-z": [ib]}, nodes, DiagnosisConfig())
+    assert [m.pattern_id for m in got["job-z"]] == ["node-down-unit", "ib-completion-error"]
+
+
 # ---- issue #18: one score, names given by design, role-relative silence, stragglers ----------
 
 

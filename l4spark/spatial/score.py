@@ -275,15 +275,18 @@ def _signals(unit: str, silent: pd.DataFrame, score: pd.Series, evidence: dict, 
     row = silent.loc[unit]
     if row["missing_files"] > 0:
         out.append(f"silent: {int(row['missing_files'])} rank file(s) fewer than its peers")
-    elif row.get("unended", False) and not row["stopped"]:
+    elif row["stopped"]:
+        # before "far fewer lines": a unit that stopped hours early has few lines because it
+        # stopped (session 47: three dead nodes read as truncated only, so the dead node's
+        # fault, whose signature is the stop, was not named). Its error lines, if any, were
+        # routine (no candidate event), written long before it stopped, or (of two units)
+        # cannot tell who crashed: ``silence``
+        why = "its error lines no sign of it" if row.get("wrote_errors", False) else "without an error line"
+        out.append(f"silent: stopped {row['silent_gap_s']:.0f} s before its peers, {why}")
+    elif row.get("unended", False):
         out.append("silent: no end of its own (no failure summary, no notice to stop) where its peers reported theirs")
     elif row["truncated"]:
         out.append("silent: far fewer lines than its peers")
-    elif row["silent"]:
-        # its error lines, if any, were routine (no candidate event), written long before it
-        # stopped, or (of two units) cannot tell who crashed: ``silence``
-        why = "its error lines no sign of it" if row.get("wrote_errors", False) else "without an error line"
-        out.append(f"silent: stopped {row['silent_gap_s']:.0f} s before its peers, {why}")
     ids = evidence[unit][0]
     if ids:
         out.append(f"isolated: score {score[unit]:.3f}, logs {len(ids)} event(s) more than its peers")
