@@ -287,11 +287,14 @@ def _save_seconds(marks: list[tuple[int, float]], saved_at: tuple[int, ...], sec
     progress lines a < b) that held the save of an iteration n, a <= n < b, the median of the
     interval's time beyond (b - a) iterations at ``seconds`` each; 0 when no earlier save was
     logged inside such an interval or saves take no visible time."""
-    excess = []
-    for (a, ta), (b, tb) in zip(marks, marks[1:]):
-        if any(a <= n < b for n in saved_at):
-            excess.append(tb - ta - (b - a) * seconds)
-    return max(float(np.median(excess)), 0.0) if excess else 0.0
+    its = np.array([i for i, _ in marks])
+    times = np.array([t for _, t in marks])
+    held = np.unique(np.searchsorted(its, np.asarray(saved_at), side="right") - 1)
+    held = held[(held >= 0) & (held < len(its) - 1)]  # a save after the last line held no closed interval
+    if not len(held):
+        return 0.0
+    excess = times[held + 1] - times[held] - (its[held + 1] - its[held]) * seconds
+    return max(float(np.median(excess)), 0.0)
 
 
 def _stated_slowdown(stated: list[tuple[int, float]], stride: int, conf: TemporalConfig) -> int | None:

@@ -49,8 +49,9 @@ def indicating_stand_in(events: DataFrame, conf: TemporalConfig = TemporalConfig
 
 
 def failure_stages(staged: DataFrame, conf: TemporalConfig = TemporalConfig()) -> DataFrame:
-    """job_id, failure_stage, save_iteration: the stage the job's narrating rank file was in when
-    it ended, and the iteration of the last checkpoint save the job started.
+    """job_id, failure_stage, save_iteration, saved_iterations: the stage the job's narrating rank
+    file was in when it ended, the iteration of the last checkpoint save the job started, and the
+    iterations of all its saves (sorted; empty when no save marker names one).
 
     Input: staged events (job_id, file, rank, line_no, message, stage). The narrating file is
     the one printing the most stage markers (rank 0 in every framework here; ties: lowest rank):
@@ -67,13 +68,15 @@ def failure_stages(staged: DataFrame, conf: TemporalConfig = TemporalConfig()) -
     files = (marked.groupBy("job_id", "file", "rank")
              .agg(F.count("_mark.stage").alias("n_marks"),
                   F.max_by(F.coalesce("stage", F.lit("init")), "line_no").alias("end_stage"),
-                  F.max(F.when(F.col("_mark.stage") == "checkpoint_saving", F.col("_mark.iteration")))
-                  .alias("file_save_iteration")))
+                  F.collect_set(F.when(F.col("_mark.stage") == "checkpoint_saving", F.col("_mark.iteration")))
+                  .alias("file_saves")))
     best = Window.partitionBy("job_id").orderBy(F.desc("n_marks"), "rank", "file")
+    job = Window.partitionBy("job_id")
     return (files.withColumn("pick", F.row_number().over(best))
-            .withColumn("save_iteration", F.max("file_save_iteration").over(Window.partitionBy("job_id")))
+            .withColumn("saved_iterations", F.array_sort(F.array_distinct(F.flatten(F.collect_list("file_saves").over(job)))))
             .where(F.col("pick") == 1)
-            .select("job_id", F.col("end_stage").alias("failure_stage"), "save_iteration"))
+            .select("job_id", F.col("end_stage").alias("failure_stage"),
+                    F.array_max("saved_iterations").alias("save_iteration"), "saved_iterations"))
 
 
 def _named_mark(staged: DataFrame, conf: TemporalConfig) -> Column:
@@ -111,7 +114,8 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
         staged = staged.withColumn("ts_next", next_in_file("ts"))
     gate = (indicating if indicating is not None else indicating_stand_in(staged, conf)).select(
         "job_id", "event_id", F.lit(True).alias("gated")).distinct()
-    end_stages = F.broadcast(failure_stages(staged, conf).select("job_id", F.col("failure_stage").alias("end_stage")))
+    end_stages = F.broadcast(failure_stages(staged, conf).select("job_id", F.col("failure_stage").alias("end_stage"),
+                                                                 F.col("saved_iterations").alias("saved_its")))
     training = staged.where((F.col("stage") == "training") & F.col("iteration").isNotNull())
     numbered = iteration_marker(conf)
     ranks = (training.groupBy("job_id", "rank")
@@ -157,8 +161,6 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
              .agg(F.min(F.when(F.col("first_t") > F.col("last_mark_t"), F.col("first_t"))).alias("broke_any_t"),
                   F.min(F.array_min(F.transform(after, lambda g: g["t"] - g["elapsed_s"]))).alias("began_any_t")))
     timing = broke if not conf.pace_from_saves else broke.join(_save_pace(staged, offsets, conf), on="job_id", how="full")
-    if conf.save_out_of_pace:
-        timing = timing.join(_saved_iterations(staged, conf), on="job_id", how="full")
     rows = (training.join(F.broadcast(ranks), on=["job_id", "rank"], how="inner")
             .join(gate, on=["job_id", "event_id"], how="left")
             .join(end_stages, on="job_id", how="left")
@@ -175,9 +177,8 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
                     F.when(reported.isNotNull(), _milliseconds(conf.pace_rules)).alias("pace_s"),
                     _named_mark(staged, conf).isNotNull().alias("stage_mark"),
                     (F.coalesce("gated", F.lit(False)) | (progress_line & nonfinite)).alias("gated"),
-                    "end_stage", "broke_any_t", "began_any_t",
-                    *(["saved_it", "saved_t", "saved_s"] if conf.pace_from_saves else []),
-                    *(["saved_its"] if conf.save_out_of_pace else [])))
+                    "end_stage", "saved_its", "broke_any_t", "began_any_t",
+                    *(["saved_it", "saved_t", "saved_s"] if conf.pace_from_saves else [])))
 
     def per_job(frame: pd.DataFrame) -> pd.DataFrame:
         return _analyse_job(frame, conf)
@@ -224,16 +225,6 @@ def _save_pace(staged: DataFrame, offsets: DataFrame, conf: TemporalConfig) -> D
             .where(F.col("saved_s").isNotNull()))
 
 
-def _saved_iterations(staged: DataFrame, conf: TemporalConfig) -> DataFrame:
-    """job_id, saved_its: the iterations the job's checkpoint saves name (``saving checkpoint at
-    iteration 1700``, ``Saving model checkpoint to .../checkpoint-1700``), timed or not; jobs
-    without such a line are absent."""
-    mark = _named_mark(staged, conf)
-    return (staged.where((F.col("stage") == "checkpoint_saving") & (mark["stage"] == "checkpoint_saving")
-                         & mark["iteration"].isNotNull())
-            .groupBy("job_id").agg(F.array_sort(F.collect_set(mark["iteration"])).alias("saved_its")))
-
-
 def _bad_count(conf: TemporalConfig):
     """The bad iterations a progress line counts in its interval (``bad_count_rules``), or null."""
     counts = [F.when(rlike("message", rule), F.regexp_extract("message", rule, 1).try_cast("long"))
@@ -267,7 +258,8 @@ def _analyse_job(frame: pd.DataFrame, conf: TemporalConfig) -> pd.DataFrame:
 
     ``frame``: rank, line_no, iteration, event_id, token (the sequence symbol), t (own clock),
     t_job (the reference node's clock), reported, elapsed_s (how long a timed-out operation had
-    run, from ``elapsed_rules``), stage_mark, gated, end_stage, and optionally broke_any_t (the
+    run, from ``elapsed_rules``), stage_mark, gated, end_stage, saved_its (the iterations the job's
+    saves name: ``failure_stages``), and optionally broke_any_t (the
     first indicating line after the last progress line over *all* ranks of the job) and
     began_any_t (when a timed-out operation began, over all ranks).
     """
@@ -319,7 +311,7 @@ def _analyse_job(frame: pd.DataFrame, conf: TemporalConfig) -> pd.DataFrame:
         broke_t = float(after_save["t_job"].min()) if len(after_save) else None
         gave_up = (after_save["t_job"] - after_save["elapsed_s"]).dropna()
         began_t = float(gave_up.min()) if began_t is None and len(gave_up) else began_t
-    saved_its = frame["saved_its"].iloc[0] if "saved_its" in frame.columns else None
+    saved_its = frame["saved_its"].iloc[0]
     saved_at = tuple(int(n) for n in saved_its) if saved_its is not None else ()
     progress = analyse_progress(marks_list, None if last_t is None else float(last_t), broke_t, conf, began_t, paced,
                                 open_interval=died_training, saves=saves, stated=stated, saved_at=saved_at)
