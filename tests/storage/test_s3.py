@@ -34,7 +34,7 @@ def test_nightly_on_s3_equals_local(spark, s3, s3_logs, nightly_clean, storage_f
     assert bool(commits.get("Contents")) == (storage_format == "delta")
 
 
-@pytest.mark.storage_only  # 196-215 s; make test keeps the Connect diagnosis (tests/test_connect_diagnosis.py) and the S3 nightly
+@pytest.mark.storage_only  # 196-215 s; make test keeps the Connect nightly (tests/test_connect_diagnosis.py) and the S3 nightly
 def test_nightly_over_spark_connect_on_s3_equals_local(spark, s3, s3_logs, nightly_clean, tmp_path):
     """`l4spark nightly` as a client of a Spark Connect server that alone holds the s3a connector
     and the credentials (as on a platform's Connect endpoint): logs, Delta warehouse, lock claims
