@@ -119,6 +119,15 @@ def _ranked_again_from_the_dump(dump, capsys) -> None:
     assert "against the base:" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="shapes the ranking's inputs"):
         main(["--dump", str(dump), "--set", "spatial.granularity=rank"])
+    # the known-fault study with the nodes ranked again gives evaluate's class and top-1 counts,
+    # the known-fault term applied once (evaluation/known_faults.py --rerank)
+    from l4spark.evaluation.known_faults import main as known_faults
+
+    assert known_faults(["--dump", str(dump), "--rerank"]) == 0
+    printed = capsys.readouterr().out
+    top1 = int((per_job.loc[per_job["has_faulty_nodes"], "l4spark_top1"] == 1).sum())
+    assert f"node top-1 {top1} -> {top1} of {n}, fault class {int(per_job['class_ok'].sum())} -> " \
+        f"{int(per_job['class_ok'].sum())} of {len(per_job)}" in printed, printed
 
 
 def _scored_again_from_the_dump(dump, capsys) -> None:

@@ -2,6 +2,7 @@
 
     python -m l4spark.evaluation.known_faults --dump D [--dump D2 ...]
         [--without PATTERN_ID ...] [--classes C1,C2,...] [--weight W] [--conf F.toml] [--base-conf B.toml]
+        [--rerank]
 
 Each ``--dump`` is a folder written by ``l4spark evaluate --fleet F --dump D`` (``scored``,
 ``nodes`` and ``per_job`` Parquet; ``scored`` with each event's ``nodes``, sessions 25 and
@@ -19,6 +20,13 @@ and the failed jobs whose first match's class is the label's (fault class), unde
 every job that one setting gets right and the other not. A dump's ranking already holds the
 term of the code that wrote it; applying it again lifts a node that was lifted already and
 moves nothing else (docs/diagnosis.md, "A node whose CPUs throttle").
+
+``--rerank`` (session 48) ranks the nodes again instead, each side under its own configuration
+(``--conf``, ``--base-conf``): ``rerank.rank_again`` of the dump's ranking inputs, with the lone
+printers the dump's run found (``ranking_lifts``), so a change of the ranking's words or weights
+is measured by class and top-1 as the diagnosis would rank, and the known-fault term is applied
+once. With it, ``--without``, ``--classes`` and ``--weight`` change the matches only, not which
+nodes were lifted (those are the dump's). It needs a dump of session 32 or later.
 """
 
 from __future__ import annotations
@@ -46,9 +54,11 @@ def read_dump(dump: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     return scored, pd.read_parquet(dump / "nodes.parquet"), pd.read_parquet(dump / "per_job.parquet")
 
 
-def outcomes(frames: tuple, setting: Setting, conf, spatial) -> pd.DataFrame:
+def outcomes(frames: tuple, setting: Setting, conf, spatial, lifted: bool = False) -> pd.DataFrame:
     """Per failed job of a dump (``read_dump``): node_first (None without a labelled faulty node)
-    and class_ok. ``conf``: the diagnosis configuration (its confidence threshold and unit faults)."""
+    and class_ok. ``conf``: the diagnosis configuration (its confidence threshold and unit faults).
+    ``lifted``: the frames' nodes hold the known-fault term already (``rerank.rank_again``), so it
+    is not applied again."""
     from l4spark.diagnosis.scoring import (job_patterns, rank_matches, slowness_claims, with_known_fault_printers,
                                           with_unit_faults)
 
@@ -56,8 +66,9 @@ def outcomes(frames: tuple, setting: Setting, conf, spatial) -> pd.DataFrame:
     templates = dict(zip(scored["event_id"], scored["template"]))
     matches = job_patterns(scored, templates, list(setting.library), conf.pattern_min_confidence)
     claims = slowness_claims(setting.library) if conf.measured_slowness_overrules else ()
-    ranked = with_known_fault_printers(nodes, matches, scored, setting.weight, setting.classes, spatial,
-                                       conf.known_fault_share, claims, conf.known_fault_per_pattern)
+    ranked = nodes if lifted else with_known_fault_printers(nodes, matches, scored, setting.weight, setting.classes,
+                                                           spatial, conf.known_fault_share, claims,
+                                                           conf.known_fault_per_pattern)
     ordered = rank_matches(matches, scored, ranked, conf.matches_by_shown_time)
     stages = ({r.job_id: r.got_stage for r in per_job.itertuples() if isinstance(r.got_stage, str)}
               if "got_stage" in per_job.columns else None)
@@ -73,14 +84,24 @@ def outcomes(frames: tuple, setting: Setting, conf, spatial) -> pd.DataFrame:
 
 
 def compare(dumps: list[Path], base: Setting, current: Setting, conf, spatial,
-            base_conf=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+            base_conf=None, rerank: tuple | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(per-dump totals, the jobs whose outcome differs) of ``base`` under ``base_conf`` (default
-    ``conf``) against ``current`` under ``conf`` (diagnosis configurations)."""
+    ``conf``) against ``current`` under ``conf`` (diagnosis configurations). ``rerank``: (the
+    baseline's whole configuration, the current one) to rank each dump's nodes again under."""
+    from l4spark.evaluation.rerank import rank_again, read_inputs
+
     totals, changed = [], []
     for dump in dumps:
         frames = read_dump(dump)
-        before = outcomes(frames, base, base_conf or conf, spatial)
-        after = outcomes(frames, current, conf, spatial)
+        if rerank:
+            facts, activity, lifts, _ = read_inputs(dump)
+            scored, _, per_job = frames
+            before, after = (outcomes((scored, rank_again(facts, activity, lifts, full), per_job), setting,
+                                      full.diagnosis, full.spatial, lifted=True)
+                             for setting, full in zip((base, current), rerank))
+        else:
+            before = outcomes(frames, base, base_conf or conf, spatial)
+            after = outcomes(frames, current, conf, spatial)
         with_nodes = before["node_first"].notna()
         totals.append({"dump": str(dump), "node_jobs": int(with_nodes.sum()), "jobs": len(before),
                        "node_first_base": int(before.loc[with_nodes, "node_first"].astype(bool).sum()),
@@ -110,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--conf", type=Path, help="a configuration file over the defaults")
     parser.add_argument("--base-conf", type=Path, help="the baseline's configuration file over the defaults "
                         "(default: --conf's); e.g. a unit fault switched off")
+    parser.add_argument("--rerank", action="store_true",
+                        help="rank the nodes again under each side's configuration (the dump's lifts), instead "
+                        "of applying the known-fault term to the dump's ranking")
     args = parser.parse_args(argv)
     config = load_config(args.conf) if args.conf else load_config()
     conf = config.diagnosis
@@ -124,10 +148,13 @@ def main(argv: list[str] | None = None) -> int:
     base = Setting(tuple(p for p in library if p.pattern_id not in set(args.without)),
                    tuple(c.strip() for c in args.classes.split(",") if c.strip()) if args.classes else current.classes,
                    conf.known_fault_weight if args.weight is None else args.weight)
-    base_conf = load_config(args.base_conf).diagnosis if args.base_conf else conf
-    totals, changed = compare(args.dump, base, current, conf, config.spatial, base_conf)
+    base_config = load_config(args.base_conf) if args.base_conf else config
+    totals, changed = compare(args.dump, base, current, conf, config.spatial, base_config.diagnosis,
+                              (base_config, config) if args.rerank else None)
     print(f"baseline: without {sorted(args.without) or 'nothing'}, classes {list(base.classes)}, weight {base.weight}")
-    print(f"current:  the seed library ({len(library)}), classes {list(current.classes)}, weight {current.weight}\n")
+    print(f"current:  the seed library ({len(library)}), classes {list(current.classes)}, weight {current.weight}")
+    print("nodes:    " + ("ranked again under each side's configuration, the dump's lifts\n" if args.rerank
+                          else "the dump's ranking, the known-fault term applied to it\n"))
     print(totals.to_string(index=False))
     total = totals.drop(columns=["dump"]).sum()
     print(f"\ntotal: node top-1 {total['node_first_base']} -> {total['node_first']} of {total['node_jobs']}, "
