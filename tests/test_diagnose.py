@@ -807,6 +807,38 @@ def test_a_first_ranked_unit_that_stopped_first_is_the_dead_node_unless_a_known_
     assert with_unit_faults(matches, nodes, off, scored)["dead"] == [ib]
 
 
+def test_a_nodes_own_throttling_says_why_it_was_slow_not_why_it_stopped_or_stayed_away():
+    """Issue #18, fresh 36081 (`pt-qwen2-72b-20261102-054149`, MindSpeed, node_down): the dead node
+    had printed the kernel's "Core temperature above threshold, cpu clock throttled" 18 and 32 hours
+    before it went down, as had its peer. Its own throttling was taken for why it went quiet, so
+    the job was named a slowdown. A throttled CPU still runs and logs: the match says why a unit
+    was slow, not why it stopped logging or never joined its peers' collective. The dead node and
+    the hang now come first; the straggler still yields to its node's own throttling."""
+    from l4spark.diagnosis.patterns import PatternMatch
+    from l4spark.diagnosis.scoring import slowness_claims, with_unit_faults
+    from l4spark.diagnosis.patterns import seed_patterns
+
+    hot = PatternMatch("cpu-thermal-throttle", "CPU thermal throttling", "slowdown", 1.0, ("E_hot",))
+    hccl = PatternMatch("hccl-timeout", "HCCL", "network", 1.0, ("E_to",))
+    slow = "slow: the others wait for it (slowness 0.93)"
+    stuck = "behind, outside NCCL: it never enqueued the collective its peers timed out in"
+    nodes = pd.DataFrame({"job_id": ["dead", "hang", "slow"], "node": ["n1"] * 3, "rank": [1] * 3,
+                          "signals": [[SILENT_STOP], [stuck], [slow]]})
+    # n1 printed the throttling itself in every job; its peer n2 the timeouts
+    scored = pd.DataFrame({"job_id": ["dead", "dead", "hang", "hang", "slow", "slow"],
+                           "event_id": ["E_hot", "E_to"] * 3, "nodes": [["n1"], ["n2"]] * 3})
+    matches = {job: [hot, hccl] for job in ("dead", "hang", "slow")}
+    claims = slowness_claims(seed_patterns())
+
+    def first(conf: DiagnosisConfig) -> dict:
+        return {job: found[0].pattern_id for job, found in with_unit_faults(matches, nodes, conf, scored, claims).items()}
+
+    assert DiagnosisConfig().slowness_explains_only_slowness
+    assert first(DiagnosisConfig()) == {"dead": "node-down-unit", "hang": "hang-unit", "slow": "cpu-thermal-throttle"}
+    # sessions 47 and before: the node's own throttling came first wherever it was the first match
+    assert set(first(DiagnosisConfig(slowness_explains_only_slowness=False)).values()) == {"cpu-thermal-throttle"}
+
+
 def test_a_straggler_or_a_hang_comes_after_a_cause_and_before_what_waiting_peers_print():
     """Issue #18, fresh 35003 and 36003: a job whose loss went NaN, or whose training code raised
     a TypeError, had a first-ranked unit that looked slow or stuck (it stopped in its step while

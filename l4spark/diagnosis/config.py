@@ -129,6 +129,13 @@ class DiagnosisConfig:
     # one that unit's node printed itself;
     # false: session 32 and before, such jobs kept what their peers' network errors matched
     dead_unit_fault: bool = True
+    # Session 48: a match of the slow unit's class (slowdown: a CPU's thermal throttling) is no
+    # cause of a dead or hung unit, even where that unit's node printed it: a throttled CPU still
+    # runs and logs, so it says why a unit was slow, not why it stopped logging or never joined the
+    # collective; the dead node's or the hang's fault comes first. False: sessions 47 and before,
+    # where a node's own throttling lines came first (docs/diagnosis.md, "Throttling explains
+    # slowness, not a stop").
+    slowness_explains_only_slowness: bool = True
     # Session 36: each of those unit faults (dead node, straggler, hang) goes after a job's first
     # library match whose class is not one of waiting_classes, what peers print while they wait
     # for a unit (timeouts, closed connections: network): a NaN loss, a bug in the training code,

@@ -419,7 +419,11 @@ def with_unit_faults(matches: dict[str, list[PatternMatch]], nodes: pd.DataFrame
     (``claims``: ``slowness_claims``, with ``measured_slowness_overrules``) that the unit's node did
     not print is neither such a cause nor why the dead node went quiet (session 45): another node's
     CPU throttling neither stops nor slows this unit's ranks, as it lifts nobody in the ranking
-    against a unit measured there (``unmeasured_claims``). ``stages``: each job's failure stage
+    against a unit measured there (``unmeasured_claims``). With ``slowness_explains_only_slowness``
+    (session 48), a match of the slow unit's class (``slow_unit_pattern``: a CPU's thermal
+    throttling), whoever printed it, is no cause of a dead or hung unit: it explains slowness, and
+    a node that stopped logging or a rank that never joined the collective is more than slow.
+    ``stages``: each job's failure stage
     (``temporal``), for the hang of a checkpoint save (``save_hang_unit_fault``), which takes the
     hang's place in the jobs that failed saving (without ``stages``, none did)."""
     printed_by = ({(r.job_id, r.event_id): set(_listed(r.nodes)) for r in scored.itertuples()}
@@ -442,10 +446,20 @@ def with_unit_faults(matches: dict[str, list[PatternMatch]], nodes: pd.DataFrame
         return not elsewhere(job_id, node, match) and (match.fault_class in set(conf.known_fault_classes)
                                                        or cause(job_id, node, match) or printed(job_id, node, match))
 
+    slow_class = slow_unit_pattern().fault_class
+
+    def only_slowness(match: PatternMatch) -> bool:
+        # session 48: a claim of slowness (a CPU's thermal throttling) says why a unit is slow, not
+        # why it stopped logging or never joined the collective: a throttled CPU still runs and logs
+        return conf.slowness_explains_only_slowness and match.fault_class == slow_class
+
     for pattern in unit_fault_patterns(conf.slow_unit_fault, conf.hung_unit_fault, conf.dead_unit_fault,
                                        conf.save_hang_unit_fault):
-        matches = with_unit_fault(matches, nodes, pattern, explains if pattern.pattern_id == DEAD_UNIT_PATTERN_ID
-                                  else cause, stages, REFINES.get(pattern.pattern_id, ()))
+        yields_to = explains if pattern.pattern_id == DEAD_UNIT_PATTERN_ID else cause
+        if pattern.fault_class != slow_class:
+            yields_to = (lambda check: lambda job_id, node, match: (not only_slowness(match)
+                                                                    and check(job_id, node, match)))(yields_to)
+        matches = with_unit_fault(matches, nodes, pattern, yields_to, stages, REFINES.get(pattern.pattern_id, ()))
     return matches
 
 
