@@ -809,7 +809,7 @@ def test_a_first_ranked_unit_that_stopped_first_is_the_dead_node_unless_a_known_
 
 def test_a_nodes_own_throttling_says_why_it_was_slow_not_why_it_stopped_or_stayed_away():
     """Issue #18, fresh 36081 (`pt-qwen2-72b-20261102-054149`, MindSpeed, node_down): the dead node
-    had printed the kernel's "Core temperature above threshold, cpu clock throttled" 18 and 32 hours
+    had printed the kernel's "Core temperature above threshold, cpu clock throttled" 42 and 32 hours
     before it went down, as had its peer. Its own throttling was taken for why it went quiet, so
     the job was named a slowdown. A throttled CPU still runs and logs: the match says why a unit
     was slow, not why it stopped logging or never joined its peers' collective. The dead node and
