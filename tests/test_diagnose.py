@@ -839,6 +839,37 @@ def test_a_nodes_own_throttling_says_why_it_was_slow_not_why_it_stopped_or_staye
     assert set(first(DiagnosisConfig(slowness_explains_only_slowness=False)).values()) == {"cpu-thermal-throttle"}
 
 
+def test_a_claim_of_slowness_the_timeline_does_not_bear_out_comes_after_the_other_matches():
+    """Issue #18, fresh 36077 (`job-20261105-0030-qwen272b`, MindSpeed, hccl_timeout): the faulty
+    node had also printed the kernel's CPU throttling lines, alone, so that match sat where the
+    ranking points and came before the HCCL timeout every node printed: class slowdown. Nothing in
+    the job was slow: its iterations kept their pace and no unit was the one the others waited
+    for. A claim of slowness nothing measured now comes after the job's other matches; where the
+    iterations slowed (the temporal step's ``slowdown``) or a straggler was measured, it keeps
+    its place."""
+    from l4spark.diagnosis.patterns import PatternMatch, seed_patterns
+    from l4spark.diagnosis.scoring import slowed_jobs, slowness_claims, with_unborne_claims_last
+
+    hot = PatternMatch("cpu-thermal-throttle", "CPU thermal throttling", "slowdown", 1.0, ("E_hot",))
+    hccl = PatternMatch("hccl-timeout", "HCCL", "network", 1.0, ("E_to",))
+    jobs = ("quiet", "slowed", "straggler")
+    matches = {job: [hot, hccl] for job in jobs}
+    iterations = pd.DataFrame({"job_id": ["quiet", "slowed", "slowed"], "iteration": [10, 10, 20],
+                               "reason": [None, None, "slowdown"]})
+    nodes = pd.DataFrame({"job_id": list(jobs), "node": ["n1"] * 3, "rank": [1] * 3,
+                          "signals": [["isolated: score 0.528"], ["failed first"],
+                                      ["slow: the others wait for it (slowness 0.93)"]]})
+    assert slowed_jobs(iterations) == {"slowed"}
+    got = with_unborne_claims_last(matches, slowness_claims(seed_patterns()), slowed_jobs(iterations), nodes)
+    assert {job: found[0].pattern_id for job, found in got.items()} == \
+        {"quiet": "hccl-timeout", "slowed": "cpu-thermal-throttle", "straggler": "cpu-thermal-throttle"}
+    assert [m.pattern_id for m in got["quiet"]] == ["hccl-timeout", "cpu-thermal-throttle"]  # kept, second
+    assert DiagnosisConfig().slowness_needs_measuring
+    # a throttled job with no other match keeps it
+    alone = with_unborne_claims_last({"quiet": [hot]}, slowness_claims(seed_patterns()), set(), nodes)
+    assert alone == {"quiet": [hot]}
+
+
 def test_a_straggler_or_a_hang_comes_after_a_cause_and_before_what_waiting_peers_print():
     """Issue #18, fresh 35003 and 36003: a job whose loss went NaN, or whose training code raised
     a TypeError, had a first-ranked unit that looked slow or stuck (it stopped in its step while
@@ -875,7 +906,8 @@ def test_a_claim_of_slowness_another_node_printed_is_no_cause_of_a_hang():
     out in; n1 had printed the kernel's CPU thermal-throttle pair alone, first in time. Another
     node's throttling neither stops nor slows n3: the hang goes before that claim, and so does the
     dead node (36047). A claim n3's own node printed, and any claim with the setting off (no
-    claims), still go first."""
+    claims), still went first until session 48 (``slowness_explains_only_slowness``), which puts
+    the hang and the dead node before any claim of slowness."""
     from l4spark.diagnosis.patterns import PatternMatch, seed_patterns
     from l4spark.diagnosis.scoring import slowness_claims, with_unit_faults
 
@@ -892,13 +924,18 @@ def test_a_claim_of_slowness_another_node_printed_is_no_cause_of_a_hang():
     matches = {job: [hot, timeout] for job in jobs}
     claims = slowness_claims(seed_patterns())
 
-    def first(claimed):
+    def first(claimed, conf=DiagnosisConfig(slowness_explains_only_slowness=False)):
         return {job: found[0].pattern_id for job, found in
-                with_unit_faults(matches, nodes, DiagnosisConfig(), scored, claimed).items()}
+                with_unit_faults(matches, nodes, conf, scored, claimed).items()}
 
+    # sessions 45-47 (session 48's slowness_explains_only_slowness off)
     assert first(claims) == {"elsewhere": "hang-unit", "own": "cpu-thermal-throttle",
                              "dead_elsewhere": "node-down-unit", "dead_own": "cpu-thermal-throttle"}
     assert set(first(()).values()) == {"cpu-thermal-throttle"}
+    # session 48 (default): throttling, whoever printed it, is no cause of a hang or a stop
+    unit_first = {"elsewhere": "hang-unit", "own": "hang-unit", "dead_elsewhere": "node-down-unit",
+                  "dead_own": "node-down-unit"}
+    assert first(claims, DiagnosisConfig()) == first((), DiagnosisConfig()) == unit_first
 
 
 def test_a_hang_while_saving_a_checkpoint_is_a_timeout_shorter_than_the_save():

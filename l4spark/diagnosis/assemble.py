@@ -46,7 +46,8 @@ from l4spark.crossjob.reasons import NO_HISTORY
 from l4spark.diagnosis.config import CONFIG_ECHO_PATTERN, INDENTED_PATTERN, WARNING_LINE_PATTERN, DiagnosisConfig
 from l4spark.diagnosis.scoring import (SEVERITY, job_patterns, pattern_hit_rows, rank_matches, score_events,
                                       known_fault_printers, lift_printers, sample_only_signatures, slowness_claims,
-                                      unmeasured_claims, with_signature_printers, with_unit_faults)
+                                      slowed_jobs, unmeasured_claims, with_signature_printers,
+                                      with_unborne_claims_last, with_unit_faults)
 from l4spark.io.frames import computed_once, local_frame, materialize, session_settings
 from l4spark.io.session import ADAPTIVE, CODEGEN_FACTORY_MODE, WHOLE_STAGE_CODEGEN
 from l4spark.regexcolumns import any_rlike, rlike
@@ -462,6 +463,8 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     if keep_ranking_inputs:
         kept |= score_inputs(evidence, timing, spatial, temporal, hits, shares)
     matches = rank_matches(matches, scored, nodes if conf.locate_matches else None, conf.matches_by_shown_time)
+    if conf.slowness_needs_measuring:
+        matches = with_unborne_claims_last(matches, slowness_claims(library), slowed_jobs(iterations), nodes)
     point_by_job = points.set_index("job_id").to_dict("index") if len(points) else {}
     stages = {job_id: point["failure_stage"] for job_id, point in point_by_job.items()
               if isinstance(point["failure_stage"], str)}

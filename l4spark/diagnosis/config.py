@@ -136,6 +136,12 @@ class DiagnosisConfig:
     # where a node's own throttling lines came first (docs/diagnosis.md, "Throttling explains
     # slowness, not a stop").
     slowness_explains_only_slowness: bool = True
+    # Session 48: a match that only claims slowness (slowdown class: a CPU's thermal throttling)
+    # comes after the job's other matches where nothing measured slowness: the iterations did not
+    # slow (the temporal step's slowdown) and no unit is the straggler (scoring.with_unborne_claims_last;
+    # docs/diagnosis.md, "A claim of slowness the timeline does not bear out"). False: sessions 47
+    # and before, where the lone printer's throttling came before a timeout every node printed.
+    slowness_needs_measuring: bool = True
     # Session 36: each of those unit faults (dead node, straggler, hang) goes after a job's first
     # library match whose class is not one of waiting_classes, what peers print while they wait
     # for a unit (timeouts, closed connections: network): a NaN loss, a bug in the training code,

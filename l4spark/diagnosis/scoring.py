@@ -321,6 +321,49 @@ def unmeasured_claims(nodes: pd.DataFrame, lifted: dict[str, tuple], claims: Col
     return {job_id: lift for job_id, lift in lifted.items() if not measured.get(job_id, set()) - {lift[0]}}
 
 
+def slowed_jobs(iterations: pd.DataFrame) -> set[str]:
+    """The jobs whose timeline shows a slowdown: an iteration the temporal step flagged as where
+    the job began to slow until it was stopped (``reason`` ``slowdown``: ``slowdown_from``).
+    ``iterations``: the temporal step's iteration rows (job_id, reason)."""
+    if iterations is None or not len(iterations) or "reason" not in iterations.columns:
+        return set()
+    return set(iterations.loc[iterations["reason"] == "slowdown", "job_id"])
+
+
+def with_unborne_claims_last(matches: dict[str, list[PatternMatch]], claims: Collection[str],
+                             slowed: Collection[str], nodes: pd.DataFrame | None) -> dict[str, list[PatternMatch]]:
+    """Each job's matches with those that only claim slowness (``claims``: ``slowness_claims``, a
+    CPU's thermal throttling) after its other matches, in the jobs where nothing measured slowness:
+    the iterations did not slow (``slowed``: ``slowed_jobs``) and no unit is the one the others
+    wait for (the straggler's signature, ``patterns.slow_unit_pattern``, in ``nodes``' signals).
+
+    Healthy CPUs cross their thermal threshold under load and the kernel says so (session 41);
+    a job that failed on an HCCL or NCCL timeout without getting slower was not failed by such
+    a line, however squarely the first-ranked node printed it (``rank_matches``' locality puts a
+    lone printer's match before a timeout every node printed). Where the job did slow down, or a
+    straggler was measured, the claim keeps its place. Built-in unit faults are added later
+    (``with_unit_faults``)."""
+    claims = set(claims)
+    if not claims:
+        return matches
+    signature = [re.compile(regex) for regex in slow_unit_pattern().signature]
+    measured = set()
+    if nodes is not None and len(nodes):
+        for row in nodes.itertuples():
+            signals = [str(s) for s in _listed(row.signals)]
+            if all(any(regex.search(s) for s in signals) for regex in signature):
+                measured.add(row.job_id)
+    borne = set(slowed) | measured
+    out = {}
+    for job_id, found in matches.items():
+        if job_id in borne:
+            out[job_id] = found
+        else:
+            out[job_id] = ([m for m in found if m.pattern_id not in claims]
+                           + [m for m in found if m.pattern_id in claims])
+    return out
+
+
 def with_known_fault_printers(nodes: pd.DataFrame, matches: dict[str, list[PatternMatch]], evidence: pd.DataFrame,
                               weight: float, classes: Sequence[str], spatial: SpatialConfig,
                               share: float = 1.0, claims: Collection[str] = (),

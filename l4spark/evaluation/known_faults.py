@@ -54,13 +54,24 @@ def read_dump(dump: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     return scored, pd.read_parquet(dump / "nodes.parquet"), pd.read_parquet(dump / "per_job.parquet")
 
 
-def outcomes(frames: tuple, setting: Setting, conf, spatial, lifted: bool = False) -> pd.DataFrame:
+def read_slowed(dump: Path) -> set[str]:
+    """The jobs of a dump whose iterations slowed (``scoring.slowed_jobs`` of its
+    ``iterations.parquet``; none without the file)."""
+    from l4spark.diagnosis.scoring import slowed_jobs
+
+    path = dump / "iterations.parquet"
+    return slowed_jobs(pd.read_parquet(path, columns=["job_id", "reason"])) if path.is_file() else set()
+
+
+def outcomes(frames: tuple, setting: Setting, conf, spatial, lifted: bool = False,
+             slowed: set | None = None) -> pd.DataFrame:
     """Per failed job of a dump (``read_dump``): node_first (None without a labelled faulty node)
     and class_ok. ``conf``: the diagnosis configuration (its confidence threshold and unit faults).
     ``lifted``: the frames' nodes hold the known-fault term already (``rerank.rank_again``), so it
-    is not applied again."""
+    is not applied again. ``slowed``: the jobs whose iterations slowed (``slowed_jobs`` of the
+    dump's ``iterations``), for ``slowness_needs_measuring``; None: none did."""
     from l4spark.diagnosis.scoring import (job_patterns, rank_matches, slowness_claims, with_known_fault_printers,
-                                          with_unit_faults)
+                                          with_unborne_claims_last, with_unit_faults)
 
     scored, nodes, per_job = frames
     templates = dict(zip(scored["event_id"], scored["template"]))
@@ -70,6 +81,8 @@ def outcomes(frames: tuple, setting: Setting, conf, spatial, lifted: bool = Fals
                                                            spatial, conf.known_fault_share, claims,
                                                            conf.known_fault_per_pattern)
     ordered = rank_matches(matches, scored, ranked, conf.matches_by_shown_time)
+    if conf.slowness_needs_measuring:
+        ordered = with_unborne_claims_last(ordered, slowness_claims(setting.library), slowed or set(), ranked)
     stages = ({r.job_id: r.got_stage for r in per_job.itertuples() if isinstance(r.got_stage, str)}
               if "got_stage" in per_job.columns else None)
     ordered = with_unit_faults(ordered, ranked, conf, scored, claims, stages)
@@ -93,15 +106,16 @@ def compare(dumps: list[Path], base: Setting, current: Setting, conf, spatial,
     totals, changed = [], []
     for dump in dumps:
         frames = read_dump(dump)
+        slowed = read_slowed(dump)
         if rerank:
             facts, activity, lifts, _ = read_inputs(dump)
             scored, _, per_job = frames
             before, after = (outcomes((scored, rank_again(facts, activity, lifts, full), per_job), setting,
-                                      full.diagnosis, full.spatial, lifted=True)
+                                      full.diagnosis, full.spatial, lifted=True, slowed=slowed)
                              for setting, full in zip((base, current), rerank))
         else:
-            before = outcomes(frames, base, base_conf or conf, spatial)
-            after = outcomes(frames, current, conf, spatial)
+            before = outcomes(frames, base, base_conf or conf, spatial, slowed=slowed)
+            after = outcomes(frames, current, conf, spatial, slowed=slowed)
         with_nodes = before["node_first"].notna()
         totals.append({"dump": str(dump), "node_jobs": int(with_nodes.sum()), "jobs": len(before),
                        "node_first_base": int(before.loc[with_nodes, "node_first"].astype(bool).sum()),
