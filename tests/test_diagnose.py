@@ -697,6 +697,41 @@ def test_a_brief_throttle_on_one_node_does_not_outrank_a_straggler_measured_on_a
     assert first([hot], behind_inside) == "hpc-h800-0764"  # stuck inside NCCL: measured no hang
 
 
+def test_a_throttle_printed_alone_does_not_outrank_a_node_measured_dead():
+    """Issue #18, fresh 36087 (`job-20261107-0047-mixtral8x7b`, MindSpeed, node_down): node288
+    stopped logging 53,002 s before its peers; node278 had printed the kernel's CPU throttling
+    alone, and the known-fault term (+0.5) put it first. A dead node is measured as a straggler
+    is: the others waited for it in vain. The claim of slowness lifts nobody against it; with
+    ``dead_unit_overrules_slowness`` off (sessions 47 and before) it lifts its printer."""
+    from l4spark.diagnosis.patterns import PatternMatch, seed_patterns
+    from l4spark.diagnosis.scoring import slowness_claims, with_known_fault_printers
+    from l4spark.spatial.config import SpatialConfig
+
+    conf = load_config().diagnosis
+    assert conf.dead_unit_overrules_slowness
+    hot = PatternMatch("cpu-thermal-throttle", "CPU thermal throttling", "slowdown", 1.0, ("E_hot",))
+    nodes = _ranking("j", {"node278": 0.709, "node288": 1.05, "node289": 0.714})
+    dead = {"node278": ["named by 2 peer(s)"], "node289": [],
+            "node288": ["silent: stopped 53002 s before its peers, its error lines no sign of it",
+                        "failed first, 52519.2 s before the next unit"]}
+    evidence = pd.DataFrame({"job_id": ["j"], "event_id": ["E_hot"], "nodes": [["node278"]]})
+
+    def first(stopped: bool, signals=dead) -> str:
+        ranking = nodes.assign(signals=nodes["node"].map(signals))
+        got = with_known_fault_printers(ranking, {"j": [hot]}, evidence, conf.known_fault_weight,
+                                        conf.known_fault_classes, SpatialConfig(),
+                                        claims=slowness_claims(seed_patterns()), stopped=stopped)
+        return got.sort_values("rank")["node"].iloc[0]
+
+    assert first(True) == "node288"
+    assert first(False) == "node278"
+    # nobody measured stopped, slow or hung: the claim stands and lifts its printer
+    assert first(True, {"node278": ["named by 2 peer(s)"], "node288": ["failed first"], "node289": []}) == "node278"
+    # the printer itself is the one that stopped: lifted, first
+    own = {"node278": ["silent: stopped 53002 s before its peers"], "node288": ["failed first"], "node289": []}
+    assert first(True, own) == "node278"
+
+
 def test_known_fault_settings_are_checked():
     assert load_config(overrides={"diagnosis.known_fault_weight": 0}).diagnosis.known_fault_weight == 0
     with pytest.raises(ConfigError, match="known_fault_weight"):

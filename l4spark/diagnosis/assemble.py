@@ -442,7 +442,8 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     printers = known_fault_printers(matches, evidence, conf.known_fault_classes, conf.known_fault_share,
                                     conf.known_fault_per_pattern)
     claims = slowness_claims(library) if conf.measured_slowness_overrules else ()
-    nodes = lift_printers(nodes, unmeasured_claims(nodes, printers, claims), conf.known_fault_weight, config.spatial)
+    nodes = lift_printers(nodes, unmeasured_claims(nodes, printers, claims, conf.dead_unit_overrules_slowness),
+                          conf.known_fault_weight, config.spatial)
     if keep_ranking_inputs:
         kept["lifts"] = pd.DataFrame([(job_id, *lift) for job_id, lift in printers.items()],
                                      columns=["job_id", "node", "pattern_ids", "share"])

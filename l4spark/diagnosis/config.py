@@ -184,6 +184,12 @@ class DiagnosisConfig:
     # (scoring.unmeasured_claims; docs/diagnosis.md, "A claim of slowness against a measured
     # straggler"). False: sessions 40 and before.
     measured_slowness_overrules: bool = True
+    # Session 48: a unit measured as stopped (the dead node's signature: it stopped logging before
+    # any peer failed, or printed no end of its own) is measured too: a claim of slowness printed
+    # by another node lifts nobody against it (scoring.unmeasured_claims(stopped=True);
+    # docs/diagnosis.md, "A claim of slowness against a dead node"). Needs measured_slowness_overrules.
+    # False: sessions 47 and before, the straggler's and the hang's signatures only.
+    dead_unit_overrules_slowness: bool = True
     # Session 46: a known fault whose signature finds a matched event's first line but not its
     # template (drain3 merged torchrun's "failed (exitcode: -9)" of the OOM-killed worker with the
     # "failed (exitcode: 1)" of its peers) is printed by the nodes whose lines the signature

@@ -16,7 +16,7 @@ import pandas as pd
 from l4spark.crossjob.reasons import NO_HISTORY
 from l4spark.diagnosis.config import SOURCES, DiagnosisConfig
 from l4spark.diagnosis.patterns import (DEAD_UNIT_PATTERN_ID, HUNG_UNIT_PATTERN_ID, MAX_MATCH_CHARS,
-                                       SAVE_HANG_PATTERN_ID, FaultPattern, PatternMatch, hung_unit_pattern,
+                                       SAVE_HANG_PATTERN_ID, FaultPattern, PatternMatch, dead_unit_pattern, hung_unit_pattern,
                                        match_patterns, slow_unit_pattern, unit_fault_patterns)
 from l4spark.spatial.config import SpatialConfig
 from l4spark.spatial.score import order_units, suspect_flags, unit_key
@@ -295,7 +295,8 @@ def slowness_claims(library: Sequence[FaultPattern]) -> frozenset[str]:
     return frozenset(p.pattern_id for p in library if p.fault_class == slow_unit_pattern().fault_class)
 
 
-def unmeasured_claims(nodes: pd.DataFrame, lifted: dict[str, tuple], claims: Collection[str]) -> dict[str, tuple]:
+def unmeasured_claims(nodes: pd.DataFrame, lifted: dict[str, tuple], claims: Collection[str],
+                      stopped: bool = False) -> dict[str, tuple]:
     """``lifted`` (``known_fault_printers``) without the jobs where a printer's known faults only
     claim its node was slow (every pattern id in ``claims``: ``slowness_claims``) while the ranking
     measured a unit of another node as the one every other unit waits for (its ``signals`` carry
@@ -306,11 +307,13 @@ def unmeasured_claims(nodes: pd.DataFrame, lifted: dict[str, tuple], claims: Col
     prints "temperature above threshold" then "temperature/speed normal" (the reason Linux 5.5
     stopped logging each crossing: linux-edac, "x86/mce/therm_throt: Optimize notifications of
     thermal throttle", 2019); such a pair on one node says nothing about a straggler measured on
-    another. ``nodes``: job_id, node, signals."""
+    another. ``stopped`` (session 48, ``diagnosis.dead_unit_overrules_slowness``): a unit measured
+    as stopped (the dead node's signature, ``patterns.dead_unit_pattern``: it stopped logging before
+    any peer failed) is measured too: the others waited for it in vain. ``nodes``: job_id, node, signals."""
     if not lifted or not claims or nodes is None or not len(nodes):
         return lifted
-    waited_for = [[re.compile(regex) for regex in pattern.signature]
-                  for pattern in (slow_unit_pattern(), hung_unit_pattern())]
+    measures = (slow_unit_pattern(), hung_unit_pattern(), *((dead_unit_pattern(),) if stopped else ()))
+    waited_for = [[re.compile(regex) for regex in pattern.signature] for pattern in measures]
     claims = set(claims)
     claimed = {job_id for job_id, (_, pattern_ids, _) in lifted.items() if set(pattern_ids) <= claims}
     measured: dict[str, set] = {}
@@ -367,7 +370,7 @@ def with_unborne_claims_last(matches: dict[str, list[PatternMatch]], claims: Col
 def with_known_fault_printers(nodes: pd.DataFrame, matches: dict[str, list[PatternMatch]], evidence: pd.DataFrame,
                               weight: float, classes: Sequence[str], spatial: SpatialConfig,
                               share: float = 1.0, claims: Collection[str] = (),
-                              per_pattern: bool = False) -> pd.DataFrame:
+                              per_pattern: bool = False, stopped: bool = False) -> pd.DataFrame:
     """The node ranking with one more term in its one score: a job's units on the node that
     printed a known fault of a node-local class (``classes``: a GPU's ECC error, the kernel's OOM
     kill, a stale handle on that node's mount) alone, or at least ``share`` of its lines
@@ -376,8 +379,8 @@ def with_known_fault_printers(nodes: pd.DataFrame, matches: dict[str, list[Patte
     recomputed (``spatial.score.suspect_flags`` with ``spatial``). A fault several nodes print
     (a shared file system down for all) says nothing about one of them and changes nothing, nor
     does a claim of slowness (``claims``) where the ranking measured another node's unit as the
-    straggler (``unmeasured_claims``). ``per_pattern``: each known fault has its own printer
-    (``known_fault_printers``).
+    straggler (``unmeasured_claims``; ``stopped``: or as the dead node). ``per_pattern``: each known
+    fault has its own printer (``known_fault_printers``).
 
     ``nodes``: the ranking (job_id, node, process_rank, rank, combined_score, suspect, signals, ...);
     ``matches``: ``job_patterns`` per job; ``evidence``: job_id, event_id, nodes (the nodes that
@@ -385,7 +388,8 @@ def with_known_fault_printers(nodes: pd.DataFrame, matches: dict[str, list[Patte
     """
     if nodes is None or not len(nodes) or weight <= 0:
         return nodes
-    lifted = unmeasured_claims(nodes, known_fault_printers(matches, evidence, classes, share, per_pattern), claims)
+    lifted = unmeasured_claims(nodes, known_fault_printers(matches, evidence, classes, share, per_pattern), claims,
+                               stopped)
     return lift_printers(nodes, lifted, weight, spatial)
 
 

@@ -79,7 +79,8 @@ def outcomes(frames: tuple, setting: Setting, conf, spatial, lifted: bool = Fals
     claims = slowness_claims(setting.library) if conf.measured_slowness_overrules else ()
     ranked = nodes if lifted else with_known_fault_printers(nodes, matches, scored, setting.weight, setting.classes,
                                                            spatial, conf.known_fault_share, claims,
-                                                           conf.known_fault_per_pattern)
+                                                           conf.known_fault_per_pattern,
+                                                           conf.dead_unit_overrules_slowness)
     ordered = rank_matches(matches, scored, ranked, conf.matches_by_shown_time)
     if conf.slowness_needs_measuring:
         ordered = with_unborne_claims_last(ordered, slowness_claims(setting.library), slowed or set(), ranked)
