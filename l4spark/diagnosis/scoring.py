@@ -16,8 +16,8 @@ import pandas as pd
 from l4spark.crossjob.reasons import NO_HISTORY
 from l4spark.diagnosis.config import SOURCES, DiagnosisConfig
 from l4spark.diagnosis.patterns import (DEAD_UNIT_PATTERN_ID, HUNG_UNIT_PATTERN_ID, MAX_MATCH_CHARS,
-                                       SAVE_HANG_PATTERN_ID, FaultPattern, PatternMatch, dead_unit_pattern, hung_unit_pattern,
-                                       match_patterns, slow_unit_pattern, unit_fault_patterns)
+                                       SAVE_HANG_PATTERN_ID, FaultPattern, PatternMatch, dead_unit_pattern,
+                                       hung_unit_pattern, match_patterns, slow_unit_pattern, unit_fault_patterns)
 from l4spark.spatial.config import SpatialConfig
 from l4spark.spatial.score import order_units, suspect_flags, unit_key
 
@@ -313,15 +313,22 @@ def unmeasured_claims(nodes: pd.DataFrame, lifted: dict[str, tuple], claims: Col
     if not lifted or not claims or nodes is None or not len(nodes):
         return lifted
     measures = (slow_unit_pattern(), hung_unit_pattern(), *((dead_unit_pattern(),) if stopped else ()))
-    waited_for = [[re.compile(regex) for regex in pattern.signature] for pattern in measures]
     claims = set(claims)
     claimed = {job_id for job_id, (_, pattern_ids, _) in lifted.items() if set(pattern_ids) <= claims}
-    measured: dict[str, set] = {}
-    for row in nodes[nodes["job_id"].isin(claimed)].itertuples():
-        signals = [str(s) for s in _listed(row.signals)]
-        if any(all(any(regex.search(s) for s in signals) for regex in signature) for signature in waited_for):
-            measured.setdefault(row.job_id, set()).add(row.node)
+    measured = _measured_nodes(nodes[nodes["job_id"].isin(claimed)], measures)
     return {job_id: lift for job_id, lift in lifted.items() if not measured.get(job_id, set()) - {lift[0]}}
+
+
+def _measured_nodes(nodes: pd.DataFrame | None, patterns: Sequence[FaultPattern]) -> dict[str, set]:
+    """job -> the nodes with a unit whose ranking ``signals`` carry the whole signature of one of
+    the built-in unit faults ``patterns`` (the straggler, the hang, the dead node)."""
+    signatures = [[re.compile(regex) for regex in pattern.signature] for pattern in patterns]
+    measured: dict[str, set] = {}
+    for row in (nodes.itertuples() if nodes is not None else ()):
+        signals = [str(s) for s in _listed(row.signals)]
+        if any(all(any(regex.search(s) for s in signals) for regex in signature) for signature in signatures):
+            measured.setdefault(row.job_id, set()).add(row.node)
+    return measured
 
 
 def slowed_jobs(iterations: pd.DataFrame) -> set[str]:
@@ -349,14 +356,7 @@ def with_unborne_claims_last(matches: dict[str, list[PatternMatch]], claims: Col
     claims = set(claims)
     if not claims:
         return matches
-    signature = [re.compile(regex) for regex in slow_unit_pattern().signature]
-    measured = set()
-    if nodes is not None and len(nodes):
-        for row in nodes.itertuples():
-            signals = [str(s) for s in _listed(row.signals)]
-            if all(any(regex.search(s) for s in signals) for regex in signature):
-                measured.add(row.job_id)
-    borne = set(slowed) | measured
+    borne = set(slowed) | set(_measured_nodes(nodes, (slow_unit_pattern(),)))
     out = {}
     for job_id, found in matches.items():
         if job_id in borne:
@@ -500,13 +500,16 @@ def with_unit_faults(matches: dict[str, list[PatternMatch]], nodes: pd.DataFrame
         # why it stopped logging or never joined the collective: a throttled CPU still runs and logs
         return conf.slowness_explains_only_slowness and match.fault_class == slow_class
 
+    def yields_to(pattern: FaultPattern) -> Callable[[str, str, PatternMatch], bool]:
+        check = explains if pattern.pattern_id == DEAD_UNIT_PATTERN_ID else cause
+        if pattern.fault_class == slow_class:
+            return check  # the straggler yields to its own node's throttling: why it was slow
+        return lambda job_id, node, match: not only_slowness(match) and check(job_id, node, match)
+
     for pattern in unit_fault_patterns(conf.slow_unit_fault, conf.hung_unit_fault, conf.dead_unit_fault,
                                        conf.save_hang_unit_fault):
-        yields_to = explains if pattern.pattern_id == DEAD_UNIT_PATTERN_ID else cause
-        if pattern.fault_class != slow_class:
-            yields_to = (lambda check: lambda job_id, node, match: (not only_slowness(match)
-                                                                    and check(job_id, node, match)))(yields_to)
-        matches = with_unit_fault(matches, nodes, pattern, yields_to, stages, REFINES.get(pattern.pattern_id, ()))
+        matches = with_unit_fault(matches, nodes, pattern, yields_to(pattern), stages,
+                                  REFINES.get(pattern.pattern_id, ()))
     return matches
 
 
