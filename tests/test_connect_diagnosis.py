@@ -8,7 +8,7 @@ protobuf, which refuses plans nested more than 100 levels; the diagnosis' per-li
 deeper, so every job used to end as an error row over Connect (``frames.materialize``). The
 Connect run is a process of its own (one process holds either a classic or a Connect session);
 the classic tables are the ones the other nightly tests compare with, so no second classic run
-is paid for (session 48: 160 s -> about 100 s of ``make test``).
+is paid for (session 48's clean-clone CI: 160 s -> 91 s of ``make test``).
 
 The tables are Delta through delta-spark: the Connect server is started with Delta's jars, SQL
 extension and catalog (as a platform's Connect endpoint would be), the client asks for

@@ -849,9 +849,8 @@ def test_a_nodes_own_throttling_says_why_it_was_slow_not_why_it_stopped_or_staye
     the job was named a slowdown. A throttled CPU still runs and logs: the match says why a unit
     was slow, not why it stopped logging or never joined its peers' collective. The dead node and
     the hang now come first; the straggler still yields to its node's own throttling."""
-    from l4spark.diagnosis.patterns import PatternMatch
+    from l4spark.diagnosis.patterns import PatternMatch, seed_patterns
     from l4spark.diagnosis.scoring import slowness_claims, with_unit_faults
-    from l4spark.diagnosis.patterns import seed_patterns
 
     hot = PatternMatch("cpu-thermal-throttle", "CPU thermal throttling", "slowdown", 1.0, ("E_hot",))
     hccl = PatternMatch("hccl-timeout", "HCCL", "network", 1.0, ("E_to",))

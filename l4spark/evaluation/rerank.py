@@ -72,9 +72,8 @@ def rank_again(facts: pd.DataFrame, activity: pd.DataFrame, lifts: pd.DataFrame,
     lifted = {r.job_id: (r.node, list(r.pattern_ids), getattr(r, "share", 1.0)) for r in lifts.itertuples()}
     # the shipped library's classes (a dump's lifts name pattern ids only)
     claims = slowness_claims(seed_patterns()) if config.diagnosis.measured_slowness_overrules else ()
-    stopped = config.diagnosis.dead_unit_overrules_slowness
-    return lift_printers(nodes, unmeasured_claims(nodes, lifted, claims, stopped), config.diagnosis.known_fault_weight,
-                         config.spatial)
+    measured = unmeasured_claims(nodes, lifted, claims, config.diagnosis.dead_unit_overrules_slowness)
+    return lift_printers(nodes, measured, config.diagnosis.known_fault_weight, config.spatial)
 
 
 def outcomes(nodes: pd.DataFrame, per_job: pd.DataFrame) -> pd.DataFrame:
