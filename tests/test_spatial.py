@@ -972,6 +972,31 @@ def test_clock_offsets_come_from_early_events_not_from_the_failure():
     assert everything["n1"] == -2.0
 
 
+def test_clock_offsets_come_from_the_early_events_every_unit_logs():
+    # issue #18 (fresh 36087, HF Trainer IB error): clocks within a second, but the early events
+    # at least half the units logged included a throttle notice four nodes printed hours apart
+    # (mce) and a warning each rank prints when its model has loaded (tens of seconds apart);
+    # n1's median over them was a 34 s "skew", and its failure, 8 s after n0's, came first
+    skew = {"n0": -0.2, "n1": -0.1, "n2": 0.0, "n3": 3.0, "n4": -0.6, "n5": 0.1}
+    units = list(skew)
+    lifecycle = {unit: 100.0 + s for unit, s in skew.items()}
+    first_seen = pd.DataFrame({
+        "args": lifecycle, "nccl_init": {u: t + 40.0 for u, t in lifecycle.items()},
+        "model_loaded": {"n0": 3900.0, "n1": 3934.0, "n2": 3901.0, "n3": 3909.0, "n4": 3894.0, "n5": 3903.0},
+        "throttled": {"n0": 7000.0, "n1": 16070.0, "n3": 12677.0, "n5": 20000.0},
+        "throttle_end": {"n0": 7001.0, "n1": 16071.0, "n3": 12678.0, "n5": 20001.0}}).loc[units]
+    activity = pd.DataFrame({"first_s": first_seen["args"], "last_s": [50000.0] * 6}, index=units)
+    every = clock_offsets(first_seen, activity, every_unit=True)
+    assert (every - every["n2"]).round(3).to_dict() == skew  # against the job's median clock
+    half = clock_offsets(first_seen, activity)
+    assert half["n1"] > 30.0
+    # no early event that every unit logs: those of half the units, as before
+    assert clock_offsets(first_seen.drop(columns=["args", "nccl_init", "model_loaded"]).assign(
+        args=first_seen["args"].where(first_seen.index != "n4")), activity, every_unit=True).equals(
+        clock_offsets(first_seen.drop(columns=["args", "nccl_init", "model_loaded"]).assign(
+            args=first_seen["args"].where(first_seen.index != "n4")), activity))
+
+
 def test_failure_onset_is_the_first_burst_of_new_events_at_a_units_end():
     config = SpatialConfig()
     activity = pd.DataFrame({"first_s": [0.0] * 4, "last_s": [1000.0] * 4, "ts_cover": [1.0, 1.0, 1.0, 0.5]},
@@ -2243,10 +2268,42 @@ def test_rank_numbers_of_a_smaller_communicator_name_nobody():
     assert named(bare[~bare["token"].str.startswith("commsize:")]) == {"n0": 0, "n1": 2, "n2": 0, "n3": 0}
 
 
+def test_rank_numbers_of_an_event_tagging_several_communicators_name_nobody():
+    # issue #18 (fresh 36089, MindSpeed hang, tensor parallel 4): no line stated a communicator's
+    # size, and the peers' EI0002 lines tagged the four data-parallel groups' communicators; their
+    # "remote rank [10]" (group rank 10: the hung rank's) read as global rank 10 named another node.
+    # Here tensor parallel 2 over 4 nodes of 2 ranks: group rank 3 is global rank 6 or 7 (n3)
+    activity = pd.DataFrame({"node": ["n0", "n1", "n2", "n3"], "ranks": [[0, 1], [2, 3], [4, 5], [6, 7]]},
+                            index=["n0", "n1", "n2", "n3"])
+    offsets = pd.Series(0.0, index=activity.index)
+
+    def mentions(tags: dict[str, list[str]]) -> pd.DataFrame:
+        rows = []
+        for unit, unit_tags in tags.items():
+            rows.append((unit, unit, "notify_wait", "rank:3", 1, 1199.0, True))
+            rows += [(unit, unit, "notify_wait", "comm:" + tag, 1, 1199.0, True) for tag in unit_tags]
+        return pd.DataFrame(rows, columns=["unit", "node", "event_id", "token", "n_loud", "first_s", "candidate"])
+
+    def named(frame: pd.DataFrame, several: bool = True) -> dict:
+        return peer_mentions(frame, activity, offsets, 1190.0, 60.0, global_small_ranks=True, group_ranks=True,
+                             several_communicators=several)["named_by"].to_dict()
+
+    first, second = "10.0.0.1%enp189s0f0_60000_0_222", "10.0.0.1%enp189s0f0_60000_1_223"
+    groups = {"n0": [first, second], "n2": [first, second]}
+    assert named(mentions(groups)) == {"n0": 0, "n1": 0, "n2": 0, "n3": 0}
+    assert named(mentions(groups), several=False) == {"n0": 0, "n1": 2, "n2": 0, "n3": 0}
+    # each unit tags one, but not the same one
+    assert named(mentions({"n0": [first], "n2": [second]})) == {"n0": 0, "n1": 0, "n2": 0, "n3": 0}
+    # one communicator, whatever its tags run on with (the executor's name): the world's, global ranks
+    world = {"n0": [first + "ringAllReduceMeshSmallCountExecutor_device"], "n2": [first + "AllGatherExecutor_device", first]}
+    assert named(mentions(world)) == {"n0": 0, "n1": 2, "n2": 0, "n3": 0}
+
+
 def test_communicator_sizes_are_read_from_cann_wordings_not_from_list_indexes():
     import re
 
     from l4spark.spatial.ranking import COMM_ID_PATTERN, COMM_SIZE_PATTERN, COMM_TAG_PATTERN
+    from l4spark.spatial.signals import tag_communicator
 
     def size(line: str) -> list[str]:
         return re.findall(COMM_SIZE_PATTERN, line)
@@ -2263,3 +2320,6 @@ def test_communicator_sizes_are_read_from_cann_wordings_not_from_list_indexes():
     assert size("    src = ranks[0]") == [] and size("[rank3]:     peer = group_ranks[1]") == []
     tag = "tag[AllReduce_80.48.9.154%enp48s3u1u1_60000_0_1779783710697217ringAllReduceMeshSmallCountExecutor_device]"
     assert re.findall(COMM_TAG_PATTERN, tag) == ["80.48.9.154%enp48s3u1u1_60000_0_1779783710697217ringAllReduceMeshSmallCountExecutor_device"]
+    # the communicator a tag names, without the executor's name it may run on with
+    assert tag_communicator(re.findall(COMM_TAG_PATTERN, tag)[0]) == "80.48.9.154%enp48s3u1u1_60000_0_1779783710697217"
+    assert tag_communicator("9f3c2a_0") == "9f3c2a_0" and tag_communicator("group") == "group"

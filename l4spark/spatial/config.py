@@ -183,6 +183,19 @@ class SpatialConfig:
     # (``signals.sub_communicator_events``; docs/spatial.md, "Ranks of a smaller communicator").
     # False: read as global ranks (sessions 39 and before).
     group_ranks_by_communicator: bool = True
+    # Session 49: so are the rank numbers of an event whose task tags name two communicators or
+    # more when no line states their sizes: a job has one world communicator, and the
+    # data-parallel groups of a tensor-parallel job are one each (torch_npu's HCCL names each after
+    # its root, tag[AllReduce_<ip>%<nic>_<port>_<device>_<number>]). Fresh 36089's MindSpeed hang
+    # (tensor parallel 4) tagged four, and its "remote rank [10]" blamed the node of global rank 10
+    # (docs/spatial.md, "Several communicators in one event"). False: as in session 48.
+    several_communicators_are_groups: bool = True
+    # Session 49: clock offsets are read from the early events every unit logs, when there are
+    # any (``signals.clock_offsets``): every rank runs the same start-up, while an event only some
+    # nodes log is printed when it happened there (fresh 36087: a throttle notice four nodes
+    # printed hours apart made a 34 s "skew" of a node 0.06 s off; docs/spatial.md, "Clocks read
+    # from the events every unit logs"). False: from the events at least half the units log.
+    offsets_from_every_unit: bool = True
     # Session 41: a unit's event naming every unit of the other nodes is a listing, not blame
     # (srun's "srun: error: <host>: tasks 4-7: Killed" for each node when a step is torn down;
     # ``signals.peer_mentions``; docs/spatial.md, "A listing of every node names nobody"). False:
@@ -341,7 +354,8 @@ class SpatialConfig:
                     "silence_without_self", "stop_is_onset", "stop_before_onsets", "silence_needs_cover",
                     "silent_first_alone", "routine_errors_quiet",
                     "uncovered_later_onsets", "lone_roles_own_events", "global_small_ranks",
-                    "pair_scored_events", "group_ranks_by_communicator", "roll_calls_not_blame",
+                    "pair_scored_events", "group_ranks_by_communicator", "several_communicators_are_groups",
+                    "offsets_from_every_unit", "roll_calls_not_blame",
                     "notices_undate_stops", "communicator_ids_name_nobody", "unended_is_silent",
                     "timing_by_lead", "notices_are_reactions", "unended_among_others", "first_name_whole",
                     "absent_member_behind"):

@@ -8,6 +8,7 @@ in Spark. docs/spatial.md has what each signal means and its measured weight.
 from __future__ import annotations
 
 import math
+import re
 from typing import Iterable
 
 import numpy as np
@@ -327,7 +328,8 @@ def deviations(features: pd.DataFrame) -> pd.DataFrame:
     return (features - median) / spread
 
 
-def clock_offsets(first_seen: pd.DataFrame, activity: pd.DataFrame, early_share: float = 0.5) -> pd.Series:
+def clock_offsets(first_seen: pd.DataFrame, activity: pd.DataFrame, early_share: float = 0.5,
+                  every_unit: bool = False) -> pd.Series:
     """Clock offset of every unit against the job's consensus time, in seconds.
 
     ``first_seen``: unit x event first timestamps (NaN: none); ``activity`` (same index):
@@ -337,11 +339,20 @@ def clock_offsets(first_seen: pd.DataFrame, activity: pd.DataFrame, early_share:
     failure's own events (watchdogs, aborts, teardown) happen at different true times on
     different units, and a node that failed seconds early would otherwise have its lead taken
     for clock skew. (``temporal.lines.node_clock_offsets`` keeps the same rule in Spark.)
+
+    ``every_unit``: only the early events every unit logs, when there are such events. Every
+    rank runs the same start-up; an event only some nodes log is their own (a kernel's
+    throttling notice, a slow disk's warning), printed when it happened there, and as a clock
+    reading it is noise: fresh 36087's HF Trainer job took a throttle notice that four nodes
+    printed hours apart, and a model-loading warning, for a 34 s skew of a node whose clock was
+    0.06 s off, and ranked that node "failed first" (docs/spatial.md, "Clocks read from the
+    events every unit logs").
     """
     zero = pd.Series(0.0, index=first_seen.index)
     if first_seen.empty:
         return zero
-    shared = first_seen.loc[:, first_seen.notna().sum(axis=0) >= max(2, len(first_seen) / 2)]
+    logged_by = first_seen.notna().sum(axis=0)
+    shared = first_seen.loc[:, logged_by >= max(2, len(first_seen) / 2)]
     start, end = activity["first_s"].median(), activity["last_s"].median()
     if shared.empty or pd.isna(start) or pd.isna(end):
         return zero
@@ -349,6 +360,8 @@ def clock_offsets(first_seen: pd.DataFrame, activity: pd.DataFrame, early_share:
     early = shared.loc[:, typical <= start + early_share * (end - start)]
     if early.empty:
         return zero
+    if every_unit and (logged_by[early.columns] == len(first_seen)).any():
+        early = early.loc[:, logged_by[early.columns] == len(first_seen)]
     return early.sub(early.median(axis=0), axis=1).median(axis=1).fillna(0.0)
 
 
@@ -506,7 +519,8 @@ def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Se
                   since: float | None, window_s: float, onsets: pd.Series | None = None,
                   reactions: Iterable[tuple[str, str]] = (), store_clients: bool = False,
                   global_small_ranks: bool = False, group_ranks: bool = False,
-                  roll_calls: bool = False, first_name_whole: bool = False) -> pd.DataFrame:
+                  roll_calls: bool = False, first_name_whole: bool = False,
+                  several_communicators: bool = False) -> pd.DataFrame:
     """Which units the others' loud lines name, and how many others name each.
 
     ``mentions``: unit, node, event_id, token, n_loud, first_s, candidate rows;
@@ -557,7 +571,8 @@ def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Se
     the job's ranks").
 
     ``group_ranks``: the rank numbers of a unit's event are not global ranks, and name nobody,
-    when the event numbers the ranks of a communicator smaller than the job (``sub_communicator_events``).
+    when the event numbers the ranks of a communicator smaller than the job (``sub_communicator_events``;
+    with ``several_communicators``, also when its task tags name several communicators).
 
     ``roll_calls``: a unit's event that names every unit of the other nodes (two at least) is a
     listing, not blame, and names nobody: srun's ``srun: error: <host>: tasks 4-7: Killed``,
@@ -578,7 +593,7 @@ def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Se
     per_node = max((len(r) for r in _node_ranks(activity).values()), default=1)
     loud = mentions[(mentions["n_loud"] > 0) & mentions["candidate"]]
     if group_ranks and len(rank_units):
-        in_group = sub_communicator_events(mentions, max(rank_units) + 1)
+        in_group = sub_communicator_events(mentions, max(rank_units) + 1, several_communicators)
         if in_group:
             keys = pd.MultiIndex.from_frame(loud[["unit", "event_id"]])
             loud = loud[~(loud["token"].str.startswith("rank:").to_numpy() & keys.isin(list(in_group)))]
@@ -654,7 +669,7 @@ def peer_mentions(mentions: pd.DataFrame, activity: pd.DataFrame, offsets: pd.Se
     return out
 
 
-def sub_communicator_events(mentions: pd.DataFrame, world: int) -> set[tuple[str, str]]:
+def sub_communicator_events(mentions: pd.DataFrame, world: int, several: bool = False) -> set[tuple[str, str]]:
     """(unit, event_id) pairs whose lines number the ranks of a communicator smaller than the job.
 
     ``mentions``: unit, event_id, token rows of ``unit_mentions`` (every line, loud or not);
@@ -666,6 +681,11 @@ def sub_communicator_events(mentions: pd.DataFrame, world: int) -> set[tuple[str
     communicator's identifier) is one stated below ``world``, or is none of those stated with the
     job's size while some are (the tag names another communicator than the job's). Without any
     size in the job's lines, no event is one: rank numbers read as global, as before.
+
+    ``several``: also when no size is stated for its tag's communicator and the event's tags
+    name two communicators or more over the job's lines (``tag_communicator``). A job has one
+    world communicator; the data-parallel groups of a tensor- or pipeline-parallel job are one
+    communicator each, so their timeouts tag several (MindSpeed with tensor parallel 4: four).
     """
     tokens = mentions.loc[mentions["token"].str.startswith(("comm:", "commsize:")), ["unit", "event_id", "token"]]
     if tokens.empty:
@@ -677,12 +697,15 @@ def sub_communicator_events(mentions: pd.DataFrame, world: int) -> set[tuple[str
             if identifier and size.isdigit():
                 sizes[identifier] = int(size)
     jobs = [i for i, n in sizes.items() if n >= world]
+    tags = tokens[tokens["token"].str.startswith("comm:")]
+    named = tags.groupby("event_id")["token"].agg(lambda t: len({tag_communicator(x[len("comm:"):]) for x in t}))
+    tagging_several = set(named.index[named >= 2]) if several else set()
 
-    def smaller(tag: str) -> bool:
+    def smaller(tag: str, event: str) -> bool:
         stated = [n for i, n in sizes.items() if tag.startswith(i)]
         if stated:
             return min(stated) < world
-        return bool(jobs)
+        return bool(jobs) or event in tagging_several
 
     out = set()
     for unit, event, token in tokens.itertuples(index=False):
@@ -690,9 +713,21 @@ def sub_communicator_events(mentions: pd.DataFrame, world: int) -> set[tuple[str
             size = token[len("commsize::"):]
             if size.isdigit() and int(size) < world:
                 out.add((unit, event))
-        elif token.startswith("comm:") and smaller(token[len("comm:"):]):
+        elif token.startswith("comm:") and smaller(token[len("comm:"):], event):
             out.add((unit, event))
     return out
+
+
+def tag_communicator(tag: str) -> str:
+    """The communicator's identifier a task tag starts with: the tag up to its last ``_<digits>``
+    (torch_npu's ``<ip>%<nic>_<port>_<device>_<number>``, MindSpore's ``<hash>_0``), without what a
+    tag may run on with (``..._1779783710697217ringAllReduceMeshSmallCountExecutor_device``); the
+    whole tag when it has no such part."""
+    found = _TAG_IDENTIFIER.match(tag)
+    return found.group(1) if found else tag
+
+
+_TAG_IDENTIFIER = re.compile(r"(.*_\d+)")
 
 
 def _unit_ranks(activity: pd.DataFrame) -> dict[str, list[int]]:
