@@ -101,6 +101,24 @@ def test_aftermath_tells_a_transient_anomaly_from_a_failure():
     assert aftermath(21, ("upload_retry",), buckets, strided) == ENDED
 
 
+def test_a_checkpoint_saves_interval_after_an_anomaly_is_no_slowdown():
+    # issue #18 (fresh 36097, MindSpeed loss_nan): the loss turned NaN at 2288 and stayed NaN; the
+    # job saved every 100 iterations, and the interval holding the save of 2300 (108 s of saving
+    # on 21 s iterations) made the change "slower", so it was never placed (2589 reported)
+    marks, t = [], 0.0
+    for i in range(2200, 2400, 5):  # a progress line every 5 iterations
+        t += 5 * 21.0 + (108.0 if i - 5 in (2200, 2300) else 0.0)  # the saves of 2200 and 2300
+        marks.append((i, t))
+    sequences = {i: (["it", "nan"] if i >= 2286 else ["it"]) for i in range(2196, 2400, 5)}
+    # the three intervals after the one the NaN began in (recovery_intervals) end at 2295, 2300 and
+    # 2305; the last held the save of 2300
+    assert aftermath(2286, ("nan",), sequences, marks) == SLOWER
+    assert aftermath(2286, ("nan",), sequences, marks, saved_at=(2200, 2300)) == LASTING
+    # a real slowdown is still one, saves or not
+    slow = [(i, t if i <= 2290 else t + 60.0 * (i - 2290)) for i, t in marks]
+    assert aftermath(2286, ("nan",), sequences, slow, saved_at=(2200, 2300)) == SLOWER
+
+
 def test_progress_stall_and_refined_iteration():
     marks = [(i, 100.0 + 10 * i) for i in range(10, 101, 10)]  # every 10 iterations, 1 s each
     crash = analyse_progress(marks, last_t=1104.0, first_error_t=1104.5, conf=TemporalConfig())

@@ -201,6 +201,12 @@ class TemporalConfig:
     # around the save; a MindSpeed save of 134 s put a job 2 iterations late). False: the save counts
     # as training (sessions 46 and before)
     save_out_of_pace: bool = True
+    # Session 49: after an anomalous iteration, a logged interval that held a checkpoint save is no
+    # slower training (``dtw.aftermath``): a loss turned NaN for good whose next intervals held a
+    # routine save (2.0x the pace) was judged ``slower``, not a lasting change, and never placed
+    # (fresh 36097's MindSpeed loss_nan: 2589 for 2288). False: the save's interval is paced
+    # (sessions 48 and before)
+    saves_unpaced_after: bool = True
     # Session 40: when the first error after the last progress line came before one iteration past the
     # next progress line's due time, it places the stop even in a stalled job (a process that died at
     # once, its peers waiting in the collective until HCCL's timeout). False: a stalled job's first

@@ -105,7 +105,8 @@ RECOVERED, LASTING, SLOWER, ENDED = "recovered", "lasting", "slower", "ended"
 
 
 def aftermath(iteration: int, events: tuple[str, ...], sequences: dict[int, list[str]],
-              marks: list[tuple[int, float | None]], conf: TemporalConfig = TemporalConfig()) -> str:
+              marks: list[tuple[int, float | None]], conf: TemporalConfig = TemporalConfig(),
+              saved_at: tuple[int, ...] = ()) -> str:
     """What the job did after an anomalous ``iteration`` whose new events are ``events``.
 
     ``ended``: it completed fewer than ``conf.recovery_intervals`` more logged intervals (it
@@ -116,9 +117,15 @@ def aftermath(iteration: int, events: tuple[str, ...], sequences: dict[int, list
     slows every rank within an interval, or changes what every iteration logs.
     ``marks``: (iteration, time) of the progress lines (time None or NaN when the line has no
     timestamp: then the pace is not checked); ``sequences`` as in ``score_iterations``.
+    ``saved_at``: the iterations the job's checkpoint saves name. A logged interval a < b that
+    held the save of an iteration n (a <= n < b: a save of step n follows step n's progress line)
+    is not paced: the save's minutes are no slower training (fresh 36097: a MindSpeed loss turned
+    NaN for good, and the interval of the routine save 14 iterations later, 2.0x the pace, made
+    it ``slower``, so the change was never placed).
     """
     timed = sorted((i, t) for i, t in marks if t is not None and not math.isnan(t))
-    per_iter = {b[0]: (b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(timed, timed[1:]) if b[0] > a[0]}
+    per_iter = {b[0]: (b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(timed, timed[1:])
+                if b[0] > a[0] and not any(a[0] <= n < b[0] for n in saved_at)}
     completed = sorted({i for i, _ in marks if i >= iteration})  # the first completes the iteration itself
     after = completed[1:conf.recovery_intervals + 1]
     if len(after) < conf.recovery_intervals:

@@ -316,7 +316,8 @@ def _analyse_job(frame: pd.DataFrame, conf: TemporalConfig) -> pd.DataFrame:
     progress = analyse_progress(marks_list, None if last_t is None else float(last_t), broke_t, conf, began_t, paced,
                                 open_interval=died_training, saves=saves, stated=stated, saved_at=saved_at)
 
-    after = {s.iteration: aftermath(s.iteration, s.novel, sequences, marks_list, conf)
+    unpaced = saved_at if conf.saves_unpaced_after else ()
+    after = {s.iteration: aftermath(s.iteration, s.novel, sequences, marks_list, conf, unpaced)
              for s in scores if s.anomalous or (s.novel and s.below_mean)}
     reasons = {s.iteration: "dtw" for s in scores if s.anomalous and after[s.iteration] != RECOVERED}
     # a lasting change the job ran on with (its loss turned NaN, every step skipped on overflow)
