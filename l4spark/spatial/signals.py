@@ -338,7 +338,8 @@ def clock_offsets(first_seen: pd.DataFrame, activity: pd.DataFrame, early_share:
     median first time; 0 for a unit sharing no such event. Only early events are used: the
     failure's own events (watchdogs, aborts, teardown) happen at different true times on
     different units, and a node that failed seconds early would otherwise have its lead taken
-    for clock skew. (``temporal.lines.node_clock_offsets`` keeps the same rule in Spark.)
+    for clock skew. (``temporal.lines.node_clock_offsets`` keeps the early-events rule in Spark,
+    not ``every_unit``: it pairs each node with a reference node over all the lines both print.)
 
     ``every_unit``: only the early events every unit logs, when there are such events. Every
     rank runs the same start-up; an event only some nodes log is their own (a kernel's
