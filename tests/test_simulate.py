@@ -687,7 +687,8 @@ def test_megatrons_elapsed_time_per_iteration_is_its_log_intervals_mean(tmp_path
             continue
         before, after = stated[closing - stride], stated[closing + stride]
         mean = ((stride - slow) * before + slow * after) / stride
-        assert abs(stated[closing] - mean) < 0.5 * (after - mean), (job_id, before, stated[closing], after)
+        # nearer the interval's mean than the last step's time (noise of a step is a share of either)
+        assert abs(stated[closing] - mean) < abs(stated[closing] - after), (job_id, before, stated[closing], after)
         inside += 1
     assert inside >= 3
 
@@ -734,6 +735,32 @@ def test_straggler_without_errors_is_the_rank_with_the_slowest_compute(tmp_path)
         detector = [int(re.search(r"MnRtt/Slo: [\d.]+ms/(\d+)", m["message"]).group(1)) for m in lab["indicating_messages"]]
         named = {r for r, _ in slowest.most_common(1)} | set(detector)  # before the onset the slowest rank is noise
         assert named and {job["nodes"][r // 4] for r in named} == set(lab["faulty_nodes"]), job_id
+
+
+def test_megatrons_per_rank_timer_block_follows_every_progress_line(tmp_path):
+    """Megatron-LM's ``training_log`` logs its timers under the progress line's own
+    ``iteration % args.log_interval == 0`` (``timers.log(timers_to_log, normalizer=args.log_interval)``):
+    with ``--timing-log-option all`` a ``times across ranks (ms):`` block follows every progress
+    line, so a straggler that began a few log intervals before the job was stopped has blocks after
+    its onset (session 49's two straggler misses had none: the blocks came every tenth line)."""
+    fleet = _fleet(tmp_path, "blocks", seed=43, jobs=10, failed_share=1.0, nodes=(2, 3), ranks_per_node=2, iterations=300,
+                   frameworks=("megatron", "mindspeed"), fault_kinds=("straggler",), behaviours=())
+    progress = re.compile(r"iteration +(\d+)/ *\d+ \| consumed samples")
+    with_blocks = 0
+    for job_id, lab in fleet.labels.items():
+        for lines in fleet.files(job_id).values():
+            blocks = [i for i, line in enumerate(lines) if line.endswith("times across ranks (ms):")]
+            if not blocks:
+                continue
+            with_blocks += 1
+            steps = [(i, int(m.group(1))) for i, m in ((i, progress.search(line)) for i, line in enumerate(lines)) if m]
+            assert len(blocks) == len(steps), job_id
+            # each block right after its progress line, and the log interval at least ten
+            assert all(0 < b - i <= 2 for (i, _), b in zip(steps, blocks)), job_id
+            its = [it for _, it in steps]
+            assert min(b - a for a, b in zip(its, its[1:])) >= 10, job_id
+            assert sum(it >= lab["failure_iteration"] for it in its) >= 2, job_id
+    assert with_blocks >= 3
 
 
 def test_node_faults_added_for_issue_18_log_on_the_faulty_node(tmp_path):

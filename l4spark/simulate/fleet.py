@@ -360,6 +360,8 @@ def _job_spec(options: FleetOptions, rng: random.Random, seq: int, g: _Group, tr
                   and (options.behaviours is None or behaviours.PER_RANK_TIMERS in options.behaviours))
     if kind == "straggler" and not hid["log_straggler"]:
         timing_all = True  # a straggler is only visible through per-rank timing
+    # the per-rank block (world x 3 lines) follows every progress line (``lifecycle.iteration_lines``):
+    # a group that prints it logs every ten iterations or fewer
     # DeepSpeed scripts and HF Trainer reloading their tokenized dataset from the HF datasets
     # cache (a group trait, from a stream of its own)
     cached_dataset = (settings["framework"] in ("deepspeed", "hf_trainer")
@@ -378,7 +380,7 @@ def _job_spec(options: FleetOptions, rng: random.Random, seq: int, g: _Group, tr
         torch_version=settings["torch_version"], c10_style=c10, agent_style=agent, launcher=settings["launcher"],
         wrapper=wrapper, kernel_style=kernel_style, nccl_debug=hid["nccl_debug"], unbuffered=hid["unbuffered"],
         start_iter=rng.choice((0, 1, 2, 5, 12, 30)) * 1000, n_iter=n_iter, train_iters=0,
-        log_interval=hid["log_interval"], save_interval=rng.choice((100, 200, 250, 500, 1000)),
+        log_interval=max(hid["log_interval"], 10) if timing_all else hid["log_interval"], save_interval=rng.choice((100, 200, 250, 500, 1000)),
         eval_interval=rng.choice((500, 1000, 2000)), iter_seconds=hid["iter_seconds"],
         global_batch=settings["global_batch_size"], micro_batch=settings["micro_batch_size"], seq_len=settings["seq_length"],
         lr_max=hid["lr_max"], timeout_ms=timeout_ms, n_channels=hid["channels"], noise=hid["noise"],

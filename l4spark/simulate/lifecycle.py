@@ -434,7 +434,12 @@ class Megatron(Framework):
                 out.append(pre + line)
             else:
                 out.append(tsw(t + skew + 0.0004, False) + pre + line)
-            if all_ranks and it % (L * 10) == 0:
+            # Megatron-LM's training_log calls ``timers.log(timers_to_log, normalizer=args.log_interval)``
+            # under the progress line's own ``iteration % args.log_interval == 0``: the per-rank
+            # block follows every progress line (session 50; before, every tenth, so a straggler
+            # that began less than ten log intervals before the job was stopped had no block after
+            # it). The (min, max) block stays every tenth: it names no rank
+            if all_ranks:
                 rank_timers_block(r, spec, it, t, ms)
             if timers and it % (L * 10) == 0:
                 r.plain(t, "(min, max) time across ranks (ms):")
