@@ -763,6 +763,40 @@ def test_megatrons_per_rank_timer_block_follows_every_progress_line(tmp_path):
     assert with_blocks >= 3
 
 
+def test_megatron_deepspeed_is_a_family_of_its_own_only_when_asked_for(tmp_path):
+    """Megatron-DeepSpeed (session 50), a family no rule was written on: Megatron's arguments and
+    progress lines in its own words (no date; ``consumed tokens``, ``samples per second``, ``TFLOPs``;
+    a NaN loss left out), ``ds_report`` on every rank, DeepSpeed's engine step line and its
+    ``global_stepN`` checkpoints between Megatron's save lines. A default fleet has none."""
+    fleet = _fleet(tmp_path, "mds", seed=44, jobs=16, failed_share=0.6, nodes=(2, 3), ranks_per_node=4, iterations=300,
+                   frameworks=("megatron_deepspeed",))
+    progress = re.compile(r" iteration +\d+/ *\d+ \| consumed samples: +\d+ \| consumed tokens: +\d+ \| "
+                          r"elapsed time per iteration \(ms\): [\d.]+ \| learning rate: [\d.]+E[-+]\d+ \|.* samples per second: "
+                          r"[\d.]+ \| tokens per gpu per second \(tgs\): [\d.]+ \| TFLOPs: [\d.]+ \|$")
+    kinds = Counter()
+    for job_id, job in fleet.jobs.items():
+        assert job["settings"]["framework"] == "megatron_deepspeed"
+        files = fleet.files(job_id)
+        world = len(files)
+        reports = sum(any(line.endswith("DeepSpeed general environment info:") for line in lines) for lines in files.values())
+        last = next(lines for (host, rank), lines in files.items() if rank == world - 1)
+        steps = [line for line in last if progress.search(line)]
+        if job["status"] == "succeeded" or fleet.labels[job_id]["failure_stage"] in ("training", "checkpoint_saving"):
+            assert steps, job_id
+            assert reports == world, job_id
+        lab = fleet.labels.get(job_id)
+        if lab:
+            kinds[lab["fault_kind"]] += 1
+            if lab["fault_kind"] == "loss_nan":
+                nan = [line for line in steps if "grad norm: nan" in line]
+                assert nan and not any("lm loss" in line for line in nan), job_id
+            if lab["failure_stage"] == "checkpoint_saving" and lab["fault_kind"] != "timeout_too_low":
+                assert lab["failure_iteration"], job_id
+    assert len(kinds) >= 5
+    default = _fleet(tmp_path, "default", seed=44, jobs=16, failed_share=0.5, nodes=(2, 3), ranks_per_node=2, iterations=60)
+    assert "megatron_deepspeed" not in {job["settings"]["framework"] for job in default.jobs.values()}
+
+
 def test_node_faults_added_for_issue_18_log_on_the_faulty_node(tmp_path):
     fleet = _fleet(tmp_path, "kinds", seed=26, jobs=9, failed_share=1.0, nodes=(2, 4), ranks_per_node=2, iterations=80,
                    fault_kinds=("host_oom_kill", "nic_down_init", "dataloader_bus_error"), behaviours=())

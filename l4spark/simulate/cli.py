@@ -12,7 +12,7 @@ import sys
 
 from l4spark.simulate.behaviours import BEHAVIOURS
 from l4spark.simulate.faults import FAULT_CLASSES, FAULT_KINDS
-from l4spark.simulate.fleet import ALL_FRAMEWORKS, FleetOptions, simulate_fleet
+from l4spark.simulate.fleet import KNOWN_FRAMEWORKS, FleetOptions, simulate_fleet
 
 _SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
            "KI": 2**10, "MI": 2**20, "GI": 2**30, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
@@ -60,8 +60,9 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--failed-share", type=float, default=0.45, help="share of failed jobs (default 0.45)")
     parser.add_argument("--fault-kinds", type=_names(FAULT_KINDS, "fault kind"), default=None,
                         help="comma-separated fault kinds of the failed jobs: " + ",".join(FAULT_KINDS))
-    parser.add_argument("--frameworks", type=_names(ALL_FRAMEWORKS, "framework"), default=None,
-                        help="comma-separated frameworks: " + ",".join(ALL_FRAMEWORKS))
+    parser.add_argument("--frameworks", type=_names(KNOWN_FRAMEWORKS, "framework"), default=None,
+                        help="comma-separated frameworks: " + ",".join(KNOWN_FRAMEWORKS)
+                        + " (megatron_deepspeed only when named here)")
     parser.add_argument("--behaviours", type=_behaviours, default=None,
                         help="behaviours allowed, each on in its share of jobs: 'all' (default), 'none' or a comma-separated list of "
                         + ",".join(BEHAVIOURS))

@@ -27,7 +27,7 @@ from l4spark.simulate.kinds_extra import FORMATS as EXTRA_FORMATS
 from l4spark.simulate.lifecycle import Ctx, rank_rng
 from l4spark.simulate.tracebacks import cpp_frames, python_traceback
 
-CUDA = ("megatron", "deepspeed", "hf_trainer")
+CUDA = ("megatron", "deepspeed", "hf_trainer", "megatron_deepspeed")
 ASCEND = ("mindspeed",)
 ALL = CUDA + ASCEND
 
@@ -44,7 +44,7 @@ _KINDS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "ckpt_load_failure": ("storage", ALL, ("model_loading",)),
     "ckpt_save_failure": ("storage", ALL, ("checkpoint_saving",)),
     "invalid_rank_table": ("configuration", ASCEND, ("init",)),
-    "parallel_size_mismatch": ("configuration", ("megatron", "deepspeed", "mindspeed"), ("init",)),
+    "parallel_size_mismatch": ("configuration", ("megatron", "deepspeed", "mindspeed", "megatron_deepspeed"), ("init",)),
     "timeout_too_low": ("configuration", CUDA, ("checkpoint_saving",)),
     "driver_mismatch": ("software_incompatibility", CUDA, ("init",)),
     "program_bug": ("program_bug", ALL, ("training", "data_loading")),
@@ -83,6 +83,8 @@ T_NCCL_REMOTE = "[PG ID 0 PG GUID 0(default_pg) Rank {r}] Process group watchdog
 T_NCCL_REMOTE_OLD = "[Rank {r}] NCCL watchdog thread terminated with exception: NCCL error: remote process exited or there was a network error, NCCL version {v}"
 T_AGENT_FAILED = "failed (exitcode: {code}) local_rank: {lr} (pid: {pid}) of binary: /usr/bin/python3"
 T_DS_EXIT = "['/usr/bin/python', '-u', 'train.py', '--local_rank={lr}', '--deepspeed_config', 'ds_config.json'] exits with return code = {code}"
+# Megatron-DeepSpeed's scripts pass the DeepSpeed config among Megatron's arguments
+T_DS_EXIT_MDS = "['/usr/bin/python', '-u', 'pretrain_gpt.py', '--local_rank={lr}', '--deepspeed', '--deepspeed_config', 'ds_config.json'] exits with return code = {code}"
 T_SRUN_TASK = "srun: error: {host}: task {r}: Exited with exit code {code}"
 # Ascend HCCL's error-code messages (CANN's hcomm error table, github.com/hicann/hcomm, "hcomm_g_msg"):
 # EI0002 as printed by CANN 7-8 (InternLM/lmdeploy#3354, vllm-project/vllm-ascend#1443, mindspore-ai/docs
@@ -834,7 +836,7 @@ class FaultPlan(ExtraKinds, BehaviourMixin):
         errno, text = self.errno
         path = "/local_nvme/ckpt_staging/iter_%07d/__%d_0.distcp" % (self.save_iter, r.rank)
         ex, ex_t = fill("OSError: [Errno {e}] {txt}: '{p}'", e=errno, txt=text, p=path)
-        if spec.framework == "deepspeed":
+        if spec.framework in ("deepspeed", "megatron_deepspeed"):
             m, tm = fill("[Torch] Failed to save {p}: [Errno {e}] {txt}", p=path, e=errno, txt=text)
             self._add(t - 0.01, r.pylog, "ERROR", "torch_checkpoint_engine.py:25:save", m, tmpl=tm)
         self._py_exception(r, rng, t, [ex], {0: ex_t})
@@ -964,7 +966,7 @@ class FaultPlan(ExtraKinds, BehaviourMixin):
             if natural_first:
                 # launch.py prints ``cmd``, its spawn loop's variable: the last local rank's command
                 # whichever process failed, so the line names no local rank
-                m, tm = fill(T_DS_EXIT, lr=R - 1, code=code)
+                m, tm = fill(T_DS_EXIT_MDS if spec.framework == "megatron_deepspeed" else T_DS_EXIT, lr=R - 1, code=code)
                 for x in ranks:
                     self._emit_now(r.pylog, t, "INFO", "launch.py:316:sigkill_handler", "Killing subprocess %d" % (r.pid + x % R))
                 # the same text is printed on other nodes too, so it cannot single out this one: not labelled

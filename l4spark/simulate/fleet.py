@@ -25,6 +25,10 @@ from l4spark.simulate.writer import JobFiles
 log = logging.getLogger(__name__)
 
 ALL_FRAMEWORKS = ("megatron", "deepspeed", "hf_trainer", "mindspeed")
+# frameworks a fleet has only when asked for (``--frameworks``): the default fleets of a seed
+# stay as they were. Megatron-DeepSpeed (session 50) is a family no rule was written on
+OPT_IN_FRAMEWORKS = ("megatron_deepspeed",)
+KNOWN_FRAMEWORKS = ALL_FRAMEWORKS + OPT_IN_FRAMEWORKS
 DEFAULT_JOBS = 48
 
 
@@ -70,9 +74,11 @@ _VERSIONS = {
     "deepspeed": ["0.14.4", "0.15.1", "0.16.2"],
     "hf_trainer": ["4.44.2", "4.46.3", "4.47.1"],
     "mindspeed": ["1.0.0", "2.0.0"],
+    "megatron_deepspeed": ["0.12.6", "0.14.4", "0.15.1"],  # the DeepSpeed it runs on
 }
 _TORCH = {"megatron": ["2.3.0", "2.4.0", "2.5.1"], "deepspeed": ["2.1.2", "2.3.1", "2.4.1"],
-          "hf_trainer": ["2.2.2", "2.4.1", "2.5.1"], "mindspeed": ["2.1.0", "2.4.0"]}
+          "hf_trainer": ["2.2.2", "2.4.1", "2.5.1"], "mindspeed": ["2.1.0", "2.4.0"],
+          "megatron_deepspeed": ["2.1.2", "2.3.1", "2.4.1"]}
 _NCCL = {"2.1.2": "2.18.6+cuda12.1", "2.2.2": "2.19.3+cuda12.1", "2.3.0": "2.20.5+cuda12.4", "2.3.1": "2.20.5+cuda12.4",
          "2.4.0": "2.20.5+cuda12.4", "2.4.1": "2.20.5+cuda12.4", "2.5.1": "2.21.5+cuda12.4"}
 
@@ -100,8 +106,8 @@ def plan_fleet(options: FleetOptions) -> list[JobSpec]:
     """Decide every job of the fleet (no file is written)."""
     frameworks = tuple(options.frameworks or ALL_FRAMEWORKS)
     for fw in frameworks:
-        if fw not in ALL_FRAMEWORKS:
-            raise ValueError("unknown framework %r (expected one of %s)" % (fw, ", ".join(ALL_FRAMEWORKS)))
+        if fw not in KNOWN_FRAMEWORKS:
+            raise ValueError("unknown framework %r (expected one of %s)" % (fw, ", ".join(KNOWN_FRAMEWORKS)))
     kinds = [k for k in (options.fault_kinds or FAULT_KINDS)]
     for k in kinds:
         if k not in FAULT_CLASSES:
@@ -141,7 +147,7 @@ def _estimate(specs: list[JobSpec]) -> tuple[float, float]:
         ring = groups * s.n_channels * 4.0 * W if s.nccl_debug == "INFO" else 0
         f = W * rank + ring + 15000
         L = s.log_interval
-        it = {"megatron": 330.0, "mindspeed": 330.0, "deepspeed": 430.0, "hf_trainer": 95.0}[s.framework] / L
+        it = {"megatron": 330.0, "mindspeed": 330.0, "deepspeed": 430.0, "hf_trainer": 95.0, "megatron_deepspeed": 420.0}[s.framework] / L
         if s.framework == "hf_trainer" and s.settings.get("tqdm_lines"):
             it += 62
         if s.settings.get("log_timers"):
@@ -251,14 +257,19 @@ def _group_traits(options: FleetOptions, g: _Group) -> dict:
     else:
         tp, pp = choose_parallel(rng, n_nodes, R)
     torch_version = rng.choice(_TORCH[fw])
+    # (the literal draws for every framework: a framework added later draws after it, so the
+    # groups of the others keep their draws)
     launcher = {"megatron": rng.choice(("torchrun", "torchrun", "srun")), "deepspeed": rng.choice(("deepspeed", "deepspeed", "torchrun")),
-                "hf_trainer": "torchrun", "mindspeed": "torchrun"}[fw]
+                "hf_trainer": "torchrun", "mindspeed": "torchrun"}.get(fw)
+    if fw == "megatron_deepspeed":
+        launcher = rng.choice(("deepspeed", "deepspeed", "srun"))
     settings = {
         "model": model, "framework": fw, "framework_version": rng.choice(_VERSIONS[fw]),
         "tensor_parallel": tp, "pipeline_parallel": pp, "data_parallel": n_nodes * R // (tp * pp),
         "nodes": n_nodes, "gpus_per_node": R, "accelerator": cluster.gpu,
         "image": "%s/%s:%s" % ("registry.internal/llm" if accel == "cuda" else "swr.internal/ascend",
-                              {"megatron": "megatron-lm", "deepspeed": "deepspeed", "hf_trainer": "hf-train", "mindspeed": "mindspeed-llm"}[fw],
+                              {"megatron": "megatron-lm", "deepspeed": "deepspeed", "hf_trainer": "hf-train", "mindspeed": "mindspeed-llm",
+                               "megatron_deepspeed": "megatron-deepspeed"}[fw],
                               "24.%02d-py3" % rng.choice((3, 5, 7, 9, 10, 12))),
         "torch_version": torch_version, "launcher": launcher,
         "global_batch_size": rng.choice((256, 512, 1024, 2048)), "micro_batch_size": rng.choice((1, 2, 4)),
@@ -271,10 +282,15 @@ def _group_traits(options: FleetOptions, g: _Group) -> dict:
         settings["cann_version"] = rng.choice(("8.0.RC2", "8.0.RC3", "8.0.0"))
     if fw == "deepspeed":
         settings["zero_stage"] = rng.choice((1, 2, 3))
+    if fw == "megatron_deepspeed":
+        # its examples pair pipeline parallelism with ZeRO stage 0 or 1; the engine prints its
+        # step line every ``steps_per_print`` steps (ds_config)
+        settings["zero_stage"] = rng.choice((0, 1, 1))
+        settings["steps_per_print"] = rng.choice((1, 10, 10, 100))
     hidden = {
         "cluster": cluster, "iter_seconds": _iteration_seconds(rng, model, settings), "lr_max": rng.choice((1.5e-4, 3e-4, 6e-4)),
         "nccl_debug": "INFO" if rng.random() < 0.75 else "WARN", "log_interval": rng.choice((1, 1, 5, 10)),
-        "noise": noise.draw_profile(rng, fw), "log_timers": fw in ("megatron", "mindspeed") and rng.random() < 0.5,
+        "noise": noise.draw_profile(rng, fw), "log_timers": fw in ("megatron", "mindspeed", "megatron_deepspeed") and rng.random() < 0.5,
         "log_straggler": fw in ("megatron", "mindspeed") and rng.random() < 0.4,
         "tqdm_lines": fw == "hf_trainer" and rng.random() < 0.6,
         "timeout_ms": rng.choice((600000, 600000, 1800000)), "channels": rng.choice((8, 16, 16, 32)),
@@ -356,7 +372,7 @@ def _job_spec(options: FleetOptions, rng: random.Random, seq: int, g: _Group, tr
         if kind == "slowdown" and not hid["log_straggler"] and kernel_style is None:
             kernel_style = "dmesg_T"
     # Megatron's --timing-log-option all (per-rank timers), a group trait from a stream of its own
-    timing_all = (settings["framework"] in ("megatron", "mindspeed") and random.Random(g.rng_seed ^ 0x7157).random() < 0.35
+    timing_all = (settings["framework"] in ("megatron", "mindspeed", "megatron_deepspeed") and random.Random(g.rng_seed ^ 0x7157).random() < 0.35
                   and (options.behaviours is None or behaviours.PER_RANK_TIMERS in options.behaviours))
     if kind == "straggler" and not hid["log_straggler"]:
         timing_all = True  # a straggler is only visible through per-rank timing
@@ -372,7 +388,8 @@ def _job_spec(options: FleetOptions, rng: random.Random, seq: int, g: _Group, tr
                           "tqdm_lines": hid["tqdm_lines"], "colls_per_iter": hid["colls_per_iter"], "timeout_op": hid["timeout_op"],
                           "timeout_numel": hid["timeout_numel"], "slurm_job_id": slurm_id, "timing_all_ranks": timing_all,
                           "cached_dataset": cached_dataset,
-                          "entrypoint": {"megatron": "pretrain_gpt.py", "mindspeed": "pretrain_gpt.py"}.get(settings["framework"], "train.py")})
+                          "entrypoint": {"megatron": "pretrain_gpt.py", "mindspeed": "pretrain_gpt.py",
+                                         "megatron_deepspeed": "pretrain_gpt.py"}.get(settings["framework"], "train.py")})
     spec = JobSpec(
         job_id=job_id, group_id=g.gid, status=status, framework=settings["framework"],
         framework_version=settings["framework_version"], model=settings["model"], cluster=cluster, layout=layout,

@@ -26,12 +26,12 @@ import random
 from l4spark.simulate.behaviours import Format
 from l4spark.simulate.formats import RankLog
 
-CUDA = ("megatron", "deepspeed", "hf_trainer")
+CUDA = ("megatron", "deepspeed", "hf_trainer", "megatron_deepspeed")
 ALL = CUDA + ("mindspeed",)
 
 # kind -> (fault class, frameworks, possible stages)
 EXTRA_KINDS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
-    "straggler": ("slowdown", ("megatron", "mindspeed"), ("training",)),
+    "straggler": ("slowdown", ("megatron", "mindspeed", "megatron_deepspeed"), ("training",)),
     "host_oom_kill": ("node", ALL, ("training",)),
     "nic_down_init": ("network", CUDA, ("init",)),
     "dataloader_bus_error": ("node", ALL, ("data_loading", "training")),
@@ -174,7 +174,7 @@ class ExtraKinds:
 
     def _root_dataset_read_failure(self, r: RankLog, rng: random.Random, t: float) -> None:
         spec = self.spec
-        if spec.framework in ("megatron", "mindspeed"):
+        if spec.framework in ("megatron", "mindspeed", "megatron_deepspeed"):
             path, extra = spec.data_path + ".bin", ()
         elif spec.settings.get("cached_dataset"):
             cache = dataset_cache_dir(spec, self.ctx.comm_ids[1])
@@ -186,7 +186,7 @@ class ExtraKinds:
 
     def _prep_ckpt_save_shared_fs(self) -> None:
         lay, spec, rng = self.lay, self.spec, self.rng
-        variants = ["stale_handle", "disk_quota"] + (["rename_race"] if spec.framework != "deepspeed" else [])
+        variants = ["stale_handle", "disk_quota"] + (["rename_race"] if spec.framework not in ("deepspeed", "megatron_deepspeed") else [])
         self.save_error = rng.choice(variants)
         if self.save_error == "rename_race":
             # HF Trainer: another node's local rank 0 renamed tmp-checkpoint-N first; torch DCP: the
@@ -208,7 +208,7 @@ class ExtraKinds:
         if spec.framework in ("megatron", "mindspeed"):
             folder = "%s/iter_%07d" % (spec.ckpt_dir, it)
             path, src, dst = "%s/__%d_0.distcp" % (folder, r.rank), folder + "/.metadata.tmp", folder + "/.metadata"
-        elif spec.framework == "deepspeed":
+        elif spec.framework in ("deepspeed", "megatron_deepspeed"):
             path = "%s/global_step%d/zero_pp_rank_%d_mp_rank_00_optim_states.pt" % (spec.ckpt_dir, it, r.rank)
             src = dst = path
         else:

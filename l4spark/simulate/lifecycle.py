@@ -48,6 +48,11 @@ class Ctx:
         self.n_params = PARAMS.get(spec.model, 7_000_000_000)
         self.comm_ids = [random.Random(spec.seed + i).getrandbits(64) for i in range(4)]
         self.local_counts: dict[tuple, int] = {}
+        # the checkout's short hash and the node's /dev/shm, from a stream of their own (the
+        # draws of every other line stay as they were)
+        own = random.Random(spec.seed ^ 0x6D5D5)
+        self.git_hash = "%07x" % own.getrandbits(28)
+        self.shm_gb = own.choice((503.77, 1007.78, 251.53))
 
 
 def rank_rng(spec: JobSpec, rank: int, salt: int = 0) -> random.Random:
@@ -107,7 +112,13 @@ class Framework:
             r.pylog(t, "INFO", "launch.py:166:main", "Setting CUDA_VISIBLE_DEVICES=%s" % ",".join(str(i) for i in range(lay.ranks_per_node)))
             for i in range(lay.ranks_per_node):
                 r.pylog(t + 0.01 * i, "INFO", "launch.py:256:main",
-                        "process %d spawned with command: ['/usr/bin/python', '-u', 'train.py', '--local_rank=%d', '--deepspeed_config', 'ds_config.json']" % (r.pid + i, i))
+                        "process %d spawned with command: %s" % (r.pid + i, self.spawn_command(i)))
+
+    def spawn_command(self, local: int) -> str:
+        """The command the deepspeed launcher spawns for a local rank (launch.py ``cmd``)."""
+        if self.spec.framework == "megatron_deepspeed":
+            return "['/usr/bin/python', '-u', 'pretrain_gpt.py', '--local_rank=%d', '--deepspeed', '--deepspeed_config', 'ds_config.json']" % local
+        return "['/usr/bin/python', '-u', 'train.py', '--local_rank=%d', '--deepspeed_config', 'ds_config.json']" % local
 
     # -- NCCL ---------------------------------------------------------------------------------
     def nccl_init(self, r: RankLog, rng: random.Random, t: float, t1: float) -> None:
@@ -269,6 +280,8 @@ def _dots(name: str, width: int = 48) -> str:
 class Megatron(Framework):
     """Megatron-LM (and MindSpeed, its Ascend port)."""
 
+    helpers_dir = "/workspace/Megatron-LM/megatron/core/datasets"  # where ``make`` builds the dataset helpers
+
     def logs_iterations(self, rank: int) -> bool:
         return rank == self.spec.layout.world - 1
 
@@ -299,9 +312,9 @@ class Megatron(Framework):
             r.plain(tm, "> initialized pipeline model parallel with size %d" % lay.pp)
             r.plain(tm, "> setting random seeds to 1234 ...")
             r.plain(tm, "> compiling dataset index builder ...")
-            r.plain(tm, "make: Entering directory '/workspace/Megatron-LM/megatron/core/datasets'")
+            r.plain(tm, "make: Entering directory '%s'" % self.helpers_dir)
             r.plain(tm, "make: Nothing to be done for 'default'.")
-            r.plain(tm, "make: Leaving directory '/workspace/Megatron-LM/megatron/core/datasets'")
+            r.plain(tm, "make: Leaving directory '%s'" % self.helpers_dir)
             r.plain(tm, ">>> done with dataset index builder. Compilation time: %.3f seconds" % rng.uniform(0.03, 0.2))
             r.plain(tm, "> compiling and loading fused kernels ...")
             r.plain(tm + 3, ">>> done with compiling and loading fused kernels. Compilation time: %.3f seconds" % rng.uniform(1, 9))
@@ -434,18 +447,22 @@ class Megatron(Framework):
                 out.append(pre + line)
             else:
                 out.append(tsw(t + skew + 0.0004, False) + pre + line)
-            # Megatron-LM's training_log calls ``timers.log(timers_to_log, normalizer=args.log_interval)``
-            # under the progress line's own ``iteration % args.log_interval == 0``: the per-rank
-            # block follows every progress line (session 50; before, every tenth, so a straggler
-            # that began less than ten log intervals before the job was stopped had no block after
-            # it). The (min, max) block stays every tenth: it names no rank
-            if all_ranks:
-                rank_timers_block(r, spec, it, t, ms)
-            if timers and it % (L * 10) == 0:
-                r.plain(t, "(min, max) time across ranks (ms):")
-                for name in timers:
-                    v = ms * (0.9 if name == "forward-backward" else rng.uniform(0.001, 0.3))
-                    r.plain(t, "    %s: (%.2f, %.2f)" % (_dots(name), v * 0.97, v))
+            self.timer_lines(r, rng, it, t, ms, timers, all_ranks)
+
+    def timer_lines(self, r: RankLog, rng: random.Random, it: int, t: float, ms: float, timers: tuple, all_ranks: bool) -> None:
+        """The timer blocks after the progress line of ``it`` (``ms``: its elapsed time per iteration)."""
+        # Megatron-LM's training_log calls ``timers.log(timers_to_log, normalizer=args.log_interval)``
+        # under the progress line's own ``iteration % args.log_interval == 0``: the per-rank
+        # block follows every progress line (session 50; before, every tenth, so a straggler
+        # that began less than ten log intervals before the job was stopped had no block after
+        # it). The (min, max) block stays every tenth: it names no rank
+        if all_ranks:
+            rank_timers_block(r, self.spec, it, t, ms)
+        if timers and it % (self.spec.log_interval * 10) == 0:
+            r.plain(t, "(min, max) time across ranks (ms):")
+            for name in timers:
+                v = ms * (0.9 if name == "forward-backward" else rng.uniform(0.001, 0.3))
+                r.plain(t, "    %s: (%.2f, %.2f)" % (_dots(name), v * 0.97, v))
 
     def save_lines(self, r: RankLog, rng: random.Random, it: int) -> None:
         spec, tl = self.spec, self.tl
@@ -524,6 +541,226 @@ class MindSpeed(Megatron):
         if first <= last and r.local == 0 and self.spec.settings.get("npu_alloc_warn"):
             r.c10(self.tl.end_of(first), "W", "compiler_depend.ts:623", "Warning: expandable_segments currently defaults to false. You can enable this feature by `export PYTORCH_NPU_ALLOC_CONF = expandable_segments:True`. (function operator())")
         super().iteration_lines(r, rng, first, last)
+
+
+class MegatronDeepSpeed(Megatron):
+    """Megatron-DeepSpeed (microsoft/Megatron-DeepSpeed, the BigScience fork's successor): Megatron's
+    arguments, data and progress lines driven by a DeepSpeed engine, launched by the deepspeed
+    launcher. What differs from Megatron-LM (megatron/training.py, checkpointing.py, pretrain_gpt.py
+    at f4157bea):
+
+    - every rank runs ``ds_report`` before anything else (pretrain_gpt.py ``git_ds_info``) and
+      prints ``**** Git info for Megatron: git_hash=<h> git_branch=<b> ****``;
+    - the progress line carries no date (``training_log``: `` iteration N/ M | consumed samples:
+      ... | consumed tokens: ... | elapsed time per iteration (ms): ... | learning rate: %.3E | ...
+      | actual seqlen: ... | samples per second: ... | tokens per gpu per second (tgs): ... |
+      TFLOPs: ... |``), and a loss that is not > 0 (NaN) is left out of it (``if avg > 0.0``);
+    - the DeepSpeed engine logs its own ``[Rank 0] step=N, skipped=..`` line every
+      ``steps_per_print`` steps, on rank 0, dated by DeepSpeed's logger;
+    - checkpoints are the engine's (``global_stepN/mp_rank_00_model_states.pt``, ZeRO shards per
+      rank), between Megatron's ``saving checkpoint at iteration`` and ``successfully saved
+      checkpoint at iteration`` lines, then the ``save-checkpoint`` timer.
+    """
+
+    helpers_dir = "/workspace/Megatron-DeepSpeed/megatron/data"
+
+    def phase_init(self, r: RankLog, rng: random.Random, t0: float, t1: float) -> None:
+        spec = self.spec
+        r.pylog(t0, "INFO", "real_accelerator.py:203:get_accelerator", "Setting ds_accelerator to cuda (auto detect)")
+        self.ds_report(r, t0)
+        r.plain(t0, "**** Git info for Megatron: git_hash=%s git_branch=main ****" % self.ctx.git_hash)
+        super().phase_init(r, rng, t0, t1)
+        r.pylog(t0 + 1, "INFO", "comm.py:637:init_distributed", "cdb=None")
+        if r.rank == 0:
+            r.pylog(t0 + 1, "INFO", "comm.py:668:init_distributed", "Initializing TorchBackend in DeepSpeed with backend nccl")
+
+    def ds_report(self, r: RankLog, t: float) -> None:
+        """deepspeed/env_report.py as every rank prints it (seen in public issue threads, e.g.
+        microsoft/DeepSpeed's bug reports: ``DeepSpeed general environment info:`` then
+        ``torch install path ............... [...]`` and so on)."""
+        spec = self.spec
+        bar = "-" * 50
+        lines = [bar, "DeepSpeed C++/CUDA extension op report", bar,
+                 "NOTE: Ops not installed will be just-in-time (JIT) compiled at",
+                 "      runtime if needed. Op compatibility means that your system",
+                 "      meet the required dependencies to JIT install the op.", bar,
+                 "JIT compiled ops requires ninja", "ninja .................. [OKAY]", bar,
+                 "op name ................ installed .. compatible", bar]
+        for op in ("async_io", "fused_adam", "cpu_adam", "cpu_adagrad", "fused_lamb", "quantizer", "random_ltd",
+                   "transformer", "stochastic_transformer", "transformer_inference", "utils"):
+            lines.append("%s %s [NO] ....... [OKAY]" % (op, "." * (22 - len(op))))
+        cuda = spec.settings.get("nccl_version", "+cuda12.4").split("+cuda")[-1]
+        torch_site = "/usr/local/lib/python3.10/dist-packages"
+        lines += [bar, "DeepSpeed general environment info:",
+                  "torch install path ............... ['%s/torch']" % torch_site,
+                  "torch version .................... %s" % spec.torch_version,
+                  "deepspeed install path ........... ['%s/deepspeed']" % torch_site,
+                  "deepspeed info ................... %s, unknown, unknown" % spec.framework_version,
+                  "torch cuda version ............... %s" % cuda, "torch hip version ................ None",
+                  "nvcc version ..................... %s" % cuda,
+                  "deepspeed wheel compiled w. ...... torch %s, cuda %s" % (".".join(spec.torch_version.split(".")[:2]), cuda),
+                  "shared memory (/dev/shm) size .... %.2f GB" % self.ctx.shm_gb]
+        for line in lines:
+            r.plain(t, line)
+
+    def phase_model_loading(self, r: RankLog, rng: random.Random, t0: float, t1: float) -> None:
+        spec, lay = self.spec, self.spec.layout
+        tp, dp, pp = lay.coords(r.rank)
+        if r.rank == 0:
+            r.plain(t0, "building GPT model ...")
+        if dp == 0:
+            r.plain(t0 + 1 + 0.01 * r.rank, " > number of parameters on (tensor, pipeline) model parallel rank (%d, %d): %d" % (tp, pp, self.ctx.n_params // (lay.tp * lay.pp) + 1024 * (pp == lay.pp - 1)))
+        if r.rank == 0:
+            r.plain(t0 + 2, "> learning rate decay style: cosine")
+            r.plain(t0 + 2, "DeepSpeed is enabled.")
+            r.pylog(t0 + 2, "INFO", "logging.py:96:log_dist", "[Rank 0] DeepSpeed info: version=%s, git-hash=unknown, git-branch=unknown" % spec.framework_version)
+            r.pylog(t0 + 3, "INFO", "logging.py:96:log_dist", "[Rank 0] DeepSpeed Flops Profiler Enabled: False")
+            r.pylog(t0 + 3, "INFO", "logging.py:96:log_dist", "[Rank 0] Using client Optimizer as basic optimizer")
+            r.pylog(t0 + 3, "INFO", "logging.py:96:log_dist", "[Rank 0] DeepSpeed Basic Optimizer = FusedAdam")
+            r.pylog(t0 + 3, "INFO", "logging.py:96:log_dist", "[Rank 0] DeepSpeed Final Optimizer = FusedAdam")
+            r.pylog(t0 + 3, "INFO", "logging.py:96:log_dist", "[Rank 0] DeepSpeed using client LR scheduler")
+            r.pylog(t0 + 4, "INFO", "config.py:997:print", "DeepSpeedEngine configuration:")
+            for key, val in (("bfloat16_enabled", "True"), ("gradient_accumulation_steps", str(max(1, spec.global_batch // (spec.micro_batch * lay.dp)))),
+                             ("gradient_clipping", "1.0"), ("pipeline", "{'stages': 'auto', 'partition': 'best', 'seed_layers': False, 'activation_checkpoint_interval': 0, 'pipe_partitioned': True, 'grad_partitioned': True}"),
+                             ("steps_per_print", str(self.steps_per_print)), ("train_batch_size", str(spec.global_batch)),
+                             ("train_micro_batch_size_per_gpu", str(spec.micro_batch)), ("wall_clock_breakdown", "False"),
+                             ("zero_enabled", str(spec.settings["zero_stage"] > 0)), ("zero_optimization_stage", str(spec.settings["zero_stage"]))):
+                r.pylog(t0 + 4, "INFO", "config.py:1001:print", "  %s %s" % (key.ljust(30), val))
+        if spec.start_iter:
+            tag = "global_step%d" % spec.start_iter
+            if r.rank == 0:
+                r.pylog(t0 + 5, "INFO", "torch_checkpoint_engine.py:27:load", "[Torch] Loading checkpoint from %s/%s/mp_rank_00_model_states.pt..." % (spec.ckpt_dir, tag))
+                r.pylog(t0 + 9, "INFO", "torch_checkpoint_engine.py:29:load", "[Torch] Loaded checkpoint from %s/%s/mp_rank_00_model_states.pt." % (spec.ckpt_dir, tag))
+            r.pylog(t1 - 8 + 0.002 * r.rank, "INFO", "engine.py:3014:_get_all_zero_checkpoint_state_dicts", "successfully read %d ZeRO state_dicts for rank %d" % (lay.dp, r.rank))
+            r.pylog(t1 - 6 + 0.002 * r.rank, "INFO", "engine.py:2964:_load_zero_checkpoint", "loading %d zero partition checkpoints for rank %d" % (lay.dp, r.rank))
+            if r.rank == 0:
+                r.plain(t1 - 2, "  successfully loaded checkpoint from %s at iteration %d" % (spec.ckpt_dir, spec.start_iter))
+        elif r.rank == 0:
+            r.pylog(t0 + 5, "WARNING", "engine.py:2760:load_checkpoint", "Unable to find latest file at %s/latest, if trying to load latest checkpoint please ensure this file exists or pass an explicit checkpoint tag when loading a checkpoint." % spec.ckpt_dir)
+            r.plain(t0 + 5, "WARNING: could not find the metadata file %s " % spec.ckpt_dir)
+            r.plain(t0 + 5, "    will not load any checkpoints and will start from random")
+        if r.rank == 0:
+            r.plain(t1 - 1, "[after model, optimizer, and learning rate scheduler are built] datetime: %s " % r.clock.sec(t1 + r.skew))
+
+    def phase_data_loading(self, r: RankLog, rng: random.Random, t0: float, t1: float) -> None:
+        """megatron/data/gpt_dataset.py and indexed_dataset.py (the legacy dataset code) on rank 0."""
+        spec = self.spec
+        if r.rank != 0:
+            return
+        total = spec.train_iters * spec.global_batch
+        docs = total // 3 + 12345
+        r.plain(t0, "> building train, validation, and test datasets ...")
+        r.plain(t0, " > datasets target sizes (minimum size):")
+        r.plain(t0, "    train:      %d" % total)
+        r.plain(t0, "    validation: %d" % (total // spec.eval_interval * 10))
+        r.plain(t0, "    test:       %d" % (spec.global_batch * 10))
+        r.plain(t0 + 1, "> building train, validation, and test datasets for GPT ...")
+        r.plain(t0 + 1, "Single data path provided for train, valid & test")
+        r.plain(t0 + 1, " > building dataset index ...")
+        for what in ("reading sizes...", "reading pointers...", "reading document index...",
+                     "creating numpy buffer of mmap...", "creating memory view of numpy buffer..."):
+            r.plain(t0 + 1, "    " + what)
+        r.plain(t0 + 2, " > finished creating indexed dataset in %.6f seconds" % rng.uniform(0.01, 0.5))
+        r.plain(t0 + 2, "    number of documents: %d" % docs)
+        r.plain(t0 + 2, " > dataset split:")
+        bounds = (0, int(docs * 0.949), int(docs * 0.999), docs)
+        for name, a, b in zip(("train", "validation", "test"), bounds, bounds[1:]):
+            r.plain(t0 + 2, "    %s:" % name)
+            r.plain(t0 + 2, "     document indices in [%d, %d) total of %d documents" % (a, b, b - a))
+        digest = "%032x" % rng.getrandbits(128)
+        for split in ("train", "valid", "test"):
+            for idx in ("doc", "sample", "shuffle"):
+                r.plain(t0 + 3, " > loading %s-idx mapping from %s/index-cache/%s_%s_%s_idx.npy" % (idx, spec.data_path.rsplit("/", 1)[0], digest, split, idx))
+            r.plain(t0 + 3, "    loaded indexed file in %.3f seconds" % rng.uniform(0.001, 0.05))
+            r.plain(t0 + 3, "    total number of samples: %d" % (total + rng.randint(0, 99999)))
+            r.plain(t0 + 3, "    total number of epochs: 1")
+        r.plain(t1 - 2, "> finished creating GPT datasets ...")
+        r.plain(t1 - 1, "[after dataloaders are built] datetime: %s " % r.clock.sec(t1 + r.skew))
+        r.plain(t1 - 1, "done with setup ...")
+        r.plain(t1 - 0.5, "training ...")
+        r.plain(self.tl.t_train0 - 0.5, "[before the start of training step] datetime: %s " % r.clock.sec(self.tl.t_train0 + r.skew))
+
+    @property
+    def steps_per_print(self) -> int:
+        return self.spec.settings.get("steps_per_print", 10)
+
+    _ITER = (" iteration %8d/%8d | consumed samples: %12d | consumed tokens: %12d | elapsed time per iteration (ms): %.1f |"
+             " learning rate: %.3E | global batch size: %5d |%s loss scale: 1.0 | grad norm: %s | actual seqlen: %5d |"
+             " number of skipped iterations: %3d | number of nan iterations: %3d | samples per second: %.3f |"
+             " tokens per gpu per second (tgs): %.3f | TFLOPs: %.2f |")
+    _ITER_NAN_T = ("iteration <*>/<*> | consumed samples: <*> | consumed tokens: <*> | elapsed time per iteration (ms): <*> |"
+                   " learning rate: <*> | global batch size: <*> | loss scale: 1.0 | grad norm: nan | actual seqlen: <*> |"
+                   " number of skipped iterations: <*> | number of nan iterations: <*> | samples per second: <*> |"
+                   " tokens per gpu per second (tgs): <*> | TFLOPs: <*> |")
+    _STEP = "[Rank 0] step=%d, skipped=0, lr=[%.17g], mom=[(0.9, 0.95)]"
+
+    def iteration_lines(self, r: RankLog, rng: random.Random, first: int, last: int) -> None:
+        spec, tl = self.spec, self.tl
+        lay = spec.layout
+        k0 = first - int(tl.iters[0])
+        t_end, iter_s, lr, loss, gn = tl.t_end_list, tl.iter_s.tolist(), tl.lr.tolist(), tl.loss.tolist(), tl.grad_norm.tolist()
+        if r.rank == 0:
+            # the engine's own step line (deepspeed/runtime/engine.py _take_model_step: every
+            # ``steps_per_print`` steps, ``log_dist(..., ranks=[0])``)
+            P = self.steps_per_print
+            next_ev = self.flush(r, rng, t_end[k0])
+            for it in range(((first + P - 1) // P) * P, last + 1, P):
+                t = t_end[it - first + k0]
+                if t > next_ev:
+                    next_ev = self.flush(r, rng, t)
+                r.pylog(t - 0.05, "INFO", "logging.py:96:log_dist", self._STEP % (it, lr[it - first + k0]))
+        if not self.logs_iterations(r.rank):
+            return
+        L = spec.log_interval
+        out, pre, tsw, skew = r.out, r.pre, r.tsw, r.skew
+        gbs, total, seq = spec.global_batch, spec.train_iters, spec.seq_len
+        flops = 6.0 * self.ctx.n_params * gbs * seq / lay.world / 1e12
+        nan_from = tl.nan_from if tl.nan_from is not None else 1 << 62
+        timers = self._TIMERS if spec.settings.get("log_timers") else ()
+        all_ranks = spec.settings.get("timing_all_ranks")
+        next_ev = self.flush(r, rng, t_end[k0])
+        for it in range(((first + L - 1) // L) * L, last + 1, L):
+            k = it - first + k0
+            t = t_end[k]
+            if t > next_ev:
+                next_ev = self.flush(r, rng, t)
+            lo = max(k - L + 1, 0)
+            mean_s = sum(iter_s[lo:k + 1]) / (k + 1 - lo)
+            ms = mean_s * 1000.0
+            nan = it >= nan_from
+            # bf16: no skipped step, so no NaN iteration is counted; the NaN loss fails ``avg > 0.0``
+            lm = "" if nan else " lm loss: %.6E |" % loss[k]
+            line = self._ITER % (it, total, it * gbs, it * gbs * seq, ms, lr[k], gbs, lm, "nan" if nan else "%.3f" % gn[k], seq,
+                                 0, 0, gbs / mean_s, gbs * seq / mean_s / lay.world, flops / mean_s)
+            if nan:
+                r.mark(t, line.strip(), self._ITER_NAN_T, None)
+            out.append(pre + line if tsw is None else tsw(t + skew + 0.0004, False) + pre + line)
+            self.timer_lines(r, rng, it, t, ms, timers, all_ranks)
+
+    def save_lines(self, r: RankLog, rng: random.Random, it: int) -> None:
+        spec, tl, lay = self.spec, self.tl, self.spec.layout
+        t = tl.end_of(it) + 0.3
+        tag = "global_step%d" % it
+        if r.rank == 0:
+            r.plain(t, "saving checkpoint at iteration %7d to %s" % (it, spec.ckpt_dir))
+            r.pylog(t + 0.2, "INFO", "logging.py:96:log_dist", "[Rank 0] [Torch] Checkpoint %s is about to be saved!" % tag)
+        tp, dp, pp = lay.coords(r.rank)
+        if dp == 0:
+            name = "%s/%s/layer_%02d-model_%02d-model_states.pt" % (spec.ckpt_dir, tag, pp, tp) if lay.pp > 1 else \
+                "%s/%s/mp_rank_%02d_model_states.pt" % (spec.ckpt_dir, tag, tp)
+            r.pylog(t + 0.3, "INFO", "logging.py:96:log_dist" if r.rank == 0 else "torch_checkpoint_engine.py:21:save",
+                    ("[Rank 0] Saving model checkpoint: %s" if r.rank == 0 else "[Torch] Saving %s...") % name)
+        shard = "%s/%s/bf16_zero_pp_rank_%d_mp_rank_%02d_optim_states.pt" % (spec.ckpt_dir, tag, dp, tp)
+        t1 = t + tl.save_seconds * rng.uniform(0.5, 0.9)
+        r.pylog(t + 1, "INFO", "torch_checkpoint_engine.py:21:save", "[Torch] Saving %s..." % shard)
+        r.pylog(t1, "INFO", "torch_checkpoint_engine.py:23:save", "[Torch] Saved %s." % shard)
+        r.pylog(t1, "INFO", "engine.py:3536:_save_zero_checkpoint", "zero checkpoint saved %s" % shard)
+        r.pylog(t + tl.save_seconds - 0.4, "INFO", "torch_checkpoint_engine.py:33:commit", "[Torch] Checkpoint %s is ready now!" % tag)
+        if r.rank == 0:
+            t2 = t + tl.save_seconds - 0.2
+            r.plain(t2, "  successfully saved checkpoint at iteration %7d to %s" % (it, spec.ckpt_dir))
+            r.plain(t2, "(min, max) time across ranks (ms):")
+            r.plain(t2, "    save-checkpoint ................................: (%.2f, %.2f)" % (tl.save_seconds * 990, tl.save_seconds * 1000))
 
 
 class DeepSpeed(Framework):
@@ -759,4 +996,5 @@ class HFTrainer(Framework):
         super().shutdown(r, rng)
 
 
-FRAMEWORKS = {"megatron": Megatron, "deepspeed": DeepSpeed, "hf_trainer": HFTrainer, "mindspeed": MindSpeed}
+FRAMEWORKS = {"megatron": Megatron, "deepspeed": DeepSpeed, "hf_trainer": HFTrainer, "mindspeed": MindSpeed,
+              "megatron_deepspeed": MegatronDeepSpeed}

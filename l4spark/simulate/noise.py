@@ -169,11 +169,11 @@ def _driver_shutdown(r: RankLog, rng: random.Random, t: float) -> None:
 
 NOISE: dict[str, NoiseItem] = {
     "pip_resolver_error": NoiseItem("preamble", "local0", (), _pip_resolver),
-    "wheel_build_error": NoiseItem("preamble", "local0", ("megatron", "deepspeed", "hf_trainer"), _wheel_error),
+    "wheel_build_error": NoiseItem("preamble", "local0", ("megatron", "deepspeed", "hf_trainer", "megatron_deepspeed"), _wheel_error),
     "apt_utils": NoiseItem("preamble", "local0", (), _apt),
-    "ds_op_builder": NoiseItem("init", "all", ("deepspeed",), _ds_op_builder),
-    "future_allgather": NoiseItem("init", "all", ("megatron", "deepspeed", "hf_trainer"), _future_allgather),
-    "barrier_device": NoiseItem("init", "all", ("megatron", "deepspeed", "hf_trainer"), _barrier_device),
+    "ds_op_builder": NoiseItem("init", "all", ("deepspeed", "megatron_deepspeed"), _ds_op_builder),
+    "future_allgather": NoiseItem("init", "all", ("megatron", "deepspeed", "hf_trainer", "megatron_deepspeed"), _future_allgather),
+    "barrier_device": NoiseItem("init", "all", ("megatron", "deepspeed", "hf_trainer", "megatron_deepspeed"), _barrier_device),
     "socket_retry": NoiseItem("init", "all", (), _socket_retry, "rate"),
     "ascend_double_dtype": NoiseItem("init", "all", ("mindspeed",), _ascend_owner),
     "dataloader_workers": NoiseItem("data_loading", "all", (), _dataloader_workers),
@@ -183,14 +183,14 @@ NOISE: dict[str, NoiseItem] = {
     "te_window": NoiseItem("model_loading", "all", ("megatron",), _te_warning),
     "use_reentrant": NoiseItem("model_loading", "all", ("hf_trainer", "deepspeed"), _use_reentrant),
     "grad_strides": NoiseItem("model_loading", "all", ("hf_trainer",), _grad_strides),
-    "gid_change": NoiseItem("training", "all", ("megatron", "deepspeed", "hf_trainer"), _gid_change, "rate"),
+    "gid_change": NoiseItem("training", "all", ("megatron", "deepspeed", "hf_trainer", "megatron_deepspeed"), _gid_change, "rate"),
     "kernel_perf": NoiseItem("training", "local0", (), _kernel_perf, "rate"),
     "kernel_mce": NoiseItem("training", "local0", (), _kernel_mce, "rate"),
     "upload_retry": NoiseItem("training", "rank0", (), _upload_retry, "rate"),
     "bad_sample": NoiseItem("training", "all", (), _bad_sample, "rate"),
     "wandb_retry": NoiseItem("training", "rank0", (), _wandb, "rate"),
     "zero3_flush": NoiseItem("training", "all", ("deepspeed",), _zero3_flush, "rate"),
-    "driver_shutdown": NoiseItem("end", "all", ("megatron", "deepspeed", "hf_trainer"), _driver_shutdown),
+    "driver_shutdown": NoiseItem("end", "all", ("megatron", "deepspeed", "hf_trainer", "megatron_deepspeed"), _driver_shutdown),
 }
 
 # (probability a group has the item, low, high): "once" items draw a per-process probability,

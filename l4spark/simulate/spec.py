@@ -24,7 +24,7 @@ class JobSpec:
     job_id: str
     group_id: str
     status: str  # "succeeded" | "failed"
-    framework: str  # megatron | deepspeed | hf_trainer | mindspeed
+    framework: str  # megatron | deepspeed | hf_trainer | mindspeed | megatron_deepspeed
     framework_version: str
     model: str
     cluster: Cluster
@@ -134,6 +134,6 @@ class Timeline:
 
 def phase_order(framework: str) -> tuple[str, ...]:
     """Megatron-style frameworks build the model (and load the checkpoint) before the data."""
-    if framework in ("megatron", "mindspeed"):
+    if framework in ("megatron", "mindspeed", "megatron_deepspeed"):
         return ("init", "model_loading", "data_loading")
     return ("init", "data_loading", "model_loading")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 _PY = "/usr/local/lib/python3.10/dist-packages"
 _MEG = "/workspace/Megatron-LM"
+_MDS = "/workspace/Megatron-DeepSpeed"
 
 _STACKS: dict[tuple[str, str], list[tuple[str, int, str, str]]] = {
     ("megatron", "init"): [
@@ -42,6 +43,46 @@ _STACKS: dict[tuple[str, str], list[tuple[str, int, str, str]]] = {
         (f"{_MEG}/megatron/training/training.py", 1003, "save_checkpoint_and_time", "save_checkpoint(iteration, model, optimizer, opt_param_scheduler,"),
         (f"{_MEG}/megatron/training/checkpointing.py", 409, "save_checkpoint", "async_save_request = dist_checkpointing.save(state_dict, checkpoint_name, save_strategy,"),
         (f"{_PY}/torch/distributed/checkpoint/filesystem.py", 306, "_write_files_from_queue", "_write_item(stream, data, write_item, storage_key)"),
+    ],
+    # Megatron-DeepSpeed (microsoft/Megatron-DeepSpeed at f4157bea: pretrain_gpt.py, megatron/training.py,
+    # megatron/initialize.py, megatron/checkpointing.py, megatron/data/indexed_dataset.py) over DeepSpeed's engine
+    ("megatron_deepspeed", "init"): [
+        (f"{_MDS}/pretrain_gpt.py", 360, "<module>", "pretrain(train_valid_test_datasets_provider,"),
+        (f"{_MDS}/megatron/training.py", 129, "pretrain", "initialize_megatron(extra_args_provider=extra_args_provider,"),
+        (f"{_MDS}/megatron/initialize.py", 89, "initialize_megatron", "finish_mpu_init()"),
+        (f"{_MDS}/megatron/initialize.py", 69, "finish_mpu_init", "_initialize_distributed()"),
+        (f"{_MDS}/megatron/initialize.py", 233, "_initialize_distributed", "deepspeed.init_distributed()"),
+        (f"{_PY}/deepspeed/comm/comm.py", 670, "init_distributed", "cdb = TorchBackend(dist_backend, timeout, init_method, rank, world_size)"),
+    ],
+    ("megatron_deepspeed", "model_loading"): [
+        (f"{_MDS}/pretrain_gpt.py", 360, "<module>", "pretrain(train_valid_test_datasets_provider,"),
+        (f"{_MDS}/megatron/training.py", 172, "pretrain", "model, optimizer, opt_param_scheduler = setup_model_and_optimizer("),
+        (f"{_MDS}/megatron/training.py", 640, "setup_model_and_optimizer", "args.iteration = load_checkpoint(model, optimizer, opt_param_scheduler)"),
+        (f"{_MDS}/megatron/checkpointing.py", 548, "load_checkpoint", "loaded_dir, state_dict = model[0].load_checkpoint(load_dir,"),
+        (f"{_PY}/deepspeed/runtime/engine.py", 2804, "load_checkpoint", "load_path, client_states = self._load_checkpoint(load_dir,"),
+        (f"{_PY}/deepspeed/runtime/checkpoint_engine/torch_checkpoint_engine.py", 28, "load", "partition = torch.load(path, map_location=map_location)"),
+    ],
+    ("megatron_deepspeed", "data_loading"): [
+        (f"{_MDS}/pretrain_gpt.py", 360, "<module>", "pretrain(train_valid_test_datasets_provider,"),
+        (f"{_MDS}/megatron/training.py", 196, "pretrain", "= build_train_valid_test_data_iterators("),
+        (f"{_MDS}/megatron/data/indexed_dataset.py", 507, "__init__", "self._bin_buffer_mmap = np.memmap(data_file_path(self._path), mode='r', order='C')"),
+    ],
+    ("megatron_deepspeed", "training"): [
+        (f"{_MDS}/pretrain_gpt.py", 360, "<module>", "pretrain(train_valid_test_datasets_provider,"),
+        (f"{_MDS}/megatron/training.py", 235, "pretrain", "iteration = train(forward_step_func,"),
+        (f"{_MDS}/megatron/training.py", 1269, "train", "train_step(forward_step_func,"),
+        (f"{_MDS}/megatron/training.py", 677, "train_step", "loss = model[0].train_batch(data_iter=data_iterator)"),
+        (f"{_PY}/deepspeed/runtime/pipe/engine.py", 388, "train_batch", "self._exec_schedule(sched)"),
+        (f"{_PY}/deepspeed/runtime/pipe/engine.py", 1422, "_exec_schedule", "self._exec_instr(**cmd.kwargs)"),
+    ],
+    ("megatron_deepspeed", "checkpoint_saving"): [
+        (f"{_MDS}/pretrain_gpt.py", 360, "<module>", "pretrain(train_valid_test_datasets_provider,"),
+        (f"{_MDS}/megatron/training.py", 235, "pretrain", "iteration = train(forward_step_func,"),
+        (f"{_MDS}/megatron/training.py", 1338, "train", "save_checkpoint_and_time(iteration, model, optimizer,"),
+        (f"{_MDS}/megatron/training.py", 1203, "save_checkpoint_and_time", "save_checkpoint(iteration, model, optimizer, opt_param_scheduler)"),
+        (f"{_MDS}/megatron/checkpointing.py", 303, "save_checkpoint", "model[0].save_checkpoint(checkpoint_name, client_state=state_dict)"),
+        (f"{_PY}/deepspeed/runtime/engine.py", 3149, "save_checkpoint", "self._save_zero_checkpoint(save_dir, tag)"),
+        (f"{_PY}/deepspeed/runtime/checkpoint_engine/torch_checkpoint_engine.py", 22, "save", "torch.save(state_dict, path)"),
     ],
     ("deepspeed", "init"): [
         ("/workspace/train.py", 388, "<module>", "main()"),
