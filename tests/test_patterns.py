@@ -191,6 +191,18 @@ NEW_FAULTS = [
     ("loss-nan",  # deepspeed/runtime/fp16/loss_scaler.py
      "Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.",
      ("[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768",)),
+    ("loss-nan",  # bigscience-workshop/Megatron-DeepSpeed#396: bf16, the NaN loss left out, no NaN iteration counted
+     " iteration     5426/  250000 | consumed samples:        43408 | consumed tokens:     88899584 | elapsed time per "
+     "iteration (ms): 4247.9 | learning rate: 2.999E-04 | global batch size:     8 | loss scale: 1.0 | grad norm: nan "
+     "| actual seqlen:  2048 | number of skipped iterations:   0 | number of nan iterations:   0 | samples per "
+     "second: 1.883 | TFLOPs: 78.36 |",
+     (" iteration     5425/  250000 | consumed samples:        43400 | consumed tokens:     88883200 | elapsed time "
+      "per iteration (ms): 4251.2 | learning rate: 2.999E-04 | global batch size:     8 | lm loss: 2.130412E+00 | "
+      "loss scale: 1.0 | grad norm: 0.412 | actual seqlen:  2048 | number of skipped iterations:   0 | number of nan "
+      "iterations:   0 | samples per second: 1.882 | TFLOPs: 78.31 |",)),
+    ("loss-nan",  # hiyouga/LlamaFactory#7263: HF Trainer's logged dict
+     "{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 9.99e-05, 'epoch': 0.41}",
+     ("{'loss': 1.2113, 'grad_norm': 0.8571, 'learning_rate': 9.99e-05, 'epoch': 0.40}",)),
     ("rdma-qp-setup-failure",  # NCCL misc/ibvwrap.cc, as quoted in an NCCL FAQ (GID/RoCE mismatch)
      "misc/ibvwrap.cc:284 NCCL WARN Call to ibv_modify_qp failed with error Invalid argument",
      ("include/socket.h:403 NCCL WARN Connect to 10.0.0.2<43391> failed: Connection refused",)),

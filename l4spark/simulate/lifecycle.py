@@ -555,6 +555,10 @@ class MegatronDeepSpeed(Megatron):
       ... | consumed tokens: ... | elapsed time per iteration (ms): ... | learning rate: %.3E | ...
       | actual seqlen: ... | samples per second: ... | tokens per gpu per second (tgs): ... |
       TFLOPs: ... |``), and a loss that is not > 0 (NaN) is left out of it (``if avg > 0.0``);
+      ``grad norm`` is there only under DeepSpeed's pipeline engine (``train_step``:
+      ``get_global_grad_norm()``; without it ``grad_norm = None``), so a NaN shows as ``grad
+      norm: nan`` and no loss (bigscience-workshop/Megatron-DeepSpeed#396) or as no loss alone
+      (deepspeedai/Megatron-DeepSpeed#434), ``number of nan iterations`` staying 0 in both;
     - the DeepSpeed engine logs its own ``[Rank 0] step=N, skipped=..`` line every
       ``steps_per_print`` steps, on rank 0, dated by DeepSpeed's logger;
     - checkpoints are the engine's (``global_stepN/mp_rank_00_model_states.pt``, ZeRO shards per
@@ -685,11 +689,11 @@ class MegatronDeepSpeed(Megatron):
         return self.spec.settings.get("steps_per_print", 10)
 
     _ITER = (" iteration %8d/%8d | consumed samples: %12d | consumed tokens: %12d | elapsed time per iteration (ms): %.1f |"
-             " learning rate: %.3E | global batch size: %5d |%s loss scale: 1.0 | grad norm: %s | actual seqlen: %5d |"
+             " learning rate: %.3E | global batch size: %5d |%s loss scale: 1.0 |%s actual seqlen: %5d |"
              " number of skipped iterations: %3d | number of nan iterations: %3d | samples per second: %.3f |"
              " tokens per gpu per second (tgs): %.3f | TFLOPs: %.2f |")
     _ITER_NAN_T = ("iteration <*>/<*> | consumed samples: <*> | consumed tokens: <*> | elapsed time per iteration (ms): <*> |"
-                   " learning rate: <*> | global batch size: <*> | loss scale: 1.0 | grad norm: nan | actual seqlen: <*> |"
+                   " learning rate: <*> | global batch size: <*> | loss scale: 1.0 |%s actual seqlen: <*> |"
                    " number of skipped iterations: <*> | number of nan iterations: <*> | samples per second: <*> |"
                    " tokens per gpu per second (tgs): <*> | TFLOPs: <*> |")
     _STEP = "[Rank 0] step=%d, skipped=0, lr=[%.17g], mom=[(0.9, 0.95)]"
@@ -718,6 +722,7 @@ class MegatronDeepSpeed(Megatron):
         nan_from = tl.nan_from if tl.nan_from is not None else 1 << 62
         timers = self._TIMERS if spec.settings.get("log_timers") else ()
         all_ranks = spec.settings.get("timing_all_ranks")
+        pipeline = lay.pp > 1  # DeepSpeed's pipeline engine (its examples pass --no-pipeline-parallel at 1 stage)
         next_ev = self.flush(r, rng, t_end[k0])
         for it in range(((first + L - 1) // L) * L, last + 1, L):
             k = it - first + k0
@@ -730,10 +735,11 @@ class MegatronDeepSpeed(Megatron):
             nan = it >= nan_from
             # bf16: no skipped step, so no NaN iteration is counted; the NaN loss fails ``avg > 0.0``
             lm = "" if nan else " lm loss: %.6E |" % loss[k]
-            line = self._ITER % (it, total, it * gbs, it * gbs * seq, ms, lr[k], gbs, lm, "nan" if nan else "%.3f" % gn[k], seq,
+            norm = (" grad norm: nan |" if nan else " grad norm: %.3f |" % gn[k]) if pipeline else ""
+            line = self._ITER % (it, total, it * gbs, it * gbs * seq, ms, lr[k], gbs, lm, norm, seq,
                                  0, 0, gbs / mean_s, gbs * seq / mean_s / lay.world, flops / mean_s)
             if nan:
-                r.mark(t, line.strip(), self._ITER_NAN_T, None)
+                r.mark(t, line.strip(), self._ITER_NAN_T % (" grad norm: nan |" if pipeline else ""), None)
             out.append(pre + line if tsw is None else tsw(t + skew + 0.0004, False) + pre + line)
             self.timer_lines(r, rng, it, t, ms, timers, all_ranks)
 

@@ -129,8 +129,7 @@ def unit_signals(counts: pd.DataFrame, activity: pd.DataFrame, config: SpatialCo
     named = peer_mentions(mentions, activity, offsets, onsets.min(), config.mention_window_s, ordered_by,
                           list(reactions), config.store_client_not_blame, config.global_small_ranks,
                           config.group_ranks_by_communicator, config.roll_calls_not_blame,
-                          config.first_name_whole,
-                          config.group_ranks_by_communicator and config.several_communicators_are_groups)
+                          config.first_name_whole, config.several_communicators_are_groups)
     # far fewer lines alone is weaker than stopping early: the node of rank 0 or of the last
     # pipeline stage logs more than the rest by role
     only_truncated = silent["truncated"] & silent["silent"] & (silent["missing_files"] == 0) & ~(
