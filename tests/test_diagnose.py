@@ -1292,6 +1292,40 @@ def test_a_communication_librarys_failed_call_and_its_code_is_not_failure_boiler
         load_config(overrides={"diagnosis.failed_call_patterns": ["(a+)+$"]})
 
 
+def test_a_peers_report_that_the_failure_reached_it_is_not_failure_boilerplate():
+    """Every multi-node failure prints its peers' reports, so in a fleet of one framework family
+    (fresh 36113: Megatron-DeepSpeed only) generic_share made them boilerplate; the same lines in a
+    mixed fleet were not. Real texts: PyTorch's NCCL watchdog on ncclRemoteError (torch 2.1), NCCL's
+    socket (NVIDIA/nccl#1232) and HCCL's heartbeat report (mindspore-ai/docs cann_error_cases.md)."""
+    remote = ("[Rank 12] NCCL watchdog thread terminated with exception: NCCL error: remote process exited or "
+              "there was a network error, NCCL version 2.18.6")
+    evidence = pd.DataFrame([
+        _late_error("remote", remote),
+        _late_error("socket", "socketProgress: Connection closed by remote peer dgx-b08-n1<58745>", severity=2),
+        _late_error("heartbeat", "serverId[192.168.1.15], deviceId[3], Heartbeat Lost Occurred, Possible Reason: "
+                                 "1. Process has exited, 2. Network Disconnected"),
+        # the launcher's summary of its own workers says nothing of a peer: still boilerplate
+        _late_error("summary", "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: "),
+    ])
+    timing = pd.DataFrame([{"job_id": "j", "start_t": 0.0, "last_progress_t": 95.0}])
+    empty = pd.DataFrame(columns=["job_id", "event_id", "score"])
+    hits = pd.DataFrame(columns=["job_id", "event_id", "confidence"])
+    shares = pd.DataFrame({"event_id": ["remote", "socket", "heartbeat", "summary"], "n_failed": [30] * 4})
+    shares.attrs["n_failed_jobs"] = 30
+    patterns = load_config().spatial.remote_patterns
+
+    def generic(conf: DiagnosisConfig) -> dict:
+        scored = score_events(evidence, timing, empty, empty, hits, shares, conf, peer_failure_patterns=patterns)
+        return {r.event_id: bool(r.generic) for r in scored.itertuples()}
+
+    assert generic(DiagnosisConfig()) == {"remote": False, "socket": False, "heartbeat": False, "summary": True}
+    # switched off, or without the patterns: boilerplate wherever generic_share says so (session 49)
+    off = load_config(overrides={"diagnosis.peer_failure_lines": False}).diagnosis
+    assert all(generic(off).values())
+    scored = score_events(evidence, timing, empty, empty, hits, shares, DiagnosisConfig())
+    assert scored["generic"].all()
+
+
 # HF Trainer's log dict (trainer.py, Trainer.log), as printed by every HF job, and the same dict
 # when the loss diverged: one template, the values tell
 HF_DICT = "{'loss': 1.8421, 'grad_norm': 0.4121, 'learning_rate': 2.9e-05, 'epoch': 0.41}"

@@ -460,7 +460,8 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     hits = pattern_hit_rows(matches)
     # 5. assembly
     shares = failed_event_shares(spark, config, job_ids)
-    scored = score_events(evidence, timing, spatial, temporal, hits, shares, conf, nodes=nodes)
+    scored = score_events(evidence, timing, spatial, temporal, hits, shares, conf, nodes=nodes,
+                          peer_failure_patterns=config.spatial.remote_patterns)
     if keep_ranking_inputs:
         kept |= score_inputs(evidence, timing, spatial, temporal, hits, shares)
     matches = rank_matches(matches, scored, nodes if conf.locate_matches else None, conf.matches_by_shown_time)

@@ -27,20 +27,22 @@ from l4spark.spatial.score import order_units, suspect_flags, unit_key
 SCORE_SETTINGS = ("onset_margin_s", "setup_onset_margin_s", "exception_lines", "exception_line_patterns",
                   "cross_job_reasons", "suspect_exit_lines", "failed_call_lines", "failed_call_patterns",
                   "nonfinite_lines", "generic_min_jobs", "generic_share", "consequence_patterns", "weights",
-                  "min_score", "max_events", "bounded_lines_not_late")
+                  "min_score", "max_events", "bounded_lines_not_late", "peer_failure_lines")
 
 SEVERITY = {"FATAL": 4, "CRITICAL": 4, "ERROR": 3, "WARN": 2, "WARNING": 2, "INFO": 1, "DEBUG": 0}
 
 
 def score_events(evidence: pd.DataFrame, timing: pd.DataFrame, spatial: pd.DataFrame, temporal: pd.DataFrame,
                  pattern_hits: pd.DataFrame, shares: pd.DataFrame, conf: DiagnosisConfig,
-                 nodes: pd.DataFrame | None = None) -> pd.DataFrame:
+                 nodes: pd.DataFrame | None = None, peer_failure_patterns: tuple = ()) -> pd.DataFrame:
     """Evidence, score and rank of every candidate event.
 
     Inputs (pandas): ``evidence`` (``event_evidence`` columns plus history; ``exit_nodes`` may be
     absent or null: no exit line), ``timing`` (``job_timing``), ``spatial`` / ``temporal``
     (job_id, event_id, score), ``pattern_hits`` (job_id, event_id, confidence), ``shares``
-    (``failed_event_shares``), ``nodes`` (the node ranking: job_id, node, rank; None: no ranking).
+    (``failed_event_shares``), ``nodes`` (the node ranking: job_id, node, rank; None: no ranking),
+    ``peer_failure_patterns`` (``SpatialConfig.remote_patterns``: a line saying a peer failed; read
+    with ``DiagnosisConfig.peer_failure_lines``).
     Output: the evidence columns plus late, error, generic, suspect_exit, frame, consequence,
     cross_job, spatial, temporal, pattern (booleans), sources (list), score, flagged, rank (1 =
     most indicative among the flagged; null otherwise).
@@ -88,8 +90,11 @@ def score_events(evidence: pd.DataFrame, timing: pd.DataFrame, spatial: pd.DataF
     # log dict, the values are this failure's (DiagnosisConfig.nonfinite_lines)
     nonfinite = (frame["nonfinite"].fillna(False).astype(bool) if conf.nonfinite_lines and "nonfinite" in frame.columns
                  else pd.Series(False, index=frame.index))
+    # nor is a peer's report that the failure reached it (DiagnosisConfig.peer_failure_lines)
+    peer_failure = (_matches_any(frame["sample"], peer_failure_patterns) if conf.peer_failure_lines
+                    else pd.Series(False, index=frame.index))
     frame["generic"] = ((n_failed_jobs >= conf.generic_min_jobs) & (other_share >= conf.generic_share)
-                        & ~frame["pattern"] & ~frame["suspect_exit"] & ~failed_call & ~nonfinite)
+                        & ~frame["pattern"] & ~frame["suspect_exit"] & ~failed_call & ~nonfinite & ~peer_failure)
     # stack frames, and lines without a letter (blank lines, ==== / ---- separators): structure, not content
     no_words = ~frame["sample"].fillna("").astype(str).str.contains(r"[^\W\d_]", regex=True)
     frame["frame"] = ((frame["frame_share"].fillna(0) >= 0.5) | no_words) & ~frame["pattern"]
@@ -123,7 +128,8 @@ def _suspect_exit(frame: pd.DataFrame, nodes: pd.DataFrame | None) -> pd.Series:
 def _matches_any(texts: pd.Series, patterns: Sequence[str]) -> pd.Series:
     if not patterns or texts.empty:
         return pd.Series(False, index=texts.index)
-    regex = re.compile("|".join(f"(?:{p})" for p in patterns))
+    # a pattern's leading (?i) scoped to it: Python refuses global flags inside an alternation
+    regex = re.compile("|".join(f"(?i:{p[4:]})" if p.startswith("(?i)") else f"(?:{p})" for p in patterns))
     return texts.fillna("").astype(str).map(lambda text: regex.search(text) is not None).astype(bool)
 
 

@@ -60,7 +60,7 @@ def score_again(inputs: dict[str, pd.DataFrame], config) -> pd.DataFrame:
 
     return score_events(inputs["score_evidence"], inputs["score_timing"], inputs["score_spatial"],
                         inputs["score_temporal"], inputs["score_hits"], kept_shares(inputs["score_shares"]),
-                        config.diagnosis, nodes=inputs["nodes"])
+                        config.diagnosis, nodes=inputs["nodes"], peer_failure_patterns=config.spatial.remote_patterns)
 
 
 def event_outcomes(scored: pd.DataFrame, indicating: pd.DataFrame, per_job: pd.DataFrame) -> pd.DataFrame:
