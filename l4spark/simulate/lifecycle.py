@@ -321,13 +321,20 @@ class Megatron(Framework):
             r.plain(t1 - 0.5, "time to initialize megatron (seconds): %.3f" % (t1 - self.tl.t_launch))
             r.plain(t1 - 0.5, "[after megatron is initialized] datetime: %s " % r.clock.sec(t1 + r.skew))
 
-    def phase_model_loading(self, r: RankLog, rng: random.Random, t0: float, t1: float) -> None:
-        spec, lay = self.spec, self.spec.layout
+    def model_build_lines(self, r: RankLog, t0: float) -> tuple[int, int, int]:
+        """``building GPT model ...`` on rank 0, each model-parallel rank's parameter count on
+        data-parallel rank 0; returns the rank's (tp, dp, pp) coordinates."""
+        lay = self.spec.layout
         tp, dp, pp = lay.coords(r.rank)
         if r.rank == 0:
             r.plain(t0, "building GPT model ...")
         if dp == 0:
             r.plain(t0 + 1 + 0.01 * r.rank, " > number of parameters on (tensor, pipeline) model parallel rank (%d, %d): %d" % (tp, pp, self.ctx.n_params // (lay.tp * lay.pp) + 1024 * (pp == lay.pp - 1)))
+        return tp, dp, pp
+
+    def phase_model_loading(self, r: RankLog, rng: random.Random, t0: float, t1: float) -> None:
+        spec, lay = self.spec, self.spec.layout
+        tp, dp, pp = self.model_build_lines(r, t0)
         if r.rank == 0:
             r.basic(t0 + 2, "INFO", "megatron.core.distributed.distributed_data_parallel",
                     "Setting up DistributedDataParallel with config DistributedDataParallelConfig(grad_reduce_in_fp32=True, overlap_grad_reduce=True, overlap_param_gather=False, align_param_gather=False, use_distributed_optimizer=True, check_for_nan_in_grad=True, bucket_size=40000000, average_in_collective=False, fp8_param_gather=False)")
@@ -609,11 +616,7 @@ class MegatronDeepSpeed(Megatron):
 
     def phase_model_loading(self, r: RankLog, rng: random.Random, t0: float, t1: float) -> None:
         spec, lay = self.spec, self.spec.layout
-        tp, dp, pp = lay.coords(r.rank)
-        if r.rank == 0:
-            r.plain(t0, "building GPT model ...")
-        if dp == 0:
-            r.plain(t0 + 1 + 0.01 * r.rank, " > number of parameters on (tensor, pipeline) model parallel rank (%d, %d): %d" % (tp, pp, self.ctx.n_params // (lay.tp * lay.pp) + 1024 * (pp == lay.pp - 1)))
+        self.model_build_lines(r, t0)
         if r.rank == 0:
             r.plain(t0 + 2, "> learning rate decay style: cosine")
             r.plain(t0 + 2, "DeepSpeed is enabled.")
