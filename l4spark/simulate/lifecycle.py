@@ -59,6 +59,40 @@ def rank_rng(spec: JobSpec, rank: int, salt: int = 0) -> random.Random:
     return random.Random(spec.seed * 1_000_003 + rank * 7919 + salt)
 
 
+def engine_config_lines(r: RankLog, t: float, items) -> None:
+    """DeepSpeed's ``DeepSpeedEngine configuration:`` block (runtime/config.py ``print``): one
+    ``  key .... value`` line per (key, value), a value's further lines as they are."""
+    r.pylog(t, "INFO", "config.py:997:print", "DeepSpeedEngine configuration:")
+    for key, val in items:
+        lines = val.split("\n")
+        r.pylog(t, "INFO", "config.py:1001:print", "  %s %s" % (key.ljust(30), lines[0]))
+        for extra in lines[1:]:
+            r.plain(t, extra)
+
+
+def engine_load_lines(r: RankLog, spec: JobSpec, loading: float, loaded: float, t1: float, parts: int) -> None:
+    """DeepSpeed's ``engine.load_checkpoint`` of step ``spec.start_iter``: rank 0 reads the model
+    states (``loading`` to ``loaded``), every rank its ``parts`` ZeRO partitions before ``t1``; on
+    a fresh start (no step) rank 0's warning that no ``latest`` file exists, at ``loading``."""
+    if spec.start_iter:
+        tag = "global_step%d" % spec.start_iter
+        if r.rank == 0:
+            r.pylog(loading, "INFO", "torch_checkpoint_engine.py:27:load", "[Torch] Loading checkpoint from %s/%s/mp_rank_00_model_states.pt..." % (spec.ckpt_dir, tag))
+            r.pylog(loaded, "INFO", "torch_checkpoint_engine.py:29:load", "[Torch] Loaded checkpoint from %s/%s/mp_rank_00_model_states.pt." % (spec.ckpt_dir, tag))
+        r.pylog(t1 - 8 + 0.002 * r.rank, "INFO", "engine.py:3014:_get_all_zero_checkpoint_state_dicts", "successfully read %d ZeRO state_dicts for rank %d" % (parts, r.rank))
+        r.pylog(t1 - 6 + 0.002 * r.rank, "INFO", "engine.py:2964:_load_zero_checkpoint", "loading %d zero partition checkpoints for rank %d" % (parts, r.rank))
+    elif r.rank == 0:
+        r.pylog(loading, "WARNING", "engine.py:2760:load_checkpoint", "Unable to find latest file at %s/latest, if trying to load latest checkpoint please ensure this file exists or pass an explicit checkpoint tag when loading a checkpoint." % spec.ckpt_dir)
+
+
+def zero_shard_save_lines(r: RankLog, saving: float, saved: float, ready: float, shard: str, tag: str) -> None:
+    """A rank's ZeRO shard written by DeepSpeed's torch checkpoint engine, and the tag committed."""
+    r.pylog(saving, "INFO", "torch_checkpoint_engine.py:21:save", "[Torch] Saving %s..." % shard)
+    r.pylog(saved, "INFO", "torch_checkpoint_engine.py:23:save", "[Torch] Saved %s." % shard)
+    r.pylog(saved, "INFO", "engine.py:3536:_save_zero_checkpoint", "zero checkpoint saved %s" % shard)
+    r.pylog(ready, "INFO", "torch_checkpoint_engine.py:33:commit", "[Torch] Checkpoint %s is ready now!" % tag)
+
+
 class Framework:
     """Lines common to the CUDA frameworks; subclasses add their own phases."""
 
@@ -626,24 +660,15 @@ class MegatronDeepSpeed(Megatron):
             r.pylog(t0 + 3, "INFO", "logging.py:96:log_dist", "[Rank 0] DeepSpeed Basic Optimizer = FusedAdam")
             r.pylog(t0 + 3, "INFO", "logging.py:96:log_dist", "[Rank 0] DeepSpeed Final Optimizer = FusedAdam")
             r.pylog(t0 + 3, "INFO", "logging.py:96:log_dist", "[Rank 0] DeepSpeed using client LR scheduler")
-            r.pylog(t0 + 4, "INFO", "config.py:997:print", "DeepSpeedEngine configuration:")
-            for key, val in (("bfloat16_enabled", "True"), ("gradient_accumulation_steps", str(max(1, spec.global_batch // (spec.micro_batch * lay.dp)))),
+            engine_config_lines(r, t0 + 4, (("bfloat16_enabled", "True"), ("gradient_accumulation_steps", str(max(1, spec.global_batch // (spec.micro_batch * lay.dp)))),
                              ("gradient_clipping", "1.0"), ("pipeline", "{'stages': 'auto', 'partition': 'best', 'seed_layers': False, 'activation_checkpoint_interval': 0, 'pipe_partitioned': True, 'grad_partitioned': True}"),
                              ("steps_per_print", str(self.steps_per_print)), ("train_batch_size", str(spec.global_batch)),
                              ("train_micro_batch_size_per_gpu", str(spec.micro_batch)), ("wall_clock_breakdown", "False"),
-                             ("zero_enabled", str(spec.settings["zero_stage"] > 0)), ("zero_optimization_stage", str(spec.settings["zero_stage"]))):
-                r.pylog(t0 + 4, "INFO", "config.py:1001:print", "  %s %s" % (key.ljust(30), val))
-        if spec.start_iter:
-            tag = "global_step%d" % spec.start_iter
-            if r.rank == 0:
-                r.pylog(t0 + 5, "INFO", "torch_checkpoint_engine.py:27:load", "[Torch] Loading checkpoint from %s/%s/mp_rank_00_model_states.pt..." % (spec.ckpt_dir, tag))
-                r.pylog(t0 + 9, "INFO", "torch_checkpoint_engine.py:29:load", "[Torch] Loaded checkpoint from %s/%s/mp_rank_00_model_states.pt." % (spec.ckpt_dir, tag))
-            r.pylog(t1 - 8 + 0.002 * r.rank, "INFO", "engine.py:3014:_get_all_zero_checkpoint_state_dicts", "successfully read %d ZeRO state_dicts for rank %d" % (lay.dp, r.rank))
-            r.pylog(t1 - 6 + 0.002 * r.rank, "INFO", "engine.py:2964:_load_zero_checkpoint", "loading %d zero partition checkpoints for rank %d" % (lay.dp, r.rank))
-            if r.rank == 0:
-                r.plain(t1 - 2, "  successfully loaded checkpoint from %s at iteration %d" % (spec.ckpt_dir, spec.start_iter))
+                             ("zero_enabled", str(spec.settings["zero_stage"] > 0)), ("zero_optimization_stage", str(spec.settings["zero_stage"]))))
+        engine_load_lines(r, spec, t0 + 5, t0 + 9, t1, lay.dp)
+        if spec.start_iter and r.rank == 0:
+            r.plain(t1 - 2, "  successfully loaded checkpoint from %s at iteration %d" % (spec.ckpt_dir, spec.start_iter))
         elif r.rank == 0:
-            r.pylog(t0 + 5, "WARNING", "engine.py:2760:load_checkpoint", "Unable to find latest file at %s/latest, if trying to load latest checkpoint please ensure this file exists or pass an explicit checkpoint tag when loading a checkpoint." % spec.ckpt_dir)
             r.plain(t0 + 5, "WARNING: could not find the metadata file %s " % spec.ckpt_dir)
             r.plain(t0 + 5, "    will not load any checkpoints and will start from random")
         if r.rank == 0:
@@ -706,19 +731,13 @@ class MegatronDeepSpeed(Megatron):
         lay = spec.layout
         k0 = first - int(tl.iters[0])
         t_end, iter_s, lr, loss, gn = tl.t_end_list, tl.iter_s.tolist(), tl.lr.tolist(), tl.loss.tolist(), tl.grad_norm.tolist()
-        if r.rank == 0:
-            # the engine's own step line (deepspeed/runtime/engine.py _take_model_step: every
-            # ``steps_per_print`` steps, ``log_dist(..., ranks=[0])``)
-            P = self.steps_per_print
-            next_ev = self.flush(r, rng, t_end[k0])
-            for it in range(((first + P - 1) // P) * P, last + 1, P):
-                t = t_end[it - first + k0]
-                if t > next_ev:
-                    next_ev = self.flush(r, rng, t)
-                r.pylog(t - 0.05, "INFO", "logging.py:96:log_dist", self._STEP % (it, lr[it - first + k0]))
-        if not self.logs_iterations(r.rank):
+        # the engine's own step line on rank 0 (deepspeed/runtime/engine.py _take_model_step: every
+        # ``steps_per_print`` steps, ``log_dist(..., ranks=[0])``), the progress line on the last rank
+        P = self.steps_per_print if r.rank == 0 else 0
+        L = spec.log_interval if self.logs_iterations(r.rank) else 0
+        its = sorted({it for every in (P, L) if every for it in range(((first + every - 1) // every) * every, last + 1, every)})
+        if not its:
             return
-        L = spec.log_interval
         out, pre, tsw, skew = r.out, r.pre, r.tsw, r.skew
         gbs, total, seq = spec.global_batch, spec.train_iters, spec.seq_len
         flops = 6.0 * self.ctx.n_params * gbs * seq / lay.world / 1e12
@@ -727,11 +746,15 @@ class MegatronDeepSpeed(Megatron):
         all_ranks = spec.settings.get("timing_all_ranks")
         pipeline = lay.pp > 1  # DeepSpeed's pipeline engine (its examples pass --no-pipeline-parallel at 1 stage)
         next_ev = self.flush(r, rng, t_end[k0])
-        for it in range(((first + L - 1) // L) * L, last + 1, L):
+        for it in its:
             k = it - first + k0
             t = t_end[k]
             if t > next_ev:
                 next_ev = self.flush(r, rng, t)
+            if P and it % P == 0:
+                r.pylog(t - 0.05, "INFO", "logging.py:96:log_dist", self._STEP % (it, lr[k]))
+            if not L or it % L:
+                continue
             lo = max(k - L + 1, 0)
             mean_s = sum(iter_s[lo:k + 1]) / (k + 1 - lo)
             ms = mean_s * 1000.0
@@ -760,11 +783,7 @@ class MegatronDeepSpeed(Megatron):
             r.pylog(t + 0.3, "INFO", "logging.py:96:log_dist" if r.rank == 0 else "torch_checkpoint_engine.py:21:save",
                     ("[Rank 0] Saving model checkpoint: %s" if r.rank == 0 else "[Torch] Saving %s...") % name)
         shard = "%s/%s/bf16_zero_pp_rank_%d_mp_rank_%02d_optim_states.pt" % (spec.ckpt_dir, tag, dp, tp)
-        t1 = t + tl.save_seconds * rng.uniform(0.5, 0.9)
-        r.pylog(t + 1, "INFO", "torch_checkpoint_engine.py:21:save", "[Torch] Saving %s..." % shard)
-        r.pylog(t1, "INFO", "torch_checkpoint_engine.py:23:save", "[Torch] Saved %s." % shard)
-        r.pylog(t1, "INFO", "engine.py:3536:_save_zero_checkpoint", "zero checkpoint saved %s" % shard)
-        r.pylog(t + tl.save_seconds - 0.4, "INFO", "torch_checkpoint_engine.py:33:commit", "[Torch] Checkpoint %s is ready now!" % tag)
+        zero_shard_save_lines(r, t + 1, t + tl.save_seconds * rng.uniform(0.5, 0.9), t + tl.save_seconds - 0.4, shard, tag)
         if r.rank == 0:
             t2 = t + tl.save_seconds - 0.2
             r.plain(t2, "  successfully saved checkpoint at iteration %7d to %s" % (it, spec.ckpt_dir))
@@ -789,16 +808,11 @@ class DeepSpeed(Framework):
             r.pylog(t1 - 8, "INFO", "logging.py:96:log_dist", "[Rank 0] Using client Optimizer as basic optimizer")
             r.pylog(t1 - 8, "INFO", "logging.py:96:log_dist", "[Rank 0] DeepSpeed Basic Optimizer = FusedAdam")
             r.pylog(t1 - 8, "INFO", "logging.py:96:log_dist", "[Rank 0] Creating torch.bfloat16 ZeRO stage %d optimizer" % spec.settings["zero_stage"])
-            r.pylog(t1 - 7, "INFO", "config.py:997:print", "DeepSpeedEngine configuration:")
-            for key, val in (("activation_checkpointing_config", '{\n    "partition_activations": false, \n    "contiguous_memory_optimization": false, \n    "cpu_checkpointing": false\n}'),
+            engine_config_lines(r, t1 - 7, (("activation_checkpointing_config", '{\n    "partition_activations": false, \n    "contiguous_memory_optimization": false, \n    "cpu_checkpointing": false\n}'),
                              ("bfloat16_enabled", "True"), ("gradient_accumulation_steps", str(max(1, spec.global_batch // (spec.micro_batch * spec.layout.world)))),
                              ("gradient_clipping", "1.0"), ("steps_per_print", str(spec.log_interval)),
                              ("train_batch_size", str(spec.global_batch)), ("train_micro_batch_size_per_gpu", str(spec.micro_batch)),
-                             ("wall_clock_breakdown", "False"), ("zero_enabled", "True"), ("zero_optimization_stage", str(spec.settings["zero_stage"]))):
-                lines = val.split("\n")
-                r.pylog(t1 - 7, "INFO", "config.py:1001:print", "  %s %s" % (key.ljust(30), lines[0]))
-                for extra in lines[1:]:
-                    r.plain(t1 - 7, extra)
+                             ("wall_clock_breakdown", "False"), ("zero_enabled", "True"), ("zero_optimization_stage", str(spec.settings["zero_stage"]))))
         if r.rank == 0:
             r.pylog(t1 - 5, "INFO", "utils.py:781:see_memory_usage", "Before initializing optimizer states")
             r.pylog(t1 - 5, "INFO", "utils.py:782:see_memory_usage", "MA %.2f GB         Max_MA %.2f GB         CA %.2f GB         Max_CA %d GB " % (rng.uniform(10, 30), rng.uniform(30, 40), rng.uniform(30, 40), rng.randint(40, 60)))
@@ -815,16 +829,7 @@ class DeepSpeed(Framework):
             r.plain(t1 - 1, "Total training samples: %d, micro batches per rank per step: %d" % (spec.train_iters * spec.global_batch, max(1, spec.global_batch // (spec.micro_batch * spec.layout.world))))
 
     def phase_model_loading(self, r: RankLog, rng: random.Random, t0: float, t1: float) -> None:
-        spec, lay = self.spec, self.spec.layout
-        if spec.start_iter:
-            tag = "global_step%d" % spec.start_iter
-            if r.rank == 0:
-                r.pylog(t0 + 1, "INFO", "torch_checkpoint_engine.py:27:load", "[Torch] Loading checkpoint from %s/%s/mp_rank_00_model_states.pt..." % (spec.ckpt_dir, tag))
-                r.pylog(t0 + 9, "INFO", "torch_checkpoint_engine.py:29:load", "[Torch] Loaded checkpoint from %s/%s/mp_rank_00_model_states.pt." % (spec.ckpt_dir, tag))
-            r.pylog(t1 - 8 + 0.002 * r.rank, "INFO", "engine.py:3014:_get_all_zero_checkpoint_state_dicts", "successfully read %d ZeRO state_dicts for rank %d" % (lay.world, r.rank))
-            r.pylog(t1 - 6 + 0.002 * r.rank, "INFO", "engine.py:2964:_load_zero_checkpoint", "loading %d zero partition checkpoints for rank %d" % (lay.world, r.rank))
-        elif r.rank == 0:
-            r.pylog(t0 + 1, "WARNING", "engine.py:2760:load_checkpoint", "Unable to find latest file at %s/latest, if trying to load latest checkpoint please ensure this file exists or pass an explicit checkpoint tag when loading a checkpoint." % spec.ckpt_dir)
+        engine_load_lines(r, self.spec, t0 + 1, t0 + 9, t1, self.spec.layout.world)
 
     _STEP = "[%s] [INFO] [logging.py:96:log_dist] [Rank 0] step=%d, skipped=%d, lr=[%.17g], mom=[(0.9, 0.95)]"
     _TIMER = "[%s] [INFO] [timer.py:260:stop] epoch=0/micro_step=%d/global_step=%d, RunningAvgSamplesPerSec=%.9f, CurrSamplesPerSec=%.9f, MemAllocated=%.2fGB, MaxMemAllocated=%.2fGB"
@@ -878,11 +883,7 @@ class DeepSpeed(Framework):
             r.pylog(t, "INFO", "torch_checkpoint_engine.py:21:save", "[Torch] Saving %s/%s/mp_rank_00_model_states.pt..." % (spec.ckpt_dir, tag))
             r.pylog(t + 5, "INFO", "torch_checkpoint_engine.py:23:save", "[Torch] Saved %s/%s/mp_rank_00_model_states.pt." % (spec.ckpt_dir, tag))
         shard = "%s/%s/zero_pp_rank_%d_mp_rank_00_optim_states.pt" % (spec.ckpt_dir, tag, r.rank)
-        t1 = t + tl.save_seconds * rng.uniform(0.5, 0.95)
-        r.pylog(t + 6, "INFO", "torch_checkpoint_engine.py:21:save", "[Torch] Saving %s..." % shard)
-        r.pylog(t1, "INFO", "torch_checkpoint_engine.py:23:save", "[Torch] Saved %s." % shard)
-        r.pylog(t1, "INFO", "engine.py:3536:_save_zero_checkpoint", "zero checkpoint saved %s" % shard)
-        r.pylog(t + tl.save_seconds - 0.2, "INFO", "torch_checkpoint_engine.py:33:commit", "[Torch] Checkpoint %s is ready now!" % tag)
+        zero_shard_save_lines(r, t + 6, t + tl.save_seconds * rng.uniform(0.5, 0.95), t + tl.save_seconds - 0.2, shard, tag)
 
 
 class HFTrainer(Framework):
