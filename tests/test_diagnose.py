@@ -1261,6 +1261,10 @@ HCCL_TRACE = "[transport_manager.cc:1402] [18744][SetMachinePara]call trace: hcc
 # torch_npu's exception for a failed HCCL call (vllm-project/vllm-ascend#486)
 NPU_CALL = ("RuntimeError: InnerRunOpApi:torch_npu/csrc/framework/OpParamMaker.cpp:281 OPS function error: "
             "HcclAllreduce, error code is 6")
+# torch_npu's failed stream synchronisation, old and new wording (vllm-project/vllm-ascend#5661, #7676)
+ACL_SYNC = "RuntimeError: ACL stream synchronize failed, error code:507035"
+NPU_SYNC = ("RuntimeError: synchronize:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:361 NPU function error: "
+            "c10_npu::acl::AclrtSynchronizeStreamWithTimeout(stream()), error code is 507011")
 
 
 def test_a_communication_librarys_failed_call_and_its_code_is_not_failure_boilerplate():
@@ -1270,13 +1274,16 @@ def test_a_communication_librarys_failed_call_and_its_code_is_not_failure_boiler
         _late_error("proxy", NCCL_PROXY_TRACE, severity=1),
         _late_error("hccl", HCCL_TRACE),
         _late_error("npu", NPU_CALL),
+        _late_error("acl_sync", ACL_SYNC),
+        _late_error("npu_sync", NPU_SYNC),
         # a line naming a source file without an error code returned through it stays boilerplate
         _late_error("teardown", "ProcessGroupNCCL.cpp:1205 destroying the process group"),
     ])
     timing = pd.DataFrame([{"job_id": "j", "start_t": 0.0, "last_progress_t": 95.0}])
     empty = pd.DataFrame(columns=["job_id", "event_id", "score"])
     hits = pd.DataFrame(columns=["job_id", "event_id", "confidence"])
-    shares = pd.DataFrame({"event_id": ["nccl", "proxy", "hccl", "npu", "teardown"], "n_failed": [30] * 5})
+    shares = pd.DataFrame({"event_id": ["nccl", "proxy", "hccl", "npu", "acl_sync", "npu_sync", "teardown"],
+                           "n_failed": [30] * 7})
     shares.attrs["n_failed_jobs"] = 30
 
     def flags(conf: DiagnosisConfig) -> dict:
@@ -1284,7 +1291,8 @@ def test_a_communication_librarys_failed_call_and_its_code_is_not_failure_boiler
         return {r.event_id: (bool(r.flagged), bool(r.generic)) for r in scored.itertuples()}
 
     assert flags(DiagnosisConfig()) == {"nccl": (True, False), "proxy": (True, False), "hccl": (True, False),
-                                        "npu": (True, False), "teardown": (False, True)}
+                                        "npu": (True, False), "acl_sync": (True, False), "npu_sync": (True, False),
+                                        "teardown": (False, True)}
     # switched off: boilerplate wherever generic_share says so, as in session 32
     off = load_config(overrides={"diagnosis.failed_call_lines": False}).diagnosis
     assert all(generic and not flagged for flagged, generic in flags(off).values())

@@ -231,7 +231,16 @@ class DiagnosisConfig:
     # on this machine, and over it when the machine is busy: the default config then failed to load)
     failed_call_patterns: tuple = (r"[A-Za-z0-9_]\.(?:cc|cpp|cu|c|h|hpp):[0-9]+ -> -?[0-9]+\b",
                                    r"call trace: hcclRet -> -?[0-9]+\b",
-                                   r"(?:OPS|HCCL) function error: [Hh]ccl.*, error code is [0-9]+")
+                                   r"(?:OPS|HCCL) function error: [Hh]ccl.*, error code is [0-9]+",
+                                   # session 50: torch_npu's failed stream synchronisation with its ACL
+                                   # code, "ACL stream synchronize failed, error code:507035" (AT_ERROR in
+                                   # its copy kernels; vllm-project/vllm-ascend#5661) and, in newer
+                                   # releases, "NPU function error: c10_npu::acl::
+                                   # AclrtSynchronizeStreamWithTimeout(stream()), error code is 507011"
+                                   # (vllm-ascend#7676, #2800): every rank of a failed Ascend job prints
+                                   # it, so on a MindSpeed-only night generic_share dropped it
+                                   r"NPU function error: c10_npu::acl::Aclrt[A-Za-z]+\(.*\), error code is [0-9]+",
+                                   r"ACL stream synchronize failed, error code:[0-9]+")
     # Session 37: a Python exception line ("RuntimeError: ...", "torch.distributed.DistBackendError:
     # NCCL error in: ...", the last line of a traceback, printed to stderr without a log level) is an
     # error (weights.error) whatever level the parser found: lines the parser found no level in have
