@@ -471,6 +471,81 @@ def test_failure_time_comes_from_every_rank_not_only_the_sampled_ones(spark):
     assert [(r.last_iteration, r.failure_iteration) for r in progress.collect()] == [(40, 42)]
 
 
+def test_progress_lines_of_another_node_are_read_on_the_jobs_clock(spark):
+    """Megatron-DeepSpeed: the last rank (node ``last``, the reference: most lines) prints the
+    progress line without a date every 10 iterations; rank 0 (node ``zero``, clock 7 s ahead) DeepSpeed's dated
+    ``step=N`` line. Iterations take 2 s; a third node logs the crash 13 s after step 30 ended:
+    iteration 37. Read on rank 0's own clock, step 30 seems to end 7 s later: 34."""
+    rows, lines = [], {"last": 0, "zero": 0, "c": 0}
+
+    def add(node, t, level, event, message):
+        lines[node] += 1
+        rows.append(("j", node, {"last": 15, "zero": 0, "c": 8}[node], f"j/{node}", lines[node],
+                     None if t is None else _ts(t + (7.0 if node == "zero" else 0.0)), level, event, message, None, None))
+
+    for node in ("last", "zero", "c"):   # start-up lines every node prints at once: the clock offsets
+        add(node, 0.0, "INFO", "E_args", "using world size: 16")
+        add(node, 1.0, "INFO", "E_init", "NCCL init done")
+    for i in range(1, 31):
+        if i % 10 == 0:
+            add("zero", 2.0 * i, "INFO", "E_step", f"[Rank 0] step={i}, skipped=0, lr=[0.0002], mom=[(0.9, 0.95)]")
+            add("last", None, None, "E_it", f" iteration {i:8d}/ 1000 | lm loss: 1.0 |")
+            add("last", None, None, "E_timer", "times across ranks (ms):")
+    add("c", 73.0, "ERROR", "E_ecc", "CUDA error: uncorrectable ECC error encountered")
+    frame = spark.createDataFrame(rows, SCHEMA)
+    failure = {}
+    for on_job_clock in (True, False):
+        conf = TemporalConfig(progress_on_job_clock=on_job_clock)
+        staged = with_stage_and_iteration(frame, conf)
+        _, progress = analyse_iterations(staged, staged.select("job_id", "event_id").distinct(), conf)
+        failure[on_job_clock] = [(r.last_iteration, r.failure_iteration) for r in progress.collect()]
+    assert failure == {True: [(30, 37)], False: [(30, 34)]}
+
+
+def test_a_time_a_line_states_dates_when_the_job_broke(spark):
+    """srun without a wrapper: the crash lines have no timestamp, and the only time after the last
+    progress line (iteration 40, t = 400 s; 10 s an iteration, a line every 5) is the one Slurm's
+    cancel notice states, 14 s later: iteration 42. Without it, the interval's middle: 43."""
+    from l4spark.spatial.config import SpatialConfig
+
+    rows = _training_job("j", 40, stride=5)
+    rows += [("j", "a", 0, "j/a/r0", 900 + k, None, None, event, message, None, None) for k, (event, message) in enumerate([
+        ("E_oom", "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=4801018.0 cgroup."),
+        ("E_cancel", "slurmstepd: error: *** STEP 4801018.0 ON gpu-h100-113 CANCELLED AT 2026-11-02T12:06:54 ***")])]
+    staged = with_stage_and_iteration(spark.createDataFrame(rows, SCHEMA))
+    indicating = staged.select("job_id", "event_id").distinct()
+    failure = {}
+    for patterns in (SpatialConfig().stated_time_patterns, ()):
+        _, progress = analyse_iterations(staged, indicating, TemporalConfig(), stated_time_patterns=patterns)
+        failure[bool(patterns)] = [(r.last_iteration, r.failure_iteration) for r in progress.collect()]
+    assert failure == {True: [(40, 42)], False: [(40, 43)]}
+
+
+def test_a_progress_line_printing_nan_for_good_is_followed_whatever_the_drop(spark):
+    """Megatron-DeepSpeed leaves a NaN loss out of its progress line and prints ``grad norm: nan``:
+    from iteration 61 on, every progress line (one every 10 iterations of 10 s) prints it, each
+    under a 40-line per-rank timer block, until a crash at iteration 101. One changed line among 41
+    moves an interval's score less than ``min_drop``; the nonfinite line still starts a lasting change."""
+    rows, line = [], 0
+    for i in range(10, 101, 10):
+        norm = "nan" if i > 60 else "0.512"
+        rows.append(("j", "a", 0, "j/a/r0", line := line + 1, _ts(10 * i), None, f"E_it_{norm}",
+                     f" iteration {i:8d}/ 1000 | consumed tokens: 1024 | grad norm: {norm} |", None, None))
+        rows += [("j", "a", 0, "j/a/r0", line := line + 1, None, None, f"E_t{k}", f"    rank {k:2d}: 182.5", None, None)
+                 for k in range(40)]
+    rows.append(("j", "a", 0, "j/a/r0", line + 1, _ts(1004), "ERROR", "E_exit", "RuntimeError: NCCL communicator was aborted",
+                 None, None))
+    staged = with_stage_and_iteration(spark.createDataFrame(rows, SCHEMA))
+    indicating = staged.select("job_id", "event_id").distinct()
+    failure = {}
+    for followed in (True, False):
+        conf = TemporalConfig(nonfinite_progress_followed=followed)
+        _, progress = analyse_iterations(staged, indicating, conf)
+        failure[followed] = [(r.changed_from, r.failure_iteration) for r in progress.collect()]
+    assert failure[False] == [(None, 101)]
+    assert failure[True][0][0] == 61 and 61 <= failure[True][0][1] <= 70
+
+
 def test_counted_progress_lines_are_numbered(spark):
     """HF Trainer without tqdm: log dicts every logging_steps from the step training resumed at."""
     lines = [(1, 0, "logging_steps=10,"), (2, 1, "***** Running training *****"),

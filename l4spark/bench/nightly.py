@@ -250,13 +250,13 @@ def run_size(plan: FleetPlan, fleet: Path, warehouse: Path, master: str, conf_fi
 
 
 def _nightly_process(fleet: str, warehouse: str, master: str, conf_files: list[str], result_path: str,
-                     overrides: dict) -> None:
+                     overrides: dict | None = None) -> None:
     """Child process: one Spark application, one nightly run, its rows read back, a JSON result."""
     from l4spark.config import load_config
     from l4spark.nightly.batch import run_nightly
     from l4spark.io.session import build_session
 
-    config = load_config(*conf_files, overrides={"spark.master": master, "storage.warehouse": warehouse, **overrides})
+    config = load_config(*conf_files, overrides={"spark.master": master, "storage.warehouse": warehouse, **(overrides or {})})
     started = time.perf_counter()
     spark = build_session(config.spark)
     session_seconds = time.perf_counter() - started

@@ -111,7 +111,8 @@ def nightly_run(code_root: Path, fleet: Path, warehouse: Path, master: str, conf
     result_path = warehouse.parent / f"{warehouse.name}.result.json"
     result_path.unlink(missing_ok=True)
     code = ("import sys; from l4spark.bench.nightly import _nightly_process; "
-            "_nightly_process(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[5:], sys.argv[4], {})")
+            "_nightly_process(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[5:], sys.argv[4])")
+    # (no overrides argument: older code, e.g. the 3a79b42 as --baseline-code, has none)
     env = {**os.environ, "PYTHONPATH": str(code_root.resolve())}
     with PeakMemory() as memory, TreeCpu() as cpu:
         started = time.perf_counter()
@@ -131,7 +132,7 @@ def nightly_run(code_root: Path, fleet: Path, warehouse: Path, master: str, conf
     return {"code": str(code_root), "warehouse": str(warehouse), "nightly_seconds": round(inner["nightly_seconds"], 2),
             "process_seconds": round(process_seconds, 2), "failed_jobs": n_failed,
             "diagnosed": inner["diagnosis_by_status"].get("diagnosed", 0), "errors": inner["run"]["n_errors"],
-            "steps": inner["run"]["seconds"], "phases": phases, "spark_jobs": inner["spark_jobs"],
+            "steps": inner["run"]["seconds"], "phases": phases, "spark_jobs": inner.get("spark_jobs"),
             "phase_cpu_seconds": phase_cpu, "cpu_seconds": round(sum(phase_cpu.values()), 2),
             "diagnose_seconds_per_failed_job": round(inner["run"]["seconds"].get("diagnose", 0) / n_failed, 2)
             if n_failed else None,

@@ -450,8 +450,9 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
     spatial = spatial_events(nodes)[["job_id", "event_id", "score"]]
     pace = unit_pace(events, tconf, config.spatial.granularity, timers).toPandas()
     # 3. temporal
-    iterations_df, progress_df = analyse_iterations(lines.select(*STAGED_COLUMNS, *MARK_COLUMNS), candidate_events,
-                                                    tconf, offsets=offsets)
+    iterations_df, progress_df = analyse_iterations(
+        lines.select(*STAGED_COLUMNS, *MARK_COLUMNS), candidate_events, tconf, offsets=offsets,
+        stated_time_patterns=config.spatial.stated_time_patterns if tconf.stated_times_date_stops else ())
     iterations = iterations_df.toPandas()
     temporal = temporal_events(iterations)[["job_id", "event_id", "score"]]
     points = job_failure_points(lines.select(*events.columns, *MARK_COLUMNS), progress_df, tconf).toPandas()

@@ -21,10 +21,11 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from l4spark.config import StorageConfig
-from l4spark.regexcolumns import any_rlike, extract_all, extract_first, replace_all
+from l4spark.regexcolumns import any_rlike, extract_all, replace_all
 from l4spark.spatial.config import SpatialConfig
 from l4spark.spatial.pace import timer_readings
 from l4spark.spatial.score import DIAGNOSIS_NODES_COLUMNS, rank_units
+from l4spark.temporal.lines import stated_times
 from l4spark.io.storage import write_job_rows
 from l4spark.io.tables import DIAGNOSIS_NODES
 
@@ -246,20 +247,6 @@ def unit_mentions(events: DataFrame, granularity: str = "node",
         .withColumn("remote", F.lit(None).cast("boolean"))
     )
     return _fresh(_flag_candidates(mentions, candidates), UNIT_FACTS_COLUMNS)
-
-
-def stated_times(events: DataFrame, patterns: Iterable[str] = ()) -> DataFrame:
-    """``events`` with ``ts`` filled on the lines without one whose message states a time
-    (``patterns``: Java regexes, group 1 the time as yyyy-MM-dd, then ``_``, ``T`` or a space,
-    then HH:mm:ss; ``SpatialConfig.stated_time_patterns``), read in the session's time zone as
-    header times are. Unchanged without a message column or patterns."""
-    patterns = list(patterns)
-    if not patterns or "message" not in events.columns:
-        return events
-    texts = [F.nullif(extract_first(F.col("message"), pattern), F.lit("")) for pattern in patterns]
-    text = F.regexp_replace(F.coalesce(*texts), r"^([0-9]{4}-[0-9]{2}-[0-9]{2})[_T]", "$1 ")
-    # coalesce evaluates its second argument only where ts is null: no regex on timed lines
-    return events.withColumn("ts", F.coalesce(F.col("ts"), text.try_cast("timestamp")))
 
 
 def unit_activity(events: DataFrame, granularity: str = "node", dated: bool = True,

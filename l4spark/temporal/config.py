@@ -207,6 +207,26 @@ class TemporalConfig:
     # (fresh 36097's MindSpeed loss_nan: 2589 for 2288). False: the save's interval is paced
     # (sessions 48 and before)
     saves_unpaced_after: bool = True
+    # Session 51: the progress lines' times are read on the job's reference clock (the clock-corrected
+    # ``t_job``), as the first error's are. Megatron-DeepSpeed prints its undated progress line on the
+    # last rank (the reference node) and DeepSpeed's dated ``step=N`` line on rank 0, another node: its
+    # own clock, 6.9 s ahead there, put the stop 4 iterations early (fresh 36119's ib_completion_error,
+    # 2033 for 2037). False: the progress lines' own clocks (sessions 50 and before)
+    progress_on_job_clock: bool = True
+    # Session 51: a training line without a timestamp that states its time in its text (the diagnosis
+    # passes ``spatial.stated_time_patterns``: Slurm's ``*** STEP ... CANCELLED AT <time> ***``,
+    # torchrun's failure summary ``time : <time>``) dates when the job broke, as a timed error line
+    # does. An srun job whose ranks print undated lines had no time after its last progress line but
+    # Slurm's cancel notice, and went to the interval's middle (fresh 36119's host_oom_kill: 735 for
+    # 739). False: such lines are untimed here (sessions 50 and before)
+    stated_times_date_stops: bool = True
+    # Session 51: an interval whose new events include a progress line printing a value as not a number
+    # (``nonfinite_rules``) is followed for a lasting change (``aftermath``) even when its score is not
+    # ``min_drop`` below the job's mean. Megatron-DeepSpeed drops a NaN loss from the line and prints
+    # ``grad norm: nan``; among a 400-line per-rank timer block that one line moved the score 0.11 below
+    # the intervals before it but not below the job's mean (fresh 36131's loss_nan: placed where the job
+    # ended, 13494, for 13146). False: such an interval needs the drop (sessions 50 and before)
+    nonfinite_progress_followed: bool = True
     # Session 40: when the first error after the last progress line came before one iteration past the
     # next progress line's due time, it places the stop even in a stalled job (a process that died at
     # once, its peers waiting in the collective until HCCL's timeout). False: a stalled job's first

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -23,7 +24,8 @@ from l4spark.regexcolumns import any_rlike, rlike
 from l4spark.temporal.config import TemporalConfig
 from l4spark.temporal.dtw import (LASTING, PROGRESS_TOKEN, RECOVERED, aftermath, analyse_progress, replaced_period,
                                   score_iterations)
-from l4spark.temporal.lines import counted_marker, iteration_marker, named_stage_marker, next_in_file, node_clock_offsets
+from l4spark.temporal.lines import (counted_marker, iteration_marker, named_stage_marker, next_in_file, node_clock_offsets,
+                                   stated_times)
 
 log = logging.getLogger(__name__)
 
@@ -86,14 +88,19 @@ def _named_mark(staged: DataFrame, conf: TemporalConfig) -> Column:
 
 def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
                        conf: TemporalConfig = TemporalConfig(),
-                       offsets: DataFrame | None = None) -> tuple[DataFrame, DataFrame]:
+                       offsets: DataFrame | None = None,
+                       stated_time_patterns: Sequence[str] = ()) -> tuple[DataFrame, DataFrame]:
     """DTW scores per iteration and progress per job.
 
     Input: staged events (output of ``with_stage_and_iteration``; without its ``ts_next``
     column, one more sort of the lines computes it); ``indicating``: (job_id,
     event_id) of candidate / failure-indicating events (the cross-job filter's candidates), or
     None for ``indicating_stand_in``; ``offsets``: ``node_clock_offsets`` of the events when the
-    caller has them (computed here otherwise). Output: (iterations, progress).
+    caller has them (computed here otherwise); ``stated_time_patterns``: a training line without a
+    timestamp whose text states one (``lines.stated_times``: Slurm's ``*** STEP ... CANCELLED AT
+    <time> ***``, torchrun's failure summary ``time : <time>``) has that time here, on its node's
+    clock like a header's, so that it can tell when the job broke (none: such lines are untimed).
+    Output: (iterations, progress).
 
     iterations: job_id, iteration, score, anomalous, event_ids (the ``diagnosis_iterations``
     contract), threshold (the job's anomaly line: mean - sigma * std of its judged scores, at
@@ -116,7 +123,8 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
         "job_id", "event_id", F.lit(True).alias("gated")).distinct()
     end_stages = F.broadcast(failure_stages(staged, conf).select("job_id", F.col("failure_stage").alias("end_stage"),
                                                                  F.col("saved_iterations").alias("saved_its")))
-    training = staged.where((F.col("stage") == "training") & F.col("iteration").isNotNull())
+    training = stated_times(staged.where((F.col("stage") == "training") & F.col("iteration").isNotNull()),
+                            stated_time_patterns)
     numbered = iteration_marker(conf)
     ranks = (training.groupBy("job_id", "rank")
              .agg(F.max(numbered.isNotNull()).alias("prints_numbered"),
@@ -147,8 +155,9 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
     # ... ran for 1800005 milliseconds``, has the next timed line of its file, an upper bound: the
     # launcher's teardown follows it at once). One aggregation over the gated lines gives both.
     timed = training.join(offsets, on=["job_id", "node"], how="left")
+    mark_t = t_job if conf.progress_on_job_clock else F.col("ts").cast("double")
     last_mark = (timed.where(numbered.isNotNull() | counted_marker(conf)).groupBy("job_id")
-                 .agg(F.max(F.col("ts").cast("double")).alias("last_mark_t")))
+                 .agg(F.max(mark_t).alias("last_mark_t")))
     elapsed_s = _milliseconds(conf.elapsed_rules)
     gave_up = F.struct((F.col("ts_next").cast("double") - F.coalesce("offset_s", F.lit(0.0))).alias("t"),
                        elapsed_s.alias("elapsed_s"))
@@ -177,6 +186,7 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
                     F.when(reported.isNotNull(), _milliseconds(conf.pace_rules)).alias("pace_s"),
                     _named_mark(staged, conf).isNotNull().alias("stage_mark"),
                     (F.coalesce("gated", F.lit(False)) | (progress_line & nonfinite)).alias("gated"),
+                    (progress_line & F.coalesce(nonfinite, F.lit(False))).alias("nonfinite_progress"),
                     "end_stage", "saved_its", "broke_any_t", "began_any_t",
                     *(["saved_it", "saved_t", "saved_s"] if conf.pace_from_saves else [])))
 
@@ -264,8 +274,10 @@ def _analyse_job(frame: pd.DataFrame, conf: TemporalConfig) -> pd.DataFrame:
     began_any_t (when a timed-out operation began, over all ranks).
     """
     job_id = frame["job_id"].iloc[0]
+    # the progress lines' times on the clock the first error's time is read on (``progress_on_job_clock``)
+    clock = "t_job" if conf.progress_on_job_clock else "t"
     marks_list = [(int(i), float(t) if pd.notna(t) else None)
-                  for i, t in frame.loc[frame["reported"].notna(), ["reported", "t"]].itertuples(index=False)]
+                  for i, t in frame.loc[frame["reported"].notna(), ["reported", clock]].itertuples(index=False)]
     frame = _by_interval(frame).sort_values(["iteration", "rank", "line_no"], kind="stable")
     last = max((i for i, _ in marks_list), default=None)
     died_training = frame["end_stage"].iloc[0] == "training"
@@ -284,7 +296,7 @@ def _analyse_job(frame: pd.DataFrame, conf: TemporalConfig) -> pd.DataFrame:
 
     mark_ranks = set(frame.loc[frame["reported"].notna(), "rank"])
     same_clock = frame[frame["rank"].isin(mark_ranks)] if mark_ranks else frame
-    last_t = same_clock["t"].max() if same_clock["t"].notna().any() else None
+    last_t = same_clock[clock].max() if same_clock[clock].notna().any() else None
     last_mark_t = max((t for _, t in marks_list if t is not None), default=None)
     # when it broke: the first line after the last progress line, on any rank (clock-corrected),
     # of an indicating event the job never printed before (routine lines follow a progress
@@ -317,8 +329,13 @@ def _analyse_job(frame: pd.DataFrame, conf: TemporalConfig) -> pd.DataFrame:
                                 open_interval=died_training, saves=saves, stated=stated, saved_at=saved_at)
 
     unpaced = saved_at if conf.saves_unpaced_after else ()
+    # a progress line that newly prints a value as not a number is a change to follow whatever the
+    # score's drop (``nonfinite_progress_followed``): among a long per-rank timer block, one changed
+    # line moves an interval's score too little
+    nonfinite = (set(lines.loc[lines["nonfinite_progress"], "token"].astype(str))
+                 if conf.nonfinite_progress_followed and "nonfinite_progress" in lines.columns else set())
     after = {s.iteration: aftermath(s.iteration, s.novel, sequences, marks_list, conf, unpaced)
-             for s in scores if s.anomalous or (s.novel and s.below_mean)}
+             for s in scores if s.anomalous or (s.novel and (s.below_mean or bool(nonfinite & set(s.novel))))}
     reasons = {s.iteration: "dtw" for s in scores if s.anomalous and after[s.iteration] != RECOVERED}
     # a lasting change the job ran on with (its loss turned NaN, every step skipped on overflow)
     # is where it started to fail, even when one iteration alone stays above the three-sigma line

@@ -15,10 +15,12 @@ given, lines): callers that pass a computed (not stored) DataFrame should persis
 
 from __future__ import annotations
 
+from typing import Iterable
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from l4spark.regexcolumns import any_rlike, rlike
+from l4spark.regexcolumns import any_rlike, extract_first, rlike
 from l4spark.temporal.config import TemporalConfig
 
 EVENT_COLUMNS = ["job_id", "node", "rank", "file", "line_no", "ts", "level", "event_id", "message",
@@ -273,3 +275,17 @@ def node_clock_offsets(events: DataFrame, conf: TemporalConfig = TemporalConfig(
             .groupBy("job_id", "node")
             .agg(F.percentile_approx(F.col("first_t") - F.col("ref_t"), 0.5).alias("offset_s"))
             .select("job_id", "node", F.col("offset_s").cast("double").alias("offset_s")))
+
+
+def stated_times(events: DataFrame, patterns: Iterable[str] = ()) -> DataFrame:
+    """``events`` with ``ts`` filled on the lines without one whose message states a time
+    (``patterns``: Java regexes, group 1 the time as yyyy-MM-dd, then ``_``, ``T`` or a space,
+    then HH:mm:ss; ``SpatialConfig.stated_time_patterns``), read in the session's time zone as
+    header times are. Unchanged without a message column or patterns."""
+    patterns = list(patterns)
+    if not patterns or "message" not in events.columns:
+        return events
+    texts = [F.nullif(extract_first(F.col("message"), pattern), F.lit("")) for pattern in patterns]
+    text = F.regexp_replace(F.coalesce(*texts), r"^([0-9]{4}-[0-9]{2}-[0-9]{2})[_T]", "$1 ")
+    # coalesce evaluates its second argument only where ts is null: no regex on timed lines
+    return events.withColumn("ts", F.coalesce(F.col("ts"), text.try_cast("timestamp")))
