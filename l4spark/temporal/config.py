@@ -223,9 +223,9 @@ class TemporalConfig:
     # Session 51: an interval whose new events include a progress line printing a value as not a number
     # (``nonfinite_rules``) is followed for a lasting change (``aftermath``) even when its score is not
     # ``min_drop`` below the job's mean. Megatron-DeepSpeed drops a NaN loss from the line and prints
-    # ``grad norm: nan``; among a 400-line per-rank timer block that one line moved the score 0.11 below
-    # the intervals before it but not below the job's mean (fresh 36131's loss_nan: placed where the job
-    # ended, 13494, for 13146). False: such an interval needs the drop (sessions 50 and before)
+    # ``grad norm: nan``; that one line moved the interval's score 0.92 -> 0.81, not below the mean of
+    # a job whose scores spread widely (three-sigma line 0.31; fresh 36131's loss_nan: placed where the
+    # job ended, 13494, for 13146). False: such an interval needs the drop (sessions 50 and before)
     nonfinite_progress_followed: bool = True
     # Session 40: when the first error after the last progress line came before one iteration past the
     # next progress line's due time, it places the stop even in a stalled job (a process that died at

@@ -186,7 +186,7 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
                     F.when(reported.isNotNull(), _milliseconds(conf.pace_rules)).alias("pace_s"),
                     _named_mark(staged, conf).isNotNull().alias("stage_mark"),
                     (F.coalesce("gated", F.lit(False)) | (progress_line & nonfinite)).alias("gated"),
-                    (progress_line & F.coalesce(nonfinite, F.lit(False))).alias("nonfinite_progress"),
+                    F.coalesce(progress_line & nonfinite, F.lit(False)).alias("nonfinite_progress"),
                     "end_stage", "saved_its", "broke_any_t", "began_any_t",
                     *(["saved_it", "saved_t", "saved_s"] if conf.pace_from_saves else [])))
 
@@ -330,8 +330,8 @@ def _analyse_job(frame: pd.DataFrame, conf: TemporalConfig) -> pd.DataFrame:
 
     unpaced = saved_at if conf.saves_unpaced_after else ()
     # a progress line that newly prints a value as not a number is a change to follow whatever the
-    # score's drop (``nonfinite_progress_followed``): among a long per-rank timer block, one changed
-    # line moves an interval's score too little
+    # score's drop (``nonfinite_progress_followed``): one changed line among many moves an
+    # interval's score less than the spread of the job's scores
     nonfinite = (set(lines.loc[lines["nonfinite_progress"], "token"].astype(str))
                  if conf.nonfinite_progress_followed and "nonfinite_progress" in lines.columns else set())
     after = {s.iteration: aftermath(s.iteration, s.novel, sequences, marks_list, conf, unpaced)
