@@ -664,6 +664,22 @@ def test_lasting_change_is_placed_by_the_counted_bad_iterations(spark, nan_from)
     assert [(r.changed_from, r.failure_iteration) for r in progress.collect()] == [(41, nan_from)]
 
 
+def test_the_pace_of_earlier_timed_progress_lines_places_a_stop_after_untimed_ones():
+    """Megatron-DeepSpeed: its progress line (every 10 steps) has no date, DeepSpeed's ``step=N``
+    line (every 100) has. 90 s a step; the last progress line is 2480's, the last dated one 2400's;
+    the GPU falls off the bus 88.5 steps after 2400: iteration 2489, not the interval's middle (2485).
+    An error more than an interval after 2480's line was due places nothing (the middle)."""
+    marks = [(i, None) for i in range(2010, 2481, 10)] + [(i, 1000.0 + 90.0 * (i - 2000)) for i in (2100, 2200, 2300, 2400)]
+    anchor_t = 1000.0 + 90.0 * 400
+    placed = analyse_progress(marks, last_t=anchor_t + 90 * 95, first_error_t=anchor_t + 88.5 * 90)
+    assert (placed.last_iteration, placed.failure_iteration) == (2480, 2489)
+    off = analyse_progress(marks, last_t=anchor_t + 90 * 95, first_error_t=anchor_t + 88.5 * 90,
+                           conf=TemporalConfig(pace_from_earlier_marks=False))
+    assert off.failure_iteration == 2485
+    late = analyse_progress(marks, last_t=anchor_t + 90 * 200, first_error_t=anchor_t + 80 * 90 + 12 * 90)
+    assert late.failure_iteration == 2485
+
+
 def test_untimed_progress_bars_are_paced_by_their_own_clock():
     """HF Trainer's tqdm bars carry no timestamp but their elapsed time: a throttled node's
     slowdown from step 67 shows on that clock."""

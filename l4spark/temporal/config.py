@@ -227,6 +227,14 @@ class TemporalConfig:
     # a job whose scores spread widely (three-sigma line 0.31; fresh 36131's loss_nan: placed where the
     # job ended, 13494, for 13146). False: such an interval needs the drop (sessions 50 and before)
     nonfinite_progress_followed: bool = True
+    # Session 51: when the last progress lines have no timestamp but earlier ones do (Megatron-DeepSpeed
+    # dates only DeepSpeed's ``step=N`` line, every ``steps_per_print`` steps, up to 100), the first
+    # error places the stop by the pace from the last timed progress line, within the interval after
+    # the last progress line, when it came after that line was due by the pace and less than an
+    # interval and an iteration later. Fresh 36137: a fallen-off-the-bus GPU 80 steps after the last
+    # timed line (2485 for 2488) and a dataloader bus error (5815 for 5818) had gone to the interval's
+    # middle. False: the middle (sessions 50 and before)
+    pace_from_earlier_marks: bool = True
     # Session 40: when the first error after the last progress line came before one iteration past the
     # next progress line's due time, it places the stop even in a stalled job (a process that died at
     # once, its peers waiting in the collective until HCCL's timeout). False: a stalled job's first

@@ -280,6 +280,14 @@ def analyse_progress(marks: list[tuple[int, float | None]], last_t: float | None
         # of step N starts when step N is done; training goes on after its last line
         saved_it, saved_t, saved_s = saves
         failure = min(last_it + stride, max(last_it + 1, saved_it + 1 + int((broke_t - saved_t) / saved_s)))
+    elif (conf.pace_from_earlier_marks and on_job_clock and seconds and broke_t is not None and last_mark_t is None
+          and marks and marks[-1][0] < last_it
+          and 0 < broke_t - (marks[-1][1] + (last_it - marks[-1][0]) * seconds) < (stride + 1) * seconds):
+        # the last progress lines have no time but earlier ones do (Megatron-DeepSpeed: its progress
+        # line is undated, DeepSpeed's ``step=N`` line is dated every ``steps_per_print`` steps): the
+        # stop by the pace from the last timed one, within the interval after the last progress line
+        anchor_it, anchor_t = marks[-1]
+        failure = min(last_it + stride, max(last_it + 1, anchor_it + 1 + int((broke_t - anchor_t) / seconds)))
     else:
         # nothing timed tells where in the interval it broke (or, stalled, only when a watchdog
         # gave up long after): its middle, the estimate with the least expected error
