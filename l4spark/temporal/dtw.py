@@ -215,7 +215,11 @@ def analyse_progress(marks: list[tuple[int, float | None]], last_t: float | None
     its last timed line, and the pace between such saves (less the saves' own lines); with
     ``conf.pace_from_saves``, when the last progress line has no time, the stop is N + 1 advanced
     by the time from that line to ``first_error_t`` (or ``began_t``) over that pace, within the
-    log interval after the last progress line. A first error later than one iteration past the
+    log interval after the last progress line; with ``conf.pace_from_earlier_marks``, when the last
+    progress lines have no time but an earlier one has, the stop is that line's iteration + 1
+    advanced by the time from it to the first error over the pace, within the log interval after
+    the last progress line (when the error came after that line was due by the pace and less than
+    an interval and an iteration later). A first error later than one iteration past the
     next progress line's due time places nothing (``conf.late_error_mid_interval``; the middle),
     an earlier one places the stop even in a stalled job (``conf.early_error_places_stall``).
     ``stated``: (iteration, seconds per iteration the progress line states for the interval it
