@@ -175,6 +175,8 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
             .join(end_stages, on="job_id", how="left")
             .join(offsets, on=["job_id", "node"], how="left")
             .join(F.broadcast(timing), on="job_id", how="left")
+            # the nonfinite rules matched once a line: the gate and nonfinite_progress_followed read it
+            .withColumn("nonfinite_progress", F.coalesce(progress_line & nonfinite, F.lit(False)))
             .select("job_id", "rank", "line_no", "iteration", "event_id",
                     F.when(progress_line, shape).otherwise(F.col("event_id")).alias("token"),
                     F.col("ts").cast("double").alias("t"),
@@ -185,8 +187,8 @@ def analyse_iterations(staged: DataFrame, indicating: DataFrame | None = None,
                     F.when(reported.isNotNull() & F.col("ts").isNull(), _progress_clock(conf)).alias("clock_s"),
                     F.when(reported.isNotNull(), _milliseconds(conf.pace_rules)).alias("pace_s"),
                     _named_mark(staged, conf).isNotNull().alias("stage_mark"),
-                    (F.coalesce("gated", F.lit(False)) | (progress_line & nonfinite)).alias("gated"),
-                    F.coalesce(progress_line & nonfinite, F.lit(False)).alias("nonfinite_progress"),
+                    (F.coalesce("gated", F.lit(False)) | F.col("nonfinite_progress")).alias("gated"),
+                    "nonfinite_progress",
                     "end_stage", "saved_its", "broke_any_t", "began_any_t",
                     *(["saved_it", "saved_t", "saved_s"] if conf.pace_from_saves else [])))
 
