@@ -546,6 +546,27 @@ def test_a_progress_line_printing_nan_for_good_is_followed_whatever_the_drop(spa
     assert failure[True][0][0] == 61 and 61 <= failure[True][0][1] <= 70
 
 
+def test_a_nan_the_job_got_over_places_nothing(spark):
+    """Mixed precision skips a step on a gradient overflow and the progress line of that step prints
+    ``grad norm: nan`` (Megatron-LM and DeepSpeed with a dynamic loss scale; HF Trainer's
+    ``'grad_norm': nan``) once in a while, and the next lines are finite again. That is no failure:
+    the job that crashed at iteration 101 broke there, with the rule on or off."""
+    rows, line = [], 0
+    for i in range(10, 101, 10):
+        norm = "nan" if i in (30, 70) else "0.512"
+        rows.append(("j", "a", 0, "j/a/r0", line := line + 1, _ts(10 * i), None, f"E_it_{norm}",
+                     f" iteration {i:8d}/ 1000 | consumed tokens: 1024 | grad norm: {norm} |", None, None))
+        rows += [("j", "a", 0, "j/a/r0", line := line + 1, None, None, f"E_t{k}", f"    rank {k:2d}: 182.5", None, None)
+                 for k in range(40)]
+    rows.append(("j", "a", 0, "j/a/r0", line + 1, _ts(1004), "ERROR", "E_exit", "RuntimeError: NCCL communicator was aborted",
+                 None, None))
+    staged = with_stage_and_iteration(spark.createDataFrame(rows, SCHEMA))
+    indicating = staged.select("job_id", "event_id").distinct()
+    for followed in (True, False):
+        _, progress = analyse_iterations(staged, indicating, TemporalConfig(nonfinite_progress_followed=followed))
+        assert [(r.changed_from, r.failure_iteration) for r in progress.collect()] == [(None, 101)]
+
+
 def test_counted_progress_lines_are_numbered(spark):
     """HF Trainer without tqdm: log dicts every logging_steps from the step training resumed at."""
     lines = [(1, 0, "logging_steps=10,"), (2, 1, "***** Running training *****"),
