@@ -1489,6 +1489,56 @@ def test_an_address_within_a_communicators_identifier_names_nobody(spark):
 
 
 @pytest.mark.spark
+def test_the_informer_of_a_failure_is_named_by_nobody(spark):
+    # issue #18, 36139's dead store host: HCCL's heartbeat spreads a lost peer to every rank, and
+    # each prints the failed device's node (Location) and the neighbour that found it (Discoverer,
+    # hccl heartbeat.cc); its run log says the same as "crimer rank [..] by informer rank [..]"
+    rows = [("job-i", f"h{n}", 8 * n, f"h{n}/rank-{8 * n}.log", 1, T0 + timedelta(seconds=n), "ERROR", "lost",
+             "    Cluster Exception Location[IP/ID]:[10.0.0.1/3], Arrival Time:[Sat Nov 07 14:46:27 2026], "
+             "Discoverer:[10.0.0.2/3], ExceptionType:[Heartbeat Lost Occurred], Possible Reason:1. Process has "
+             "exited, 2. Network Disconnected") for n in (2, 3, 4)]
+    rows.append(("job-i", "h3", 24, "h3/rank-24.log", 2, T0 + timedelta(seconds=5), "ERROR", "run",
+                 "[HeartbeatAbnormal]local rank [10.0.0.3/0]: crimer rank [10.0.0.1/3] status[LOST] by informer "
+                 "rank [10.0.0.2/3]"))
+    events = spark.createDataFrame(rows, MESSAGES_SCHEMA)
+
+    def named(config: SpatialConfig) -> set:
+        facts, _ = configured_unit_inputs(events, config)
+        return {(r.node, r.event_id, r.token) for r in facts.toPandas().itertuples()
+                if isinstance(r.token, str) and r.token.startswith("ip:")}
+
+    crimer = {("h2", "lost", "ip:10.0.0.1"), ("h3", "lost", "ip:10.0.0.1"), ("h4", "lost", "ip:10.0.0.1"),
+              ("h3", "run", "ip:10.0.0.1"), ("h3", "run", "ip:10.0.0.3")}
+    assert named(SpatialConfig()) == crimer
+    informer = {("h2", "lost", "ip:10.0.0.2"), ("h3", "lost", "ip:10.0.0.2"), ("h4", "lost", "ip:10.0.0.2"),
+                ("h3", "run", "ip:10.0.0.2")}
+    assert named(SpatialConfig(reporter_patterns=())) == crimer | informer
+    # with the communicators' names read as before too: both sets of patterns are removed
+    assert named(SpatialConfig(communicator_ids_name_nobody=False)) == crimer
+
+
+@pytest.mark.spark
+def test_deepspeeds_launcher_summary_is_a_units_end(spark):
+    # issue #18, 36135's dead store host: DeepSpeed's launcher on every node whose worker died logs
+    # "<cmd> exits with return code = N" (launcher/launch.py, sigkill_handler); the node that went
+    # down with its launcher logs no end
+    rows = [("job-e", f"h{n}", 8 * n, f"h{n}/rank-{8 * n}.log", 1, T0, "INFO", "step",
+             "[Rank 0] step=2503, skipped=0") for n in range(4)]
+    rows += [("job-e", f"h{n}", 8 * n, f"h{n}/rank-{8 * n}.log", 2, T0 + timedelta(seconds=9), "ERROR", "exit",
+              f"[launch.py:321:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', '--local_rank=7'] exits with "
+              f"return code = {-6 if n == 2 else 1}") for n in (1, 2, 3)]
+    events = spark.createDataFrame(rows, MESSAGES_SCHEMA)
+
+    def ended(config: SpatialConfig) -> dict:
+        _, activity = configured_unit_inputs(events, config)
+        return {r.node: r.reported_end for r in activity.toPandas().itertuples()}
+
+    assert ended(SpatialConfig()) == {"h0": False, "h1": True, "h2": True, "h3": True}
+    # torchrun's and Slurm's ends alone: nobody reported one
+    assert ended(SpatialConfig(end_patterns=())) == {"h0": False, "h1": False, "h2": False, "h3": False}
+
+
+@pytest.mark.spark
 def test_a_rank_that_hung_outside_nccl_is_behind_by_the_last_collective_it_enqueued(spark):
     # rank 5 (on h3) hangs in Python before collective 56116; every other rank times out in it.
     # The hung rank prints no timeout, only the dump-signal line with its last enqueued work

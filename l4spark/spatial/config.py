@@ -245,6 +245,16 @@ class SpatialConfig:
         r"^\s*time\s*:\s*([0-9]{4}-[0-9]{2}-[0-9]{2}_[0-9]{2}:[0-9]{2}:[0-9]{2})\s*$",
         r"\*\*\* (?:STEP|JOB) \S+ ON \S+ CANCELLED AT ([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2})",
     )
+    # Session 52: a launcher's failure summary that states no time (Java regexes), read like
+    # ``stated_time_patterns``' summaries as the unit reporting its own end (``unended_is_silent``):
+    # DeepSpeed's launcher ends every node whose worker died with ``[ERROR] [launch.py:321:sigkill_handler]
+    # ['/usr/bin/python', '-u', 'train.py', ...] exits with return code = 1`` (deepspeed/launcher/
+    # launch.py, ``sigkill_handler``; public logs in microsoft/DeepSpeed#4181 and deepseek-ai/
+    # DeepSeek-Coder#55). A node that went down with its launcher prints none: 36135's dead store
+    # host, whose peers all printed it, was ranked 4th. [] : torchrun's and Slurm's ends alone.
+    end_patterns: tuple = (
+        r"\] exits with return code = -?[0-9]+",
+    )
     # Session 42: texts in which a unit says it was told to stop from outside (Java regexes):
     # torchrun's agent, ``Received Signals.SIGTERM death signal, shutting down workers`` (also
     # ``Received 15 death signal``, ``Received 1 death signal`` for SIGHUP;
@@ -273,6 +283,18 @@ class SpatialConfig:
     # for every HCCL timeout of the job (36031's invalid rank table: named by 10 peers, through the
     # communicator's name in EI0002's ``group:[...]``). False: as before.
     communicator_ids_name_nobody: bool = True
+    # Session 52: texts that name the unit that discovered a failure, not the one that failed (Java
+    # regexes; their addresses name nobody). Ascend HCCL's heartbeat spreads each failure to every
+    # rank, which prints ``Cluster Exception Location[IP/ID]:[<failed>/d], Arrival Time:[...],
+    # Discoverer:[<informer>/d], ExceptionType:[Heartbeat Lost Occurred]`` (hccl heartbeat.cc,
+    # ``headStr + crimerStr + ... + ", Discoverer:[" + informerStr + "]"``) and in its run log
+    # ``crimer rank [a/d] status[LOST] by informer rank [b/d]`` (older: ``by rank [b/d]``). Every
+    # rank's copy named the informer, a neighbour of the dead node, so it was named by all (36139's
+    # dead store host, ranked 2nd behind its informer). [] : every address of a line names.
+    reporter_patterns: tuple = (
+        r"Discoverer:\[[^\]]*\]",
+        r"\bby (?:informer )?rank \[[^\]]*\]",
+    )
     # Session 42: a unit that reported no end of its own (no line of ``termination_patterns`` or
     # ``stated_time_patterns``: no failure summary, no notice of a teardown) where at least
     # ``end_share`` of the job's units, two at least, reported theirs is silent: a launcher prints
@@ -347,6 +369,8 @@ class SpatialConfig:
         self._patterns("self_address_patterns", "the node's own address")
         self._patterns("stated_time_patterns", "the time")
         self._patterns("termination_patterns")
+        self._patterns("end_patterns")
+        self._patterns("reporter_patterns")
         self._patterns("collective_timeout_patterns")
         for key in ("evidence_required", "blame_discount", "pair_quiet_for_nobody", "pair_silence",
                     "silent_despite_errors", "small_job_timing", "pair_onset_without_remote",

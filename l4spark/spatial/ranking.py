@@ -167,7 +167,7 @@ def unit_event_facts(events: DataFrame, granularity: str = "node",
 def unit_mentions(events: DataFrame, granularity: str = "node",
                   candidates: DataFrame | None = None, store_patterns: Iterable[str] = (),
                   self_address_patterns: Iterable[str] = (), unnamed_ids: bool = False,
-                  timeout_patterns: Iterable[str] = ()) -> DataFrame:
+                  timeout_patterns: Iterable[str] = (), reporter_patterns: Iterable[str] = ()) -> DataFrame:
     """What each unit's lines name: IPv4 addresses (all lines: identity lines are INFO), and in
     loud lines global rank numbers and host names of the job's own nodes, and the host a c10d
     store client connects to (``store:<host or address>``, group 1 of ``store_patterns``:
@@ -188,7 +188,9 @@ def unit_mentions(events: DataFrame, granularity: str = "node",
     a loud line matching one of ``timeout_patterns``, ``SpatialConfig.collective_timeout_patterns``);
     n_lines / n_loud: lines / loud lines naming it; first_s:
     the first timestamp of a loud line naming it. ``unnamed_ids``: no ``ip:`` token from within a
-    communicator's identifier (``COMM_NAME_PATTERN``). Token extraction is JVM regex, no Python.
+    communicator's identifier (``COMM_NAME_PATTERN``); none from a text matching one of
+    ``reporter_patterns`` (``SpatialConfig.reporter_patterns``: the unit that discovered a failure,
+    as HCCL's ``Discoverer:[<address>/<device>]``). Token extraction is JVM regex, no Python.
     """
     if "message" not in events.columns:
         return events.sparkSession.createDataFrame([], UNIT_FACTS_SCHEMA)
@@ -206,7 +208,8 @@ def unit_mentions(events: DataFrame, granularity: str = "node",
 
     stores = [tagged("store", regex, 1, True) for regex in store_patterns]
     own = [tagged("self", regex, 1, False) for regex in self_address_patterns]
-    ip_text = replace_all("message", COMM_NAME_PATTERN, "") if unnamed_ids else F.col("message")
+    unnamed = ([COMM_NAME_PATTERN] if unnamed_ids else []) + list(reporter_patterns)
+    ip_text = replace_all("message", "|".join(f"(?:{p})" for p in unnamed), "") if unnamed else F.col("message")
     timeouts = list(timeout_patterns)
     # which rank printed the line, not what it names: the rank that never says so is the one missing
     waited = F.when(loud & F.col("rank").isNotNull() & any_rlike("message", timeouts),
@@ -416,7 +419,8 @@ def unit_inputs(events: DataFrame, granularity: str = "node", candidates: DataFr
                 store_patterns: Iterable[str] = (), dated: bool = True,
                 self_address_patterns: Iterable[str] = (), stated_time_patterns: Iterable[str] = (),
                 termination_patterns: Iterable[str] = (), unnamed_ids: bool = False,
-                timeout_patterns: Iterable[str] = ()) -> tuple[DataFrame, DataFrame]:
+                timeout_patterns: Iterable[str] = (), end_patterns: Iterable[str] = (),
+                reporter_patterns: Iterable[str] = ()) -> tuple[DataFrame, DataFrame]:
     """The two long-form inputs of ``rank_units`` for every job of ``events``: the unit facts
     and mentions (UNIT_FACTS_COLUMNS) and the unit activity (``unit_activity`` with
     ``unit_slowness``'s slow_z, null where no timer names the unit). Built once, they
@@ -425,12 +429,14 @@ def unit_inputs(events: DataFrame, granularity: str = "node", candidates: DataFr
     see ``unit_mentions``; ``dated``: see ``unit_activity``; ``self_address_patterns``: see
     ``unit_mentions``; ``stated_time_patterns``: see ``stated_times`` (the activity's times
     alone: facts and mentions date events by their own timestamps); ``termination_patterns``: see
-    ``unit_activity``'s notices; ``unnamed_ids`` and ``timeout_patterns``: see ``unit_mentions``."""
+    ``unit_activity``'s notices; ``end_patterns``: the failure summaries that state no time, read
+    as ``unit_activity``'s ends beside ``stated_time_patterns``; ``unnamed_ids``, ``timeout_patterns``
+    and ``reporter_patterns``: see ``unit_mentions``."""
     facts = unit_event_facts(events, granularity, candidates, remote_patterns).unionByName(
         unit_mentions(events, granularity, candidates, store_patterns, self_address_patterns, unnamed_ids,
-                      timeout_patterns))
+                      timeout_patterns, reporter_patterns))
     activity = unit_activity(stated_times(events, stated_time_patterns), granularity, dated, candidates,
-                             termination_patterns, stated_time_patterns)
+                             termination_patterns, (*stated_time_patterns, *end_patterns))
     slow = unit_slowness(events, granularity, timers).withColumnRenamed("job_id", "s_job").withColumnRenamed(
         "node", "s_node").withColumnRenamed("process_rank", "s_rank")
     same_unit = ((activity["job_id"] == slow["s_job"]) & (activity["node"] == slow["s_node"])
@@ -488,7 +494,7 @@ def rank_nodes(events: DataFrame, config: SpatialConfig = SpatialConfig(),
 UNIT_INPUT_SETTINGS = ("granularity", "remote_patterns", "store_client_not_blame", "store_client_patterns",
                        "untimed_errors_dated", "self_address_patterns", "stated_time_patterns",
                        "termination_patterns", "communicator_ids_name_nobody", "notices_are_reactions",
-                       "collective_timeout_patterns")
+                       "collective_timeout_patterns", "end_patterns", "reporter_patterns")
 
 
 def configured_unit_inputs(events: DataFrame, config: SpatialConfig = SpatialConfig(),
@@ -504,7 +510,8 @@ def configured_unit_inputs(events: DataFrame, config: SpatialConfig = SpatialCon
     return unit_inputs(events, config.granularity, candidates, timers, remote,
                        stores, config.untimed_errors_dated, config.self_address_patterns,
                        config.stated_time_patterns, config.termination_patterns,
-                       config.communicator_ids_name_nobody, config.collective_timeout_patterns)
+                       config.communicator_ids_name_nobody, config.collective_timeout_patterns,
+                       config.end_patterns, config.reporter_patterns)
 
 
 def baseline_rankings(events: DataFrame, granularity: str = "node") -> DataFrame:
