@@ -27,7 +27,7 @@ from pysail.spark import SparkConnectServer
 from pyspark.errors import AnalysisException
 
 from l4spark.config import SparkConfig, StorageConfig, load_config
-from l4spark.io.session import remote_url
+from l4spark.io.session import delta_settings, remote_url
 from l4spark.io.storage import replace_where, stored_format, table_exists
 
 pytestmark = pytest.mark.spark
@@ -166,6 +166,18 @@ def test_remote_url_from_conf_or_environment(monkeypatch):
     monkeypatch.setenv("SPARK_REMOTE", "sc://127.0.0.1:15002")
     assert remote_url(SparkConfig()) == "sc://127.0.0.1:15002"
     assert remote_url(SparkConfig(extra={"spark.remote": "sc://127.0.0.1:1"})) == "sc://127.0.0.1:1"
+
+
+def test_a_local_session_replays_a_delta_log_in_one_task(tmp_path):
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    for name in ("delta-spark_4.2_2.13-4.4.0.jar", "delta-storage-4.4.0.jar"):
+        (jars / name).write_bytes(b"")
+    key = "spark.databricks.delta.snapshotPartitions"
+    assert delta_settings(SparkConfig(master="local[2]", delta_jars=str(jars)))[key] == "1"
+    assert delta_settings(SparkConfig(master="spark://127.0.0.1:7077", shuffle_partitions=16,
+                                      delta_jars=str(jars)))[key] == "16"
+    assert delta_settings(SparkConfig(delta_jars=str(tmp_path / "none"))) == {}
 
 
 def test_replace_where_escapes_values_for_spark_sql():
