@@ -1500,18 +1500,23 @@ def test_the_informer_of_a_failure_is_named_by_nobody(spark):
     rows.append(("job-i", "h3", 24, "h3/rank-24.log", 2, T0 + timedelta(seconds=5), "ERROR", "run",
                  "[HeartbeatAbnormal]local rank [10.0.0.3/0]: crimer rank [10.0.0.1/3] status[LOST] by informer "
                  "rank [10.0.0.2/3]"))
+    # PyTorch: the rank whose watchdog fired first (rank 9, on h1) signals a dump; the others say so
+    rows += [("job-i", f"h{n}", 8 * n, f"h{n}/rank-{8 * n}.log", 3, T0 + timedelta(seconds=9), "ERROR", "dump",
+              f"[PG ID 0 PG GUID 0(default_pg) Rank {8 * n}] Received a dump signal due to a collective timeout "
+              "from  rank 9 and we will try our best to dump the debug info. Last enqueued NCCL work: 56116, "
+              "last completed NCCL work: 56116.") for n in (2, 3)]
     events = spark.createDataFrame(rows, MESSAGES_SCHEMA)
 
     def named(config: SpatialConfig) -> set:
         facts, _ = configured_unit_inputs(events, config)
         return {(r.node, r.event_id, r.token) for r in facts.toPandas().itertuples()
-                if isinstance(r.token, str) and r.token.startswith("ip:")}
+                if isinstance(r.token, str) and r.token.startswith(("ip:", "rank:"))}
 
     crimer = {("h2", "lost", "ip:10.0.0.1"), ("h3", "lost", "ip:10.0.0.1"), ("h4", "lost", "ip:10.0.0.1"),
               ("h3", "run", "ip:10.0.0.1"), ("h3", "run", "ip:10.0.0.3")}
-    assert named(SpatialConfig()) == crimer
+    assert named(SpatialConfig()) == crimer  # and no rank 10 from "rank [10.0.0.3/0]": an address
     informer = {("h2", "lost", "ip:10.0.0.2"), ("h3", "lost", "ip:10.0.0.2"), ("h4", "lost", "ip:10.0.0.2"),
-                ("h3", "run", "ip:10.0.0.2")}
+                ("h3", "run", "ip:10.0.0.2"), ("h2", "dump", "rank:9"), ("h3", "dump", "rank:9")}
     assert named(SpatialConfig(reporter_patterns=())) == crimer | informer
     # with the communicators' names read as before too: both sets of patterns are removed
     assert named(SpatialConfig(communicator_ids_name_nobody=False)) == crimer

@@ -290,10 +290,16 @@ class SpatialConfig:
     # ``headStr + crimerStr + ... + ", Discoverer:[" + informerStr + "]"``) and in its run log
     # ``crimer rank [a/d] status[LOST] by informer rank [b/d]`` (older: ``by rank [b/d]``). Every
     # rank's copy named the informer, a neighbour of the dead node, so it was named by all (36139's
-    # dead store host, ranked 2nd behind its informer). [] : every address of a line names.
+    # dead store host, ranked 2nd behind its informer). PyTorch's ProcessGroupNCCL: a rank whose
+    # watchdog timed out first signals the others through the store, and each of them prints
+    # ``Received a dump signal due to a collective timeout from  rank 63 and we will try our best
+    # to dump the debug info`` (``getNCCLWatchdogTimeoutErrorMsg``; public logs name one healthy
+    # rank from every other node: the peers' watchdogs fire first). Their rank numbers name nobody
+    # either. [] : every address and rank number of a line names.
     reporter_patterns: tuple = (
         r"Discoverer:\[[^\]]*\]",
         r"\bby (?:informer )?rank \[[^\]]*\]",
+        r"collective timeout from\s+rank\s*[0-9]+",
     )
     # Session 42: a unit that reported no end of its own (no line of ``termination_patterns`` or
     # ``stated_time_patterns``: no failure summary, no notice of a teardown) where at least

@@ -43,7 +43,8 @@ QUIET_LEVELS = ("INFO", "DEBUG", "TRACE")  # other levels, and lines without one
 # its sub-group ones gained.
 IPV4_PATTERN = r"\b(?:\d{1,3}\.){3}\d{1,3}\b"
 HOST_PATTERN = r"\b[A-Za-z][A-Za-z0-9_.-]*[0-9][A-Za-z0-9_.-]*\b"
-RANK_PATTERN = r"(?i)\brank\W{0,3}(\d+)"
+# a rank number, not the address HCCL prints after "rank [" (``crimer rank [10.0.0.1/3]``: rank 10 before session 52)
+RANK_PATTERN = r"(?i)\brank\W{0,3}(\d++)(?!\.\d)"
 # A rank number a process-group line prints in its own prefix is the printing rank's, and within
 # its process group (``rank_``): PyTorch's ProcessGroupNCCL (createLogPrefix) ``[PG ID 3 PG GUID
 # 9(DATA_PARALLEL_GROUP) Rank 2]`` (2.4+), ``[PG 1 Rank 2]`` (2.3), the work's ``[PG GUID 9(...) Rank
@@ -188,9 +189,10 @@ def unit_mentions(events: DataFrame, granularity: str = "node",
     a loud line matching one of ``timeout_patterns``, ``SpatialConfig.collective_timeout_patterns``);
     n_lines / n_loud: lines / loud lines naming it; first_s:
     the first timestamp of a loud line naming it. ``unnamed_ids``: no ``ip:`` token from within a
-    communicator's identifier (``COMM_NAME_PATTERN``); none from a text matching one of
-    ``reporter_patterns`` (``SpatialConfig.reporter_patterns``: the unit that discovered a failure,
-    as HCCL's ``Discoverer:[<address>/<device>]``). Token extraction is JVM regex, no Python.
+    communicator's identifier (``COMM_NAME_PATTERN``); no ``ip:`` or ``rank:`` token from a text
+    matching one of ``reporter_patterns`` (``SpatialConfig.reporter_patterns``: the unit that
+    discovered a failure, as HCCL's ``Discoverer:[<address>/<device>]``, or signalled it, as
+    PyTorch's ``... collective timeout from rank N``). Token extraction is JVM regex, no Python.
     """
     if "message" not in events.columns:
         return events.sparkSession.createDataFrame([], UNIT_FACTS_SCHEMA)
@@ -210,6 +212,7 @@ def unit_mentions(events: DataFrame, granularity: str = "node",
     own = [tagged("self", regex, 1, False) for regex in self_address_patterns]
     unnamed = ([COMM_NAME_PATTERN] if unnamed_ids else []) + list(reporter_patterns)
     ip_text = replace_all("message", "|".join(f"(?:{p})" for p in unnamed), "") if unnamed else F.col("message")
+    rank_text = replace_all("message", "|".join(f"(?:{p})" for p in (SELF_RANK_PREFIX, *reporter_patterns)), "")
     timeouts = list(timeout_patterns)
     # which rank printed the line, not what it names: the rank that never says so is the one missing
     waited = F.when(loud & F.col("rank").isNotNull() & any_rlike("message", timeouts),
@@ -219,8 +222,7 @@ def unit_mentions(events: DataFrame, granularity: str = "node",
         events.where(F.col("event_id").isNotNull() & F.col("message").isNotNull())
         .select("job_id", *_unit_columns(granularity), "event_id", _seconds().alias("t"), loud.alias("loud"),
                 F.explode(F.array_distinct(F.concat(tagged("ip", IPV4_PATTERN, 0, False, text=ip_text),
-                                                    tagged("rank", RANK_PATTERN, 1, True,
-                                                           text=replace_all("message", SELF_RANK_PREFIX, "")),
+                                                    tagged("rank", RANK_PATTERN, 1, True, text=rank_text),
                                                     tagged("slow", SLOW_RANK_PATTERN, 1, False),
                                                     tagged("comm", COMM_TAG_PATTERN, 1, False),
                                                     tagged("commsize", COMM_SIZE_PATTERN, 1, False,
