@@ -540,6 +540,31 @@ def test_every_rank_names_the_store_host_when_the_fault_is_elsewhere(tmp_path):
     assert every >= 1
 
 
+def test_ranks_of_other_nodes_name_the_rank_that_signalled_the_dump(tmp_path):
+    # PyTorch 2.3+: the first rank whose watchdog timed out signals a dump through the store; on
+    # some nodes the ranks' dump lines name it ("from  rank N") instead of "this local rank"
+    fleet = _fleet(tmp_path, "dump", seed=23, jobs=8, failed_share=1.0, nodes=(6, 6), ranks_per_node=2, iterations=80,
+                   frameworks=("megatron", "deepspeed"), fault_kinds=("nccl_timeout", "hang"),
+                   behaviours=("dump_signal_from_peer",))
+    pattern = re.compile(r"Received a dump signal due to a collective timeout from  rank (\d+) and")
+    named_jobs = 0
+    for job_id, lab in fleet.labels.items():
+        nodes = fleet.jobs[job_id]["nodes"]
+        named = {(node, int(m.group(1))) for (node, rank), lines in fleet.files(job_id).items()
+                 for line in lines if (m := pattern.search(line)) and "dump_signal_from_peer" in lab["behaviours"]}
+        assert "dump_signal_from_peer" in lab["behaviours"] or not named
+        if not named:
+            continue
+        named_jobs += 1
+        signalled = {rank for _, rank in named}
+        assert len(signalled) == 1  # one rank signalled the job's dump
+        (first,) = signalled
+        holder = next(node for (node, rank) in fleet.files(job_id) if rank == first)
+        assert holder not in {node for node, _ in named} and holder not in lab["faulty_nodes"]
+        assert 0 < len({node for node, _ in named}) < len(nodes) - 1  # some nodes, not all
+    assert named_jobs >= 2
+
+
 def test_ring_neighbours_name_each_other_one_hop_beyond_the_faulty_node(tmp_path):
     fleet = _fleet(tmp_path, "ring", seed=22, jobs=10, failed_share=1.0, nodes=(8, 8), ranks_per_node=2, iterations=80,
                    frameworks=("deepspeed", "hf_trainer"), fault_kinds=("gpu_ecc_error", "host_oom_kill", "kernel_exec_failure"),

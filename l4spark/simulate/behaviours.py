@@ -26,6 +26,11 @@ simulator before these were added.
   ``serverId[<ip>], deviceId[<d>], Heartbeat Lost Occurred, ...``, or CANN 8's ``Cluster
   Exception Location[IP/ID]:[<ip>/<d>], ..., Discoverer:[<ip>/<d>], ...``, the discoverer
   being the device that missed the heartbeat first).
+* ``dump_signal_from_peer`` (CUDA, PyTorch 2.3+): the first rank whose NCCL watchdog times out
+  signals a flight-recorder dump to every rank through the store. The ranks of some nodes see
+  that signal before their own watchdog fires, and their dump line names the signalling rank:
+  ``Received a dump signal due to a collective timeout from  rank 63`` instead of ``from this
+  local rank``. The named rank is a healthy peer that timed out first, on another node.
 * ``hccl_group_information`` (Ascend): EI0002 in the wording of CANN's current error table
   (``remote rank: [r]. base information: [...]. task information: [...]. group information:
   [group:[...], ..., rankSize[n], rankId[i], peerRankId[r]]``): the line states the size of the
@@ -108,6 +113,13 @@ FORMATS: dict[str, Format] = {
         "there are(is) {n} abnormal device(s):",
         "mindspore-ai/docs tutorials/source_en/debug/error_analysis/cann_error_cases.md; Ascend CANN EI0002 case "
         "(hiascend.com atlaserrorcode_15_0242)"),
+    # PyTorch's dump line on a rank that saw another rank's signal (``from  rank N``, with the
+    # message's own double space) rather than its own timeout (``from this local rank``)
+    "dump_signal_from_peer": Format(
+        " rank {rank}",
+        "pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp getNCCLWatchdogTimeoutErrorMsg(c10::str("
+        "\" rank \", timeOutRank)); NVIDIA Megatron-Bridge debugging notes: ranks 32-39 of node 4 'Received a dump "
+        "signal due to a collective timeout from rank 63'; public logs '... from  rank 7 and we will try our best'"),
     "hccl_heartbeat_lost": Format(
         "        serverId[{ip}], deviceId[{d}], Heartbeat Lost Occurred, Possible Reason: 1. Process has exited, "
         "2. Network Disconnected",
@@ -149,6 +161,7 @@ SHARES: dict[str, float] = {
     "subgroup_collectives": 0.5,
     "hccl_heartbeat": 0.5,  # new ones last: the draws of the behaviours above are unchanged
     "hccl_group_information": 0.5,
+    "dump_signal_from_peer": 0.5,  # session 52
 }
 # per job, in the shares above; plus a settings-group trait: Megatron's per-rank timers
 # (``--timing-log-option all``, ``kinds_extra.rank_timers_block``) in 35% of Megatron/MindSpeed groups
@@ -265,6 +278,22 @@ class BehaviourMixin:
         lines.append(("]", None))
         for i, (line, tmpl) in enumerate(lines):
             self._add(t + 1e-6 * (i + 1), r.plain, line, True, tmpl=tmpl)
+
+    def dump_source(self, r: RankLog) -> str:
+        """Whom a timed-out rank's dump line names as the signal's source: ``this local rank``, or
+        under ``dump_signal_from_peer``, on about half the nodes (drawn per node), the rank whose
+        watchdog timed out first when that rank is on another node."""
+        own = "this local rank"
+        if "dump_signal_from_peer" not in self.behaviours:
+            return own
+        timed_out = [(t, rank) for rank, (t, cause) in enumerate(zip(self.natural, self.cause)) if cause == "wd"]
+        if not timed_out:
+            return own
+        first = min(timed_out)[1]
+        node = self.lay.node_of(r.rank)
+        if self.lay.node_of(first) == node or behaviour_rng(self.spec.seed, 1000 + node).random() >= 0.5:
+            return own
+        return FORMATS["dump_signal_from_peer"].pattern.format(rank=first)
 
     # -- before the schedule: when the faulty process reports --------------------------------
     def _apply_peers_first(self) -> None:

@@ -538,7 +538,7 @@ class FaultPlan(ExtraKinds, BehaviourMixin):
             term = "%s Process group watchdog thread terminated with exception: %s" % (pg, wd)
             self._add(t + 0.0008, r.c10, "E", "ProcessGroupNCCL.cpp:1595", term, tmpl=wd_t, mark=wd)
             if spec.accelerator == "cuda":  # its own timeout signalled the dump (TORCH_NCCL_DUMP_ON_TIMEOUT)
-                dump, dump_t = fill(self.in_group(T_DUMP), r=g, src="this local rank", enq=enq, done=seq - 1)
+                dump, dump_t = fill(self.in_group(T_DUMP), r=g, src=self.dump_source(r), enq=enq, done=seq - 1)
                 self._add(t + 0.0009, r.c10, "E", "ProcessGroupNCCL.cpp:1664", dump, tmpl=dump_t)
         else:
             self._add(t + 0.0005, r.c10, "E", "ProcessGroupNCCL.cpp:489", "Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.")
