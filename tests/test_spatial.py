@@ -1901,7 +1901,7 @@ def test_times_lines_state_and_notices_of_a_teardown_date_a_units_stop(spark):
     assert not activity(dataclasses.replace(config, termination_patterns=()))["undated_notice"].any()
     # a summary, a notice to stop or a cancel notice is a reported end; the dead node has none
     assert stated_on["reported_end"].tolist() == [False, True, True, True, True]
-    assert activity(dataclasses.replace(config, termination_patterns=(), stated_time_patterns=()))[
+    assert activity(dataclasses.replace(config, termination_patterns=(), stated_time_patterns=(), end_patterns=()))[
         "reported_end"].isna().all()
 
 
