@@ -64,7 +64,8 @@ from l4spark.crossjob.reasons import (
 )
 from l4spark.io.frames import materialize
 from l4spark.io import fs
-from l4spark.io.storage import read_table, stored_format, table_exists, table_path, write_job_rows, write_json, write_table
+from l4spark.io.storage import (in_parallel, read_table, stored_format, table_exists, table_path, write_job_rows,
+                                write_json, write_table)
 from l4spark.io.tables import JOB_EVENT_FORMS, NORMAL_POOL, NORMAL_POOL_LEDGER, NORMAL_POOL_VARIANTS, columns
 from l4spark.parse.structure import with_masked
 from l4spark.parse.textrules import MaskRule
@@ -148,8 +149,10 @@ def update_normal_pool(spark: SparkSession, config: Config, pool_config: NormalP
         job_settings |= {row.job_id: row.settings for row in successful_rows if row.job_id in set(added)}
         groups = _job_groups(spark, job_settings, pool_config).localCheckpoint()
         pool = build_pool(ledger, groups).localCheckpoint()
-        write_table(pool, storage, NORMAL_POOL.name)
-        write_table(build_variants(ledger, groups).localCheckpoint(), storage, NORMAL_POOL_VARIANTS.name)
+        variants = build_variants(ledger, groups).localCheckpoint()
+        # neither reads the other: both commits at once (``in_parallel``), the state after both
+        in_parallel(lambda: write_table(pool, storage, NORMAL_POOL.name),
+                    lambda: write_table(variants, storage, NORMAL_POOL_VARIANTS.name))
         _write_state(spark, storage, target)
         update.rebuilt = True
     else:
