@@ -1529,9 +1529,13 @@ def test_deepspeeds_launcher_summary_is_a_units_end(spark):
     # down with its launcher logs no end
     rows = [("job-e", f"h{n}", 8 * n, f"h{n}/rank-{8 * n}.log", 1, T0, "INFO", "step",
              "[Rank 0] step=2503, skipped=0") for n in range(4)]
+    # (the parse keeps the message after DeepSpeed's ``[launch.py:321:sigkill_handler]`` header)
     rows += [("job-e", f"h{n}", 8 * n, f"h{n}/rank-{8 * n}.log", 2, T0 + timedelta(seconds=9), "ERROR", "exit",
-              f"[launch.py:321:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', '--local_rank=7'] exits with "
-              f"return code = {-6 if n == 2 else 1}") for n in (1, 2, 3)]
+              f"['/usr/bin/python', '-u', 'train.py', '--local_rank=7'] exits with return code = {-6 if n == 2 else 1}")
+             for n in (1, 2)]
+    # h3's launcher was told to stop (SIGTERM): it kills its workers, no worker failed, no exit line
+    rows += [("job-e", "h3", 24, "h3/rank-24.log", 2 + k, T0 + timedelta(seconds=12), "INFO", "kill",
+              f"Killing subprocess {41007 + k}") for k in range(2)]
     events = spark.createDataFrame(rows, MESSAGES_SCHEMA)
 
     def ended(config: SpatialConfig) -> dict:
@@ -1539,6 +1543,8 @@ def test_deepspeeds_launcher_summary_is_a_units_end(spark):
         return {r.node: r.reported_end for r in activity.toPandas().itertuples()}
 
     assert ended(SpatialConfig()) == {"h0": False, "h1": True, "h2": True, "h3": True}
+    assert ended(SpatialConfig(end_patterns=SpatialConfig().end_patterns[:1])) == \
+        {"h0": False, "h1": True, "h2": True, "h3": False}
     # torchrun's and Slurm's ends alone: nobody reported one
     assert ended(SpatialConfig(end_patterns=())) == {"h0": False, "h1": False, "h2": False, "h3": False}
 

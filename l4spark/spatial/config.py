@@ -245,15 +245,17 @@ class SpatialConfig:
         r"^\s*time\s*:\s*([0-9]{4}-[0-9]{2}-[0-9]{2}_[0-9]{2}:[0-9]{2}:[0-9]{2})\s*$",
         r"\*\*\* (?:STEP|JOB) \S+ ON \S+ CANCELLED AT ([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2})",
     )
-    # Session 52: a launcher's failure summary that states no time (Java regexes), read like
-    # ``stated_time_patterns``' summaries as the unit reporting its own end (``unended_is_silent``):
-    # DeepSpeed's launcher ends every node whose worker died with ``[ERROR] [launch.py:321:sigkill_handler]
-    # ['/usr/bin/python', '-u', 'train.py', ...] exits with return code = 1`` (deepspeed/launcher/
-    # launch.py, ``sigkill_handler``; public logs in microsoft/DeepSpeed#4181 and deepseek-ai/
-    # DeepSeek-Coder#55). A node that went down with its launcher prints none: 36135's dead store
-    # host, whose peers all printed it, was ranked 4th. [] : torchrun's and Slurm's ends alone.
+    # Session 52: a launcher's lines at its end that state no time (Java regexes), read like
+    # ``stated_time_patterns``' summaries as the unit reporting its own end (``unended_is_silent``).
+    # DeepSpeed's launcher (deepspeed/launcher/launch.py, ``sigkill_handler``) logs ``Killing
+    # subprocess <pid>`` for each worker when one of them failed or when it was told to stop
+    # (SIGTERM, SIGINT), then, when a worker failed, ``['/usr/bin/python', '-u', 'train.py', ...]
+    # exits with return code = 1`` (public logs in microsoft/DeepSpeed#4181, deepseek-ai/
+    # DeepSeek-Coder#55). A node that went down with its launcher prints neither: 36135's dead store
+    # host, whose peers all printed them, was ranked 4th. [] : torchrun's and Slurm's ends alone.
     end_patterns: tuple = (
         r"\] exits with return code = -?[0-9]+",
+        r"^Killing subprocess [0-9]+$",
     )
     # Session 42: texts in which a unit says it was told to stop from outside (Java regexes):
     # torchrun's agent, ``Received Signals.SIGTERM death signal, shutting down workers`` (also
