@@ -521,14 +521,14 @@ def test_a_time_a_line_states_dates_when_the_job_broke(spark):
     assert failure == {True: [(40, 42)], False: [(40, 43)]}
 
 
-def test_a_progress_line_printing_nan_for_good_is_followed_whatever_the_drop(spark):
-    """Megatron-DeepSpeed leaves a NaN loss out of its progress line and prints ``grad norm: nan``:
-    from iteration 61 on, every progress line (one every 10 iterations of 10 s) prints it, each
-    under a 40-line per-rank timer block, until a crash at iteration 101. One changed line among 41
-    moves an interval's score less than ``min_drop``; the nonfinite line still starts a lasting change."""
+def _grad_norm_outcomes(spark, nan_at) -> dict:
+    """A Megatron-DeepSpeed-like job: a progress line every 10 iterations of 10 s, each under a 40-line
+    per-rank timer block, printing ``grad norm: nan`` at the iterations ``nan_at`` says, until a crash
+    at iteration 101. Per ``nonfinite_progress_followed`` (on, off): the (changed_from,
+    failure_iteration) rows of ``analyse_iterations``."""
     rows, line = [], 0
     for i in range(10, 101, 10):
-        norm = "nan" if i > 60 else "0.512"
+        norm = "nan" if nan_at(i) else "0.512"
         rows.append(("j", "a", 0, "j/a/r0", line := line + 1, _ts(10 * i), None, f"E_it_{norm}",
                      f" iteration {i:8d}/ 1000 | consumed tokens: 1024 | grad norm: {norm} |", None, None))
         rows += [("j", "a", 0, "j/a/r0", line := line + 1, None, None, f"E_t{k}", f"    rank {k:2d}: 182.5", None, None)
@@ -537,11 +537,18 @@ def test_a_progress_line_printing_nan_for_good_is_followed_whatever_the_drop(spa
                  None, None))
     staged = with_stage_and_iteration(spark.createDataFrame(rows, SCHEMA))
     indicating = staged.select("job_id", "event_id").distinct()
-    failure = {}
+    outcomes = {}
     for followed in (True, False):
-        conf = TemporalConfig(nonfinite_progress_followed=followed)
-        _, progress = analyse_iterations(staged, indicating, conf)
-        failure[followed] = [(r.changed_from, r.failure_iteration) for r in progress.collect()]
+        _, progress = analyse_iterations(staged, indicating, TemporalConfig(nonfinite_progress_followed=followed))
+        outcomes[followed] = [(r.changed_from, r.failure_iteration) for r in progress.collect()]
+    return outcomes
+
+
+def test_a_progress_line_printing_nan_for_good_is_followed_whatever_the_drop(spark):
+    """Megatron-DeepSpeed leaves a NaN loss out of its progress line and prints ``grad norm: nan``:
+    from iteration 61 on, every progress line prints it. One changed line among 41 moves an
+    interval's score less than ``min_drop``; the nonfinite line still starts a lasting change."""
+    failure = _grad_norm_outcomes(spark, lambda i: i > 60)
     assert failure[False] == [(None, 101)]
     assert failure[True][0][0] == 61 and 61 <= failure[True][0][1] <= 70
 
@@ -551,20 +558,7 @@ def test_a_nan_the_job_got_over_places_nothing(spark):
     ``grad norm: nan`` (Megatron-LM and DeepSpeed with a dynamic loss scale; HF Trainer's
     ``'grad_norm': nan``) once in a while, and the next lines are finite again. That is no failure:
     the job that crashed at iteration 101 broke there, with the rule on or off."""
-    rows, line = [], 0
-    for i in range(10, 101, 10):
-        norm = "nan" if i in (30, 70) else "0.512"
-        rows.append(("j", "a", 0, "j/a/r0", line := line + 1, _ts(10 * i), None, f"E_it_{norm}",
-                     f" iteration {i:8d}/ 1000 | consumed tokens: 1024 | grad norm: {norm} |", None, None))
-        rows += [("j", "a", 0, "j/a/r0", line := line + 1, None, None, f"E_t{k}", f"    rank {k:2d}: 182.5", None, None)
-                 for k in range(40)]
-    rows.append(("j", "a", 0, "j/a/r0", line + 1, _ts(1004), "ERROR", "E_exit", "RuntimeError: NCCL communicator was aborted",
-                 None, None))
-    staged = with_stage_and_iteration(spark.createDataFrame(rows, SCHEMA))
-    indicating = staged.select("job_id", "event_id").distinct()
-    for followed in (True, False):
-        _, progress = analyse_iterations(staged, indicating, TemporalConfig(nonfinite_progress_followed=followed))
-        assert [(r.changed_from, r.failure_iteration) for r in progress.collect()] == [(None, 101)]
+    assert _grad_norm_outcomes(spark, lambda i: i in (30, 70)) == {True: [(None, 101)], False: [(None, 101)]}
 
 
 def test_counted_progress_lines_are_numbered(spark):
