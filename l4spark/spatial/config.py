@@ -255,7 +255,7 @@ class SpatialConfig:
     # host, whose peers all printed them, was ranked 4th. [] : torchrun's and Slurm's ends alone.
     end_patterns: tuple = (
         r"\] exits with return code = -?[0-9]+",
-        r"(?:^|\] )Killing subprocess [0-9]+$",  # after the launcher's [launch.py:N:sigkill_handler] when kept
+        r"^Killing subprocess [0-9]+$",
     )
     # Session 42: texts in which a unit says it was told to stop from outside (Java regexes):
     # torchrun's agent, ``Received Signals.SIGTERM death signal, shutting down workers`` (also
