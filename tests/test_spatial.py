@@ -1536,17 +1536,27 @@ def test_deepspeeds_launcher_summary_is_a_units_end(spark):
     # h3's launcher was told to stop (SIGTERM): it kills its workers, no worker failed, no exit line
     rows += [("job-e", "h3", 24, "h3/rank-24.log", 2 + k, T0 + timedelta(seconds=12), "INFO", "kill",
               f"Killing subprocess {41007 + k}") for k in range(2)]
+    # h4's and h5's the same, their launcher's source or pdsh's host prefix kept in the message by
+    # a format the parse did not split; h6's line names a process id that is not the line's end
+    for node, rank, text in (("h4", 32, "[launch.py:316:sigkill_handler] Killing subprocess 52001"),
+                             ("h5", 40, "worker-5: Killing subprocess 52002"),
+                             ("h6", 48, "Killing subprocess 52003 failed: no such process")):
+        rows += [("job-e", node, rank, f"{node}/rank-{rank}.log", 1, T0, "INFO", "step", "[Rank 0] step=2503, skipped=0"),
+                 ("job-e", node, rank, f"{node}/rank-{rank}.log", 2, T0 + timedelta(seconds=12), "INFO",
+                  f"kill-{node}", text)]
     events = spark.createDataFrame(rows, MESSAGES_SCHEMA)
 
     def ended(config: SpatialConfig) -> dict:
         _, activity = configured_unit_inputs(events, config)
         return {r.node: r.reported_end for r in activity.toPandas().itertuples()}
 
-    assert ended(SpatialConfig()) == {"h0": False, "h1": True, "h2": True, "h3": True}
+    launcher_ends = {"h0": False, "h1": True, "h2": True, "h3": True, "h4": True, "h5": True, "h6": False}
+    assert ended(SpatialConfig()) == launcher_ends
+    # without the kill lines: the launchers told to stop report no end
     assert ended(SpatialConfig(end_patterns=SpatialConfig().end_patterns[:1])) == \
-        {"h0": False, "h1": True, "h2": True, "h3": False}
+        {**launcher_ends, "h3": False, "h4": False, "h5": False}
     # torchrun's and Slurm's ends alone: nobody reported one
-    assert ended(SpatialConfig(end_patterns=())) == {"h0": False, "h1": False, "h2": False, "h3": False}
+    assert ended(SpatialConfig(end_patterns=())) == dict.fromkeys(launcher_ends, False)
 
 
 @pytest.mark.spark

@@ -255,7 +255,9 @@ class SpatialConfig:
     # host, whose peers all printed them, was ranked 4th. [] : torchrun's and Slurm's ends alone.
     end_patterns: tuple = (
         r"\] exits with return code = -?[0-9]+",
-        r"^Killing subprocess [0-9]+$",
+        # at a word's start: after the launcher's ``[launch.py:N:sigkill_handler]`` or a line
+        # wrapper's prefix (pdsh's ``host: ``) when the parse's format kept them in the message
+        r"\bKilling subprocess [0-9]+$",
     )
     # Session 42: texts in which a unit says it was told to stop from outside (Java regexes):
     # torchrun's agent, ``Received Signals.SIGTERM death signal, shutting down workers`` (also

@@ -431,8 +431,8 @@ def unit_inputs(events: DataFrame, granularity: str = "node", candidates: DataFr
     see ``unit_mentions``; ``dated``: see ``unit_activity``; ``self_address_patterns``: see
     ``unit_mentions``; ``stated_time_patterns``: see ``stated_times`` (the activity's times
     alone: facts and mentions date events by their own timestamps); ``termination_patterns``: see
-    ``unit_activity``'s notices; ``end_patterns``: the failure summaries that state no time, read
-    as ``unit_activity``'s ends beside ``stated_time_patterns``; ``unnamed_ids``, ``timeout_patterns``
+    ``unit_activity``'s notices; ``end_patterns``: a launcher's lines at its end that state no time,
+    read as ``unit_activity``'s ends beside ``stated_time_patterns``; ``unnamed_ids``, ``timeout_patterns``
     and ``reporter_patterns``: see ``unit_mentions``."""
     facts = unit_event_facts(events, granularity, candidates, remote_patterns).unionByName(
         unit_mentions(events, granularity, candidates, store_patterns, self_address_patterns, unnamed_ids,
