@@ -2081,8 +2081,12 @@ def test_a_node_most_peers_name_outranks_one_that_only_logs_less():
     # one score, no tier: which wins is the weights' business. Named by all seven others, n03's
     # blame is 1.0; worth 0.4 (or the default 0.8) it beats n06's extra event and far fewer lines
     # (0.733 + 0.1) with n03's 0.5 (isolated only by what it lacks) + the blame weight
-    ranked = rank_units("job-y", counts, activity, SpatialConfig(blame_weight=0.4)).set_index("node")
+    # (n06's truncation counted as before session 53: it logs an event more than its peers, which
+    # now explains why it is short, truncated_needs_quiet)
+    ranked = rank_units("job-y", counts, activity,
+                        SpatialConfig(blame_weight=0.4, truncated_needs_quiet=False)).set_index("node")
     assert ranked.loc["n06", "silent"] and ranked.loc["n06", "signals"][0] == "silent: far fewer lines than its peers"
+    assert not rank_units("job-y", counts, activity, SpatialConfig(blame_weight=0.4)).set_index("node").loc["n06", "silent"]
     assert ranked.loc["n03", "named_by"] == 7
     assert ranked.loc["n03", "rank"] == 1 and ranked.loc["n03", "suspect"]
     assert ranked.loc["n06", "rank"] > 1
@@ -2196,6 +2200,26 @@ def test_a_silent_unit_gets_the_silence_weight_not_a_tier():
     # a silence weight below the faulty node's other evidence leaves the faulty node first
     light = rank_units("job-t", counts, activity, SpatialConfig(silence_weight=0.1)).set_index("node")
     assert light.loc["n05", "rank"] == 1 and light.loc["n02", "rank"] > 1
+
+
+def test_a_unit_short_of_lines_that_logged_its_own_failure_is_not_silent():
+    # issue #18, 36149's MindSpeed node_down: n02 died with no end of its own while its peers
+    # reported theirs; its ring neighbour n01 waited for it, timed out, crashed first and so wrote
+    # far fewer lines than the others, which were torn down later. n01's timeout lines are its
+    # evidence (it logs them more than its peers) and why it is short: the dead node comes first.
+    rows = _healthy_counts(8) + [("n01", "socket_timeout", 8), ("n01", "allreduce_error", 8),
+                                 ("n03", "socket_timeout", 8), ("n03", "allreduce_error", 8)]
+    ends = {i: i != 2 for i in range(8)}
+    activity = _activity(8, n_lines={1: 300}, reported_end=ends)
+    ranked = rank_units("job-r", _counts(rows), activity, SpatialConfig()).set_index("node")
+    assert ranked.loc["n02", "rank"] == 1 and ranked.loc["n02", "silent"]
+    assert not ranked.loc["n01", "silent"] and not any("far fewer" in s for s in ranked.loc["n01", "signals"])
+    before = rank_units("job-r", _counts(rows), activity, SpatialConfig(truncated_needs_quiet=False)).set_index("node")
+    assert before.loc["n01", "rank"] == 1 and "silent: far fewer lines than its peers" in before.loc["n01", "signals"]
+    # a unit short of lines that logs nothing more than its peers keeps the bonus (36045's host
+    # OOM kill: the node whose processes were killed wrote less, and no line about it)
+    quiet = rank_units("job-q", _counts(_healthy_counts(8)), _activity(8, n_lines={4: 300}), SpatialConfig())
+    assert quiet.iloc[0]["node"] == "n04" and "silent: far fewer lines than its peers" in quiet.iloc[0]["signals"]
 
 
 def test_silence_is_judged_against_peers_of_the_same_role():

@@ -66,6 +66,15 @@ class SpatialConfig:
     absent_member_behind: bool = True
     slow_z_min: float = 6.0  # a per-rank timer this many robust spreads above the others starts to count as slow
     truncated_bonus: float = 0.1  # combined score added for far fewer lines than the peers (role can explain it)
+    # Session 53: far fewer lines than the peers counts (``truncated_bonus``, "silent: far fewer
+    # lines") only for a unit that logs no event more than its peers (no isolation evidence). A
+    # unit with evidence ended on what it logged: a ring neighbour of a dead node that waited for
+    # it, timed out and crashed before the others were torn down is short because it crashed
+    # first, and its errors count already as isolation. 36149's MindSpeed node_down of the store
+    # host (node011, no end of its own, 0.75) came second behind that neighbour (0.718 isolation
+    # + 0.1). Rerank of 55 fleets (1,305 jobs): +1, none lost; truncated_bonus = 0 instead: +1,
+    # -1 (36045's quiet host_oom_kill node lost the bonus it needs). false: every truncated unit.
+    truncated_needs_quiet: bool = True
     timing_weight: float = 0.3  # combined score added for the earliest failure onset...
     timing_scale_s: float = 2.0  # ...decaying by e for every this many seconds behind it
     terminal_share: float = 0.1  # failure onset: events new to a unit in this last share of its life...

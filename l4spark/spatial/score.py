@@ -134,6 +134,12 @@ def unit_signals(counts: pd.DataFrame, activity: pd.DataFrame, config: SpatialCo
     # pipeline stage logs more than the rest by role
     only_truncated = silent["truncated"] & silent["silent"] & (silent["missing_files"] == 0) & ~(
         silent["silent_gap_s"].fillna(0.0) >= config.silent_min_gap_s) & ~silent["unended"]
+    if config.truncated_needs_quiet:
+        # a unit that logs events more than its peers (evidence) and fewer lines in all ended on
+        # what it logged: its own lines say why it is short, and its isolation counts them already
+        explained = only_truncated & has_evidence.reindex(activity.index).fillna(False).astype(bool)
+        silent = silent.assign(truncated=silent["truncated"] & ~explained, silent=silent["silent"] & ~explained)
+        only_truncated &= ~explained
     lag = collectives_behind(mentions, activity, config.absent_member_behind)
     signals = pd.DataFrame({
         "score": score, "has_evidence": has_evidence.reindex(activity.index).fillna(False),
