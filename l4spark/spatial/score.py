@@ -103,6 +103,7 @@ def unit_signals(counts: pd.DataFrame, activity: pd.DataFrame, config: SpatialCo
         deviation = deviations(features)
         evidence = {unit: _evidence(deviation, unit, config.max_evidence) for unit in activity.index}
         has_evidence = pd.Series({unit: bool(ids) for unit, (ids, _) in evidence.items()}, dtype=bool)
+    has_evidence = has_evidence.reindex(activity.index).fillna(False).astype(bool)
     silent = silence(activity, config, matrix.sum(axis=1))
     if "first_s" in facts.columns:
         first_seen = _pivot(facts, "first_s", activity.index)
@@ -137,12 +138,12 @@ def unit_signals(counts: pd.DataFrame, activity: pd.DataFrame, config: SpatialCo
     if config.truncated_needs_quiet:
         # a unit that logs events more than its peers (evidence) and fewer lines in all ended on
         # what it logged: its own lines say why it is short, and its isolation counts them already
-        explained = only_truncated & has_evidence.reindex(activity.index).fillna(False).astype(bool)
+        explained = only_truncated & has_evidence
         silent = silent.assign(truncated=silent["truncated"] & ~explained, silent=silent["silent"] & ~explained)
         only_truncated &= ~explained
     lag = collectives_behind(mentions, activity, config.absent_member_behind)
     signals = pd.DataFrame({
-        "score": score, "has_evidence": has_evidence.reindex(activity.index).fillna(False),
+        "score": score, "has_evidence": has_evidence,
         "named_by": named["named_by"], "named_weight": named["named_weight"], "onset_lag_s": timed - timed.min(),
         "stopped": silent["silent"] & ~only_truncated, "only_truncated": only_truncated,
         "slow_z": activity["slow_z"].astype(float) if "slow_z" in activity.columns else np.nan,
