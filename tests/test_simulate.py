@@ -16,6 +16,7 @@ import pytest
 from l4spark.simulate import FAULT_CLASSES, FAULT_KINDS, FleetOptions, simulate_fleet
 from l4spark.simulate.cli import main as cli_main
 from l4spark.simulate.cli import parse_range, parse_size
+from l4spark.simulate.fleet import plan_fleet
 from l4spark.simulate.formats import Clock, RankLog, Truth, template_of
 from l4spark.simulate.stats import label_stats
 
@@ -470,6 +471,18 @@ def test_target_bytes_scales_the_fleet(tmp_path):
     large = simulate_fleet(tmp_path / "l", FleetOptions(seed=9, jobs=6, nodes=(2, 2), target_bytes=12_000_000))
     assert large.n_jobs == small.n_jobs == 6
     assert 2.0 < large.n_bytes / small.n_bytes < 8.0
+
+
+def test_target_bytes_counts_the_per_rank_timer_blocks(tmp_path):
+    """Megatron's per-rank timers print world x 3 lines after every progress line; the size
+    estimate left them out, and `make bench`'s "2G" fleet came out at 8.9 GB (session 54). Six
+    wide Megatron/MindSpeed jobs that all print them (seed 3) now land near the target (14.7x it
+    before)."""
+    options = FleetOptions(seed=3, jobs=6, nodes=(8, 8), ranks_per_node=8, frameworks=("megatron", "mindspeed"),
+                           target_bytes=30_000_000)
+    assert all(spec.settings.get("timing_all_ranks") for spec in plan_fleet(options))
+    summary = simulate_fleet(tmp_path / "f", options)
+    assert 0.5 < summary.n_bytes / 30_000_000 < 2.0
 
 
 def test_cli_writes_a_fleet_and_prints_a_summary(tmp_path, capsys):

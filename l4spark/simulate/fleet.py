@@ -152,6 +152,12 @@ def _estimate(specs: list[JobSpec]) -> tuple[float, float]:
             it += 62
         if s.settings.get("log_timers"):
             it += 14 * 75 / (10.0 * L)
+        if s.settings.get("timing_all_ranks"):
+            # Megatron's per-rank timer block after every progress line (``kinds_extra.
+            # rank_timers_block``): a head, three timer names, world x 3 lines of ~21 bytes. At 256
+            # ranks that is 50 times the progress line, and `make bench`'s "2G" fleet came out at
+            # 8.9 GB while this was left out (session 54)
+            it += (25 + 3 * 12 + 3 * W * 21) / L
         it += s.noise.get("zero3_flush", 0) / 1000.0 * 480 * W
         if s.framework == "deepspeed":
             it += W * 4 * 170.0 / s.save_interval
