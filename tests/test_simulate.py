@@ -934,6 +934,52 @@ def test_hccl_timeout_peers_say_they_waited_and_the_faulty_node_reports_its_link
                                 for line in solution)
 
 
+def test_ascend_neighbours_report_an_error_cqe_once_the_links_are_up(tmp_path):
+    """Session 55: HCCL sets up a link when a communicator is first used. A rank or node lost during
+    training leaves its neighbours' RoCE transfers without an answer: the RoCE driver's ``error cqe``
+    plog line, EI0013 naming the lost node as the peer, and torch_npu's ``HCCL_E_REMOTE``. They no
+    longer print the link-establishment timeout, which real HCCL prints only while setting up a link
+    (it did before: 3-7 jobs of every fleet of sessions 49-54)."""
+    fleet = _fleet(tmp_path, "cqe", seed=29, jobs=8, failed_share=1.0, nodes=(3, 4), ranks_per_node=2, iterations=60,
+                   frameworks=("mindspeed",), fault_kinds=("node_down", "oom", "kernel_exec_failure"), behaviours=())
+    named = 0
+    for job_id, lab in fleet.labels.items():
+        job, faulty = fleet.jobs[job_id], lab["faulty_nodes"]
+        lines = [line for (host, _), rank_lines in fleet.files(job_id).items() if host not in faulty for line in rank_lines]
+        assert not any("wait socket establish timeout" in line or "EI0006" in line for line in lines), job_id
+        cqes = [line for line in lines if "EI0013" in line]
+        if not cqes:  # no neighbour ended by itself before the job was torn down
+            continue
+        named += 1
+        lost = {job["node_ips"][n] for n in faulty}
+        assert all(re.search(r"Peer information: server ([0-9.]+),", line).group(1) in lost for line in cqes), job_id
+        assert any("error cqe status: 0x15" in line for line in lines), job_id
+        assert any("what():  HCCL error: HCCL_E_REMOTE: A call failed possibly due to a network error or a remote "
+                   "process exiting prematurely." in line for line in lines), job_id
+    assert named >= 3
+
+
+def test_ascend_link_establishment_times_out_the_connect_timeout_after_the_peer_was_lost(tmp_path):
+    """At ``init`` the links are not up yet: a neighbour of the node whose ranks failed waits to set
+    one up and gives up HCCL_CONNECT_TIMEOUT (120 s) after its wait began, as real HCCL does
+    (vllm-project/vllm-ascend#1955: ``listen ... fail`` at 03:47:57.070, ``wait socket establish
+    timeout ... timeout[120]`` at 03:49:57.177). Before session 55 it came 1.5-48 s after the loss."""
+    from datetime import datetime, timezone
+
+    fleet = _fleet(tmp_path, "link", seed=31, jobs=6, failed_share=1.0, nodes=(3, 4), ranks_per_node=2, iterations=60,
+                   frameworks=("mindspeed",), fault_kinds=("invalid_rank_table",), behaviours=())
+    waits = []
+    for job_id, lab in fleet.labels.items():
+        lost = datetime.fromisoformat(lab["root_cause_ts"].replace("Z", "+00:00"))
+        for line in fleet.lines(job_id):
+            m = re.search(r"HCCL\(\d+,python\):(\S+) \[hccl_socket_manager.cc:778\].*wait socket establish timeout", line)
+            if m:
+                at = datetime.strptime(m.group(1)[:-4], "%Y-%m-%d-%H:%M:%S.%f")  # CANN's ``.mmm.uuu``, to the ms
+                waits.append((at.replace(tzinfo=timezone.utc) - lost).total_seconds())
+    assert len(waits) >= 3
+    assert all(95 <= w <= 125 for w in waits), waits
+
+
 def test_ib_completion_errors_are_worded_as_the_jobs_nccl_version_prints_them(tmp_path):
     """NCCL up to 2.19 writes "with error 12, opcode 0, len 0, ..."; from 2.20 (tag v2.20.3-1)
     "with status=12 opcode=0 len=0 ... remoteGids..." (transport/net_ib.cc; NVIDIA/nccl#1405, #1814)."""

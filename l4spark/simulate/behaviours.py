@@ -141,6 +141,18 @@ FORMATS: dict[str, Format] = {
         "rankSize[{size}], rankId[{me}], peerRankId[{rr}]]",
         "hicann/hcomm error table (EI0002) and task_exception_handler.cc DealExceptionGroupRank; "
         "hiascend.com CANNCommunityEdition atlaserrorcode_15_0242"),
+    # Ascend, a link whose peer process or node is gone once the links are up: the RoCE driver's
+    # plog line, then torch_npu's watchdog, which polls HcclGetCommAsyncError and throws
+    # std::runtime_error("HCCL error: " + getHcclErrorDetailStr(HCCL_E_REMOTE))
+    "roce_error_cqe": Format(
+        "hns_roce_lite_handle_error_cqe(630) : error cqe status: 0x{status:x}",
+        "Ascend HCCL user guide, ERROR CQE (EI0013) case (hiascend.com CANN 8.5 hcclug_000061: '[ERROR] "
+        "ROCE(2040034,alltoall_test):2025-09-15-08:38:12.776.612 [hns_roce_lite.c:630]hns_roce_lite_handle_error_cqe(630) "
+        ": error cqe status: 0x15'; the peer process exiting first is its second cause)"),
+    "hccl_e_remote": Format(
+        "HCCL error: HCCL_E_REMOTE: A call failed possibly due to a network error or a remote process exiting prematurely.",
+        "Ascend/pytorch torch_npu/csrc/distributed/ProcessGroupHCCL.cpp checkForHCCLErrorsInternal and "
+        "HCCLUtils.cpp getHcclErrorDetailStr"),
 }
 # status 5 = IBV_WC_WR_FLUSH_ERR with vendor_err 0xf9 (https://github.com/accelio/accelio/issues/181,
 # https://github.com/spdk/spdk/issues/298): outstanding work flushed when the local QP goes to error

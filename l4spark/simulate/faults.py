@@ -100,6 +100,10 @@ T_HCCL_NOTIFY_SOLUTION = ("        Solution: 1. If this error is reported on par
 # Execution_Error_ROCE_CQE: "server" is the rank table's server id, the host address)
 T_HCCL_CQE = ("An error CQE occurred during operator execution. Local information: server {sip}, device ID {d}, device IP {dip}. "
               "Peer information: server {pip}, device ID {pd}, device IP {pdip}.")
+# HCCL waits this long to establish a link (HCCL_CONNECT_TIMEOUT's default, in seconds): its
+# "wait socket establish timeout ... timeout[120]" comes that long after the wait began
+# (vllm-project/vllm-ascend#1955: "listen ... fail" at 03:47:57.070, the timeout at 03:49:57.177)
+HCCL_CONNECT_TIMEOUT = 120
 T_CUDA_ERR = "RuntimeError: CUDA error: {what}"
 T_NCCL_CUDA_FAIL = "Cuda failure '{what}'"
 
@@ -409,12 +413,15 @@ class FaultPlan(ExtraKinds, BehaviourMixin):
             t_net = INF
             if node in self.neighbours and self.propagation in ("death", "network", "silent"):
                 t_net = min(self.root_ranks.values(), default=self.t_root) + self.net_delay + jr.uniform(0, 3)
+                if self._hccl_links_pending():
+                    # the link's wait began about when the peer was lost; it ends HCCL_CONNECT_TIMEOUT later
+                    t_net = min(self.root_ranks.values(), default=self.t_root) + HCCL_CONNECT_TIMEOUT - jr.uniform(0, 20)
             if self.propagation == "all_raise" or (self.kind == "timeout_too_low" and r == 0):
                 t_wd = INF
                 if self.kind == "timeout_too_low":
                     continue
             if self.kind in ("invalid_rank_table",):
-                t_wd = self.t_root + 120 + jr.uniform(0, 2)  # HCCL_CONNECT_TIMEOUT
+                t_wd = self.t_root + HCCL_CONNECT_TIMEOUT + jr.uniform(0, 2)
             if self.kind == "driver_mismatch":
                 t_wd = self.t_root + tmo + jr.uniform(0, 2)
             if t_net < t_wd:
@@ -546,10 +553,13 @@ class FaultPlan(ExtraKinds, BehaviourMixin):
             term = "%s NCCL watchdog thread terminated with exception: %s" % (pg, wd)
         self._abort(r, rng, t + 0.001, term, wd, wd_t, "ncclCommWatchdog at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1601")
 
-    def _abort(self, r: RankLog, rng: random.Random, t: float, what: str, mark: str | None, mark_t: str | None, origin: str, extra: list[str] = ()) -> None:
-        """``terminate called after throwing ...`` with the C++ frames (the process aborts: -6)."""
-        exc = "c10::DistBackendError" if self.spec.c10_style >= 2 else "std::runtime_error"
-        lines = ["terminate called after throwing an instance of '%s'" % exc, "  what():  " + what] + list(extra) + cpp_frames(rng, origin)
+    def _abort(self, r: RankLog, rng: random.Random, t: float, what: str, mark: str | None, mark_t: str | None, origin: str,
+               extra: list[str] = (), exc: str | None = None) -> None:
+        """``terminate called after throwing ...`` with the C++ frames of a c10 error (the process
+        aborts: -6); ``exc``: a standard exception's class, which carries no frames."""
+        frames = [] if exc else cpp_frames(rng, origin)
+        exc = exc or ("c10::DistBackendError" if self.spec.c10_style >= 2 else "std::runtime_error")
+        lines = ["terminate called after throwing an instance of '%s'" % exc, "  what():  " + what] + list(extra) + frames
         for i, line in enumerate(lines):
             if i == 1 and mark:
                 self._add(t + i * 1e-5, r.plain, line, True, tmpl=mark_t, level=None, mark=mark)
@@ -559,7 +569,10 @@ class FaultPlan(ExtraKinds, BehaviourMixin):
     def peer_network_error(self, r: RankLog, rng: random.Random, t: float, peer_node: int | None = None) -> None:
         """A neighbour of the faulty node (or of ``peer_node``): IB completion errors naming it, then the abort."""
         if self.spec.accelerator == "ascend":
-            return self._hccl_socket_peer(r, rng, t)
+            fnode = self.faulty[0] if peer_node is None else peer_node
+            if self._hccl_links_pending():
+                return self._hccl_socket_peer(r, rng, t, fnode)
+            return self._hccl_cqe_peer(r, rng, t, fnode)
         lay = self.lay
         fnode = self.faulty[0] if peer_node is None else peer_node
         if self.kind == "nic_down_init":  # NCCL init: the bootstrap sockets of the failed ranks close
@@ -616,15 +629,42 @@ class FaultPlan(ExtraKinds, BehaviourMixin):
         ex, ex_t = fill("RuntimeError: ACL stream synchronize failed, error code:{code}", code=507048)
         self._py_exception(r, rng, t + 0.2, [ex], {0: ex_t})
 
-    def _hccl_socket_peer(self, r: RankLog, rng: random.Random, t: float) -> None:
-        fnode = self.faulty[0]
+    def _error_cqe(self, r: RankLog, node: int) -> tuple[str, str]:
+        """EI0013 of rank ``r``'s link to the same device of ``node`` (a device's address: its
+        host's with 100 + the device's number as the last byte)."""
+        device_ip = lambda ip: "%s.%d" % (ip.rsplit(".", 1)[0], 100 + r.local)
+        peer = self.lay.ips[node]
+        return fill(T_HCCL_CQE, sip=r.ip, d=r.local, dip=device_ip(r.ip), pip=peer, pd=r.local, pdip=device_ip(peer))
+
+    def _hccl_links_pending(self) -> bool:
+        """Ascend: the job failed before HCCL had set up the links between its ranks. HCCL sets up a
+        link when a communicator is first used, so a fault at ``init`` finds its peers waiting to
+        establish one; later ones find the links up."""
+        return self.spec.accelerator == "ascend" and self.stage == "init"
+
+    def _hccl_socket_peer(self, r: RankLog, rng: random.Random, t: float, fnode: int) -> None:
+        """Ascend, before the links are up: a neighbour waited to establish a link with the lost
+        node's rank, and gives up HCCL_CONNECT_TIMEOUT after its wait began (``t``, the schedule's)."""
         rr = self.group_rank(fnode * self.lay.ranks_per_node + r.local)
-        msg, tm = fill("[Wait][LinkEstablish]wait socket establish timeout, role[{role}] rank[{rr}] timeout[{tmo}]", role=rng.randint(0, 1), rr=rr, tmo=120)
+        msg, tm = fill("[Wait][LinkEstablish]wait socket establish timeout, role[{role}] rank[{rr}] timeout[{tmo}]",
+                       role=rng.randint(0, 1), rr=rr, tmo=HCCL_CONNECT_TIMEOUT)
         self._add(t, r.cann, "ERROR", "HCCL", "hccl_socket_manager.cc:778", msg, r.pid + 31, tmpl=tm)
         msg2, tm2 = fill("Getting socket times out. Reason: Remote Rank did not send the data in time. Please check the reason for the rank being stuck", )
         self._add(t + 0.01, r.npu_code, "EI0006", msg2, tmpl=tm2)
         ex, ex_t = fill("RuntimeError: InnerRunOpApi:torch_npu/csrc/framework/OpParamMaker.cpp:{line} OPS function error: HcclAllreduce, error code is {code}", line=281, code=6)
         self._py_exception(r, rng, t + 0.3, [ex], {0: ex_t})
+
+    def _hccl_cqe_peer(self, r: RankLog, rng: random.Random, t: float, fnode: int) -> None:
+        """Ascend, once the links are up: RoCE gives up retransmitting to the lost node's NPU. The
+        RoCE driver reports the error CQE in the plog, HCCL's EI0013 names both ends of the link,
+        and torch_npu's watchdog, polling ``HcclGetCommAsyncError``, ends the process with
+        ``HCCL_E_REMOTE``."""
+        cqe, cqe_t = BEHAVIOUR_FORMATS["roce_error_cqe"].fill(status=0x15)
+        self._add(t, r.cann, "ERROR", "ROCE", "hns_roce_lite.c:630", cqe, r.pid + 33, tmpl=cqe_t)
+        m, tm = self._error_cqe(r, fnode)
+        self._add(t + rng.uniform(0.01, 0.5), r.npu_code, "EI0013", m, tmpl=tm)
+        what, what_t = BEHAVIOUR_FORMATS["hccl_e_remote"].fill()
+        self._abort(r, rng, t + rng.uniform(0.6, 2.0), what, what, what_t, "", exc="std::runtime_error")
 
     def _py_exception(self, r: RankLog, rng: random.Random, t: float, exception_lines: list[str],
                       marks: dict[int, str], level: str | None = None, stage: str | None = None,
@@ -661,8 +701,7 @@ class FaultPlan(ExtraKinds, BehaviourMixin):
         node = lay.node_of(r.rank)
         nb = (sorted(self.neighbours) or [node])[0]
         rr = nb * lay.ranks_per_node + r.local
-        device_ip = lambda ip: "%s.%d" % (ip.rsplit(".", 1)[0], 100 + r.local)
-        m, tm = fill(T_HCCL_CQE, sip=r.ip, d=r.local, dip=device_ip(r.ip), pip=lay.ips[nb], pd=r.local, pdip=device_ip(lay.ips[nb]))
+        m, tm = self._error_cqe(r, nb)
         tl = self.t_root + rng.uniform(0.1, 2)
         self._add(tl, r.npu_code, "EI0013", m, tmpl=tm)
         self._hccl_timeout_peer(r, rng, t, remote=rr)
