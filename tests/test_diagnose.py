@@ -1266,6 +1266,20 @@ ACL_SYNC = "RuntimeError: ACL stream synchronize failed, error code:507035"
 NPU_SYNC = ("RuntimeError: synchronize:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:361 NPU function error: "
             "c10_npu::acl::AclrtSynchronizeStreamWithTimeout(stream()), error code is 507011")
 
+# session 55: a transfer's completion with an error status: NCCL's IB completion error in both
+# wordings (transport/net_ib.cc up to 2.19 and from 2.20), the Ascend RoCE driver's plog line and
+# HCCL's EI0013 (CANN 8.5's HCCL guide, ERROR CQE case)
+IB_ERROR = ("NCCL WARN NET/IB : Got completion from peer 10.0.0.2<58378> with error 12, opcode 0, len 0, vendor err 129 "
+            "(Recv) localGid ::ffff:10.0.0.1 remoteGid ::ffff:10.0.0.2")
+IB_STATUS = ("NCCL WARN NET/IB : Got completion from peer 10.0.0.2<58378> with status=12 opcode=0 len=0 vendor err 129 "
+             "(Recv) localGid ::ffff:10.0.0.1 remoteGids::ffff:10.0.0.2")
+ROCE_CQE = "ROCE [hns_roce_lite.c:630]hns_roce_lite_handle_error_cqe(630) : error cqe status: 0x15"
+HCCL_CQE = ("An error CQE occurred during operator execution. Local information: server 127.0.0.1, device ID 0, device IP "
+            "127.10.0.1. Peer information: server 127.0.0.2, device ID 1, device IP 127.10.0.2.")
+# EI0002's advice names the error CQE it asks the reader to look for: no completion came back here
+CQE_ADVICE = ("        Solution: 3. Check whether the completion queue element (CQE) of the error exists in the "
+              "plog(grep -rn 'error cqe'). If so, check the network connection status.")
+
 
 def test_a_communication_librarys_failed_call_and_its_code_is_not_failure_boilerplate():
     # every event below is printed by every other failed job: boilerplate by generic_share alone
@@ -1276,14 +1290,18 @@ def test_a_communication_librarys_failed_call_and_its_code_is_not_failure_boiler
         _late_error("npu", NPU_CALL),
         _late_error("acl_sync", ACL_SYNC),
         _late_error("npu_sync", NPU_SYNC),
+        _late_error("ib_error", IB_ERROR),
+        _late_error("ib_status", IB_STATUS),
+        _late_error("roce_cqe", ROCE_CQE),
+        _late_error("hccl_cqe", HCCL_CQE),
         # a line naming a source file without an error code returned through it stays boilerplate
         _late_error("teardown", "ProcessGroupNCCL.cpp:1205 destroying the process group"),
+        _late_error("advice", CQE_ADVICE),
     ])
     timing = pd.DataFrame([{"job_id": "j", "start_t": 0.0, "last_progress_t": 95.0}])
     empty = pd.DataFrame(columns=["job_id", "event_id", "score"])
     hits = pd.DataFrame(columns=["job_id", "event_id", "confidence"])
-    shares = pd.DataFrame({"event_id": ["nccl", "proxy", "hccl", "npu", "acl_sync", "npu_sync", "teardown"],
-                           "n_failed": [30] * 7})
+    shares = pd.DataFrame({"event_id": list(evidence["event_id"]), "n_failed": [30] * len(evidence)})
     shares.attrs["n_failed_jobs"] = 30
 
     def flags(conf: DiagnosisConfig) -> dict:
@@ -1292,7 +1310,8 @@ def test_a_communication_librarys_failed_call_and_its_code_is_not_failure_boiler
 
     assert flags(DiagnosisConfig()) == {"nccl": (True, False), "proxy": (True, False), "hccl": (True, False),
                                         "npu": (True, False), "acl_sync": (True, False), "npu_sync": (True, False),
-                                        "teardown": (False, True)}
+                                        "ib_error": (True, False), "ib_status": (True, False), "roce_cqe": (True, False),
+                                        "hccl_cqe": (True, False), "teardown": (False, True), "advice": (False, True)}
     # switched off: boilerplate wherever generic_share says so, as in session 32
     off = load_config(overrides={"diagnosis.failed_call_lines": False}).diagnosis
     assert all(generic and not flagged for flagged, generic in flags(off).values())

@@ -240,7 +240,18 @@ class DiagnosisConfig:
                                    # (vllm-ascend#7676, #2800): every rank of a failed Ascend job prints
                                    # it, so on a MindSpeed-only night generic_share dropped it
                                    r"NPU function error: c10_npu::acl::Aclrt[A-Za-z]+\(.*\), error code is [0-9]+",
-                                   r"ACL stream synchronize failed, error code:[0-9]+")
+                                   r"ACL stream synchronize failed, error code:[0-9]+",
+                                   # session 55: a transfer whose completion came back with an error
+                                   # status (an RDMA work request is the call, its completion status
+                                   # the code): NCCL's "NET/IB : Got completion from peer <ip><port>
+                                   # with error 12" / "with status=12" (transport/net_ib.cc), the
+                                   # Ascend RoCE driver's "hns_roce_lite_handle_error_cqe(630) : error
+                                   # cqe status: 0x15" and HCCL's EI0013 "An error CQE occurred during
+                                   # operator execution" (CANN 8.5's HCCL guide, ERROR CQE case). Every
+                                   # neighbour of a dead rank prints them once its links are up
+                                   r"Got completion from peer .* with (?:error |status=)[0-9]+",
+                                   r"error cqe status: 0x[0-9a-fA-F]+",
+                                   r"An error CQE occurred during operator execution")
     # Session 37: a Python exception line ("RuntimeError: ...", "torch.distributed.DistBackendError:
     # NCCL error in: ...", the last line of a traceback, printed to stderr without a log level) is an
     # error (weights.error) whatever level the parser found: lines the parser found no level in have
