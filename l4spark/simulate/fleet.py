@@ -17,6 +17,7 @@ from pathlib import Path
 from l4spark.simulate import behaviours, noise
 from l4spark.simulate.faults import BASE_KINDS, FAULT_CLASSES, FAULT_FRAMEWORKS, FAULT_KINDS, FAULT_STAGES, FaultPlan
 from l4spark.simulate.formats import Clock, RankLog, Truth, iso
+from l4spark.simulate.kinds_extra import rank_timers_bytes
 from l4spark.simulate.lifecycle import FRAMEWORKS, PARAMS, Ctx, rank_rng
 from l4spark.simulate.spec import JobSpec, Timeline
 from l4spark.simulate.topology import Layout, choose_parallel, clusters_for, node_ip, pick_nodes
@@ -153,11 +154,10 @@ def _estimate(specs: list[JobSpec]) -> tuple[float, float]:
         if s.settings.get("log_timers"):
             it += 14 * 75 / (10.0 * L)
         if s.settings.get("timing_all_ranks"):
-            # Megatron's per-rank timer block after every progress line (``kinds_extra.
-            # rank_timers_block``): a head, three timer names, world x 3 lines of ~21 bytes. At 256
+            # Megatron's per-rank timer block after every progress line: world x 3 lines. At 256
             # ranks that is 50 times the progress line, and `make bench`'s "2G" fleet came out at
             # 8.9 GB while this was left out (session 54)
-            it += (25 + 3 * 12 + 3 * W * 21) / L
+            it += rank_timers_bytes(W) / L
         it += s.noise.get("zero3_flush", 0) / 1000.0 * 480 * W
         if s.framework == "deepspeed":
             it += W * 4 * 170.0 / s.save_interval

@@ -157,6 +157,15 @@ def rank_timers_block(r: RankLog, spec, it: int, t: float, ms: float) -> None:
         r.plain(t, line)
 
 
+def rank_timers_bytes(world: int, ms: float = 1234.56) -> int:
+    """About the bytes of one ``rank_timers_block`` of a job of ``world`` ranks (newlines included),
+    from the same formats: what the fleet's size estimate counts per logged iteration."""
+    head = len(FORMATS["timers_all_head"].pattern) + 1
+    names = sum(len(FORMATS["timers_all_name"].pattern.format(name=name)) + 1 for name, _ in _RANK_TIMERS)
+    rank_line = len(FORMATS["timers_all_rank"].pattern.format(rank=10, ms=ms)) + 1
+    return head + names + len(_RANK_TIMERS) * world * rank_line
+
+
 class ExtraKinds:
     """``_prep_`` / ``_root_`` / ``_kernel_`` methods of the kinds in ``EXTRA_KINDS``."""
 
