@@ -939,7 +939,7 @@ def test_ascend_neighbours_report_an_error_cqe_once_the_links_are_up(tmp_path):
     training leaves its neighbours' RoCE transfers without an answer: the RoCE driver's ``error cqe``
     plog line, EI0013 naming the lost node as the peer, and torch_npu's ``HCCL_E_REMOTE``. They no
     longer print the link-establishment timeout, which real HCCL prints only while setting up a link
-    (it did before: 3-7 jobs of every fleet of sessions 49-54)."""
+    (before, 1-6 jobs of each mixed fleet of sessions 50-54 with MindSpeed jobs printed it)."""
     fleet = _fleet(tmp_path, "cqe", seed=29, jobs=8, failed_share=1.0, nodes=(3, 4), ranks_per_node=2, iterations=60,
                    frameworks=("mindspeed",), fault_kinds=("node_down", "oom", "kernel_exec_failure"), behaviours=())
     named = 0
