@@ -44,6 +44,56 @@ def required_literal(pattern: str) -> str | None:
     return best if len(best) >= MIN_LITERAL_CHARS else None
 
 
+@functools.lru_cache(maxsize=4096)
+def required_literals(pattern: str) -> tuple[str, ...] | None:
+    """Literals of which every match of ``pattern`` contains at least one: ``(required_literal,)``
+    where the pattern has one; else, for an alternation each of whose branches has literals of
+    its own (``death signal|SignalException: Process``, a group of them, branches within
+    branches), the branches' literals together; None when neither is known. A line that holds
+    none of them cannot match."""
+    single = required_literal(pattern)
+    if single is not None:
+        return (single,)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            tree = sre_parse.parse(pattern, FLAGS)
+    except (re.error, OverflowError, RecursionError, Warning):
+        return None
+    if tree.state.flags & (re.IGNORECASE | re.VERBOSE):
+        return None
+    return _best_set(tree)
+
+
+def _best_set(items) -> tuple[str, ...] | None:
+    """The most selective of the literal sets a match of the sequence ``items`` must hit: a
+    single literal run first (the longest), else the set whose shortest literal is longest."""
+    runs = [run for run in _literal_runs(items) if len(run) >= MIN_LITERAL_CHARS]
+    if runs:
+        return (max(runs, key=len),)
+    sets = _branch_sets(items)
+    return max(sets, key=lambda found: (min(map(len, found)), -len(found)), default=None)
+
+
+def _branch_sets(items) -> list[tuple[str, ...]]:
+    """The literal sets of the alternations a match of the sequence ``items`` passes through
+    (in the places ``_literal_runs`` reads: the top level, plain groups, repeats of at least
+    one): an alternation gives one when every branch has its own (``_best_set``)."""
+    sets = []
+    for op, av in items:
+        if op is sre_constants.BRANCH:
+            found = [_best_set(branch) for branch in av[1]]
+            if all(found):
+                sets.append(tuple(dict.fromkeys(literal for each in found for literal in each)))
+        elif op is sre_constants.SUBPATTERN and not av[1] and not av[2]:
+            sets.extend(_branch_sets(av[3]))
+        elif op in _REPEATS and av[0] >= 1:
+            sets.extend(_branch_sets(av[2]))
+        elif _ATOMIC is not None and op is _ATOMIC:
+            sets.extend(_branch_sets(av))
+    return sets
+
+
 def _literal_runs(items) -> list[str]:
     """Every run of literal text that a match of the sequence ``items`` contains."""
     runs, current = [], []

@@ -7,9 +7,9 @@ import re
 import pytest
 
 from l4spark.config import load_config
-from l4spark.regexliteral import required_literal
+from l4spark.regexliteral import required_literal, required_literals
 from l4spark.regexsafety import FLAGS
-from l4spark.spatial.ranking import SELF_RANK_PREFIX
+from l4spark.spatial.ranking import COMM_NAME_PATTERN, SELF_RANK_PREFIX
 
 
 @pytest.mark.parametrize("pattern, literal", [
@@ -39,6 +39,29 @@ def test_no_literal_where_a_match_need_not_contain_one(pattern):
     assert required_literal(pattern) is None
 
 
+@pytest.mark.parametrize("pattern, literals", [
+    (r"saving checkpoint at iteration\s+(\d+)", ("saving checkpoint at iteration",)),   # one literal: as before
+    (r"\bdeath signal\b|SignalException: Process [0-9]+ got signal", ("death signal", "SignalException: Process ")),
+    (r"^\s*(Failures|Root Cause \(first observed failure\)):\s*$|^\s*<NO_OTHER_FAILURES>\s*$",
+     ("Failures", "Root Cause (first observed failure)", "<NO_OTHER_FAILURES>")),        # branches within branches
+    (r"(?:\b(?:tag\[[A-Za-z]+_|commId\[)[^\]\s]+\])|(?:Discoverer:\[[^\]]*\])", ("tag[", "commId[", "Discoverer:[")),
+    (r"x(?:Watchdog caught|ran for [0-9]+ milliseconds)y", ("Watchdog caught", " milliseconds")),  # each branch: its longest
+])
+def test_an_alternation_needs_one_of_its_branches_literals(pattern, literals):
+    assert required_literals(pattern) == literals
+
+
+@pytest.mark.parametrize("pattern", [
+    r"(?i)closed by (the )?(remote )?peer|reset by peer",   # ignores case
+    r"a|bcd",                                              # a branch too short to test
+    r"(?:foo)?|bar",                                       # a branch that can match nothing
+    r"[0-9]+|NCCL error",                                  # a branch without any literal
+    r"(?i:Watchdog caught|ran for)",                       # a group with flags
+])
+def test_no_literal_set_where_a_branch_has_none(pattern):
+    assert required_literals(pattern) is None
+
+
 def test_every_rule_regex_that_matches_a_line_finds_its_literal_in_it(tmp_path):
     """Exactness on the lines of a simulated fleet (every framework, failures of every kind):
     wherever one of the shipped rule regexes matches (Python's engine, Java's flags), the line
@@ -55,17 +78,19 @@ def test_every_rule_regex_that_matches_a_line_finds_its_literal_in_it(tmp_path):
                 + list(s.store_client_patterns) + list(s.self_address_patterns) + list(d.exit_line_patterns)
                 + list(d.failed_call_patterns)
                 + [SELF_RANK_PREFIX])
-    checked = 0
-    for pattern in patterns:
-        literal = required_literal(pattern)
-        if literal is None:
+    checked, alternations = 0, 0
+    for pattern in [*patterns, *s.remote_patterns, *s.reporter_patterns,
+                    "|".join(f"(?:{p})" for p in (COMM_NAME_PATTERN, *s.reporter_patterns))]:
+        literals = required_literals(pattern)
+        if literals is None:
             continue
         compiled = re.compile(pattern, FLAGS)
         for line in lines:
             if compiled.search(line):
-                assert literal in line, (pattern, literal, line)
+                assert any(literal in line for literal in literals), (pattern, literals, line)
                 checked += 1
-    assert checked >= 20
+                alternations += len(literals) > 1
+    assert checked >= 20 and alternations >= 5
 
 
 def test_gated_columns_equal_sparks_own_on_every_row(spark):
@@ -79,7 +104,7 @@ def test_gated_columns_equal_sparks_own_on_every_row(spark):
             ("[PG ID 4 PG GUID 7(DATA_PARALLEL_GROUP) Rank 9] Timeout at NCCL work: 12, from rank 3",)]
     lines = spark.createDataFrame(rows, "message string")
     regexes = [r"saving checkpoint at iteration\s+(\d+)", r"localGid ::ffff:([0-9]{1,3}(?:\.[0-9]{1,3}){3})\b",
-               r"\biteration\s+(\d+)\s*/\s*\d+\s*\|"]
+               r"\biteration\s+(\d+)\s*/\s*\d+\s*\|", r"(?:Timeout at NCCL work|Got completion from peer): (\d+)"]
     got = lines.select(*[rlike("message", p).alias(f"gated_{i}") for i, p in enumerate(regexes)],
                        *[F.col("message").rlike(p).alias(f"plain_{i}") for i, p in enumerate(regexes)],
                        *[extract_all("message", p, 1).alias(f"gated_all_{i}") for i, p in enumerate(regexes)],
@@ -90,8 +115,13 @@ def test_gated_columns_equal_sparks_own_on_every_row(spark):
             assert row[f"gated_{i}"] == row[f"plain_{i}"]
             assert row[f"gated_all_{i}"] == row[f"plain_all_{i}"]
     assert [r["gated_0"] for r in got] == [True, False, None, False, False, False, False]
+    assert [r["gated_all_3"] for r in got][-1] == ["12"]
     assert [r["gated_all_1"] for r in got][4] == ["10.0.0.1"]
     replaced = lines.select(replace_all("message", SELF_RANK_PREFIX, "").alias("gated"),
-                            F.regexp_replace("message", F.lit(SELF_RANK_PREFIX), F.lit("")).alias("plain")).collect()
-    assert all(r["gated"] == r["plain"] for r in replaced)
+                            F.regexp_replace("message", F.lit(SELF_RANK_PREFIX), F.lit("")).alias("plain"),
+                            replace_all("message", r"\[PG ID \d+|Got completion", "").alias("gated_any"),
+                            F.regexp_replace("message", F.lit(r"\[PG ID \d+|Got completion"), F.lit("")).alias("plain_any"),
+                            ).collect()
+    assert all(r["gated"] == r["plain"] and r["gated_any"] == r["plain_any"] for r in replaced)
+    assert replaced[4]["gated_any"].startswith("NET/IB :  from peer")
     assert replaced[-1]["gated"] == " Timeout at NCCL work: 12, from rank 3"
