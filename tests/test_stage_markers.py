@@ -198,6 +198,52 @@ def mindspeed_save() -> list[Line]:
                ("a", 0, 2700, "ERROR", "RuntimeError: ACL stream synchronize failed, error code:507048")])
 
 
+def _titan_setup() -> list[Line]:
+    # torchtitan train.py / datasets/hf_datasets.py / components/checkpoint.py, in their order:
+    # the dataset is prepared before the model is built
+    return [("a", 0, 0, "INFO", "Starting job: Llama 3 8B training"),
+            ("a", 0, 2, "INFO", "Preparing c4 dataset from allenai/c4"),
+            ("b", 1, 2, "INFO", "Preparing c4 dataset from allenai/c4"),
+            ("a", 0, 6, "INFO", "Building llama3 8B with TransformerModelArgs(_enforced='This field is used to "
+                                "enforce all fields have defaults.', dim=4096, n_layers=32, n_heads=32)")]
+
+
+def _titan_training(upto: int, saves: tuple[int, ...], colour: bool = False, save_at_end: bool = False) -> list[Line]:
+    """Progress lines every 10 steps (10 s a step) on both ranks, completed saves on both."""
+    red, green, reset = ("\x1b[31m", "\x1b[32m", "\x1b[39m") if colour else ("", "", "")
+    lines: list[Line] = [("a", 0, 40, "INFO", "Training starts at step 1.")]
+    for step in range(10, upto + 1, 10):
+        for node, rank in (("a", 0), ("b", 1)):
+            lines.append((node, rank, 40 + 10.0 * step, "INFO",
+                          f"{red}step: {step:2}  {green}loss: {9.0 - step / 100:7.4f}  grad_norm:  0.4411  "
+                          f"memory: 38.80GiB(48.49%)  tps: 8,014  tflops: 193.06  mfu: 19.52%{reset}"))
+        if step in saves or (save_at_end and step == upto):
+            for node, rank in (("a", 0), ("b", 1)):
+                lines.append((node, rank, 41 + 10.0 * step, "INFO", "Saving the checkpoint (or staging if async is enabled)."))
+                if step in saves:
+                    lines.append((node, rank, 44 + 10.0 * step, "INFO",
+                                  "Finished saving the checkpoint (or staging if async is enabled)in 3.02 seconds."))
+    return lines
+
+
+def titan_data() -> list[Line]:
+    return _titan_setup()[:3] + _stale_cache_traceback("b", 1, 5, "/data/c4/en/c4-train.00017-of-01024.json.gz")
+
+
+def titan_save() -> list[Line]:
+    return (_titan_setup() + _titan_training(100, saves=(50,), save_at_end=True)
+            + [("b", 1, None, None, "OSError: [Errno 116] Stale file handle: '/ckpt/step-100/__1_0.distcp'"),
+               ("a", 0, 1100, "ERROR", "failed (exitcode: 1) local_rank: 1 (pid: 4242) of binary: /usr/bin/python3")])
+
+
+def titan_train() -> list[Line]:
+    # torchtitan's colours left in the log (its default); a rank runs out of memory in step 64
+    return (_titan_setup() + _titan_training(60, saves=(50,), colour=True)
+            + [("b", 1, 675, None, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 "
+                                   "has a total capacity of 79.10 GiB of which 1.20 GiB is free."),
+               ("a", 0, 690, "ERROR", "failed (exitcode: 1) local_rank: 1 (pid: 4242) of binary: /usr/bin/python3")])
+
+
 JOBS = {  # job -> (lines, failure stage, failure iteration)
     "megatron_data": (megatron_data, "data_loading", None),
     "megatron_save": (megatron_save, "checkpoint_saving", 60),
@@ -210,6 +256,9 @@ JOBS = {  # job -> (lines, failure stage, failure iteration)
     "hf_trainer_save": (hf_save, "checkpoint_saving", 50),
     "mindspeed_data": (mindspeed_data, "data_loading", None),
     "mindspeed_save": (mindspeed_save, "checkpoint_saving", 80),
+    "torchtitan_data": (titan_data, "data_loading", None),
+    "torchtitan_save": (titan_save, "checkpoint_saving", 100),
+    "torchtitan_train": (titan_train, "training", 64),
 }
 
 

@@ -54,6 +54,8 @@ DEFAULT_STAGE_RULES: tuple[StageRule, ...] = (
     StageRule("finished", r"worker group successfully finished"),
     StageRule("finished", r"Process \d+ exits successfully"),
     StageRule("finished", r"(validation|test) loss at iteration \d+ on (validation|test) set"),
+    # torchtitan train.py Trainer.train: "Training completed" (its whole message)
+    StageRule("finished", r"^Training completed$"),
     # checkpoint saving: from the save's first line to its last (or the next progress line: HF
     # Trainer prints nothing when a save ends). Where each line was seen:
     # Megatron-LM / MindSpeed-LLM / Megatron-DeepSpeed megatron/training/checkpointing.py save_checkpoint:
@@ -76,6 +78,12 @@ DEFAULT_STAGE_RULES: tuple[StageRule, ...] = (
     StageRule("checkpoint_saving", r"Saving model checkpoint"),
     StageRule("checkpoint_saving", r"Checkpoint \S+ is about to be saved"),
     StageRule("checkpoint_saving", r"\[Torch\] Saving \S+zero_pp_rank"),
+    # torchtitan components/checkpoint.py CheckpointManager.save (every step that is due, on every
+    # rank): "Saving the checkpoint (or staging if async is enabled)." ... "Finished saving the
+    # checkpoint (or staging if async is enabled)in {s:.2f} seconds."; it names no step (the step
+    # just done, whose progress line came before it)
+    StageRule("checkpoint_saving", r"^Saving the checkpoint \(or staging if async is enabled\)"),
+    StageRule("training", r"^Finished saving the checkpoint \(or staging if async is enabled\)"),
     StageRule("training", r"successfully saved checkpoint (from|at) iteration"),
     StageRule("training", r"Checkpoint \S+ is ready now"),
     # training
@@ -83,6 +91,8 @@ DEFAULT_STAGE_RULES: tuple[StageRule, ...] = (
     StageRule("training", r"^\s*training \.\.\.\s*$"),
     StageRule("training", r"\*\*\*\*\* Running training \*\*\*\*\*"),
     StageRule("training", r"Total training samples: \d+"),
+    # torchtitan train.py: "Training starts at step {step + 1}." after the checkpoint load
+    StageRule("training", r"^Training starts at step \d+"),
     # model loading
     StageRule("model_loading", r"building \S+ model"),
     StageRule("model_loading", r"loading checkpoint from"),
@@ -91,6 +101,10 @@ DEFAULT_STAGE_RULES: tuple[StageRule, ...] = (
     StageRule("model_loading", r"successfully read \d+ ZeRO state_dicts"),
     StageRule("model_loading", r"loading configuration file \S+config\.json"),
     StageRule("model_loading", r"Loading checkpoint shards"),
+    # torchtitan: train.py "Building {name} {flavor} with {model_args}" (model args' dataclass
+    # repr), components/checkpoint.py "Loading the checkpoint from {checkpoint_id}."
+    StageRule("model_loading", r"^Building \S+ \S+ with \w*Args\("),
+    StageRule("model_loading", r"^Loading the checkpoint from \S"),
     # data loading. Megatron-LM / MindSpeed-LLM / Megatron-DeepSpeed training.py
     # build_train_valid_test_data_iterators: "> building train, validation, and test datasets ...",
     # ... "> finished creating GPT datasets ..." (ends at "training ..."); HF datasets (used by HF
@@ -106,12 +120,19 @@ DEFAULT_STAGE_RULES: tuple[StageRule, ...] = (
     StageRule("data_loading", r"Reusing dataset \S+ \("),
     StageRule("data_loading", r"Loading cached (processed dataset|shuffled indices for dataset|sorted indices for dataset) at"),
     StageRule("data_loading", r"Generating (train|validation|test) split"),
+    # torchtitan datasets/hf_datasets.py: "Preparing {dataset_name} dataset from {path}", before
+    # the model is built (the dataset streams: its reads go on while training)
+    StageRule("data_loading", r"^Preparing \S+ dataset from \S"),
 )
 
 DEFAULT_ITERATION_RULES: tuple[IterationRule, ...] = (
     IterationRule(r"\biteration\s+(\d+)\s*/\s*\d+\s*\|"),  # Megatron-LM, MindSpeed
     IterationRule(r"\bstep=(\d+), skipped="),  # DeepSpeed log_dist
     IterationRule(r"^\s*\d+%\|[^|]*\|\s*(\d+)/\d+ \["),  # tqdm bars (HF Trainer)
+    # torchtitan components/metrics.py MetricsProcessor.log, every log_freq steps:
+    # f"{color.red}step: {step:2}  {color.green}loss: {loss:7.4f}  ..." (ANSI colours unless
+    # --metrics.disable_color_printing; "step: 640/644 = 99.3789%  loss: ..." in some versions)
+    IterationRule(r"(?:^|\x1b\[[0-9;]*m)step:\s*(\d+)(?:/\d+ = [0-9.]+%)?\s+(?:\x1b\[[0-9;]*m)?loss:"),
 )
 
 
