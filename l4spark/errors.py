@@ -32,6 +32,10 @@ class InputLayoutError(L4SparkError):
     """The logs root or a path in it does not fit the configured layout."""
 
 
+class QueryError(L4SparkError):
+    """A user's query (``l4spark sql``) does not run: an unknown table or column, bad syntax."""
+
+
 class TemplateStoreError(L4SparkError):
     """The persisted template store is missing, corrupt or of an unknown version."""
 

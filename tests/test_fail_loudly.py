@@ -174,3 +174,18 @@ def test_a_misspelt_disabled_pattern_fails_the_nightly_before_it_parses(spark, n
     assert len(err) == 1 and "disabled_patterns" in err[0] and "'host-om-kill'" in err[0]
     assert "'host-oom-kill'" not in err[0]    # a seed's id is known (listed, not refused)
     assert not table_exists(nightly_config(warehouse).storage, "jobs")
+
+
+def test_a_query_that_does_not_run_is_one_line_and_exit_2(tmp_path):
+    """``l4spark sql`` on a misspelt table: the user's input is wrong, so one line naming the
+    problem and the tables there are, exit 2, no stack trace (it printed Spark's whole trace)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "l4spark.cli", "sql", "--warehouse", str(tmp_path / "wh"),
+                           "--master", "local[1]", "SELECT * FROM l4spark.diagnosis_jbos"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == EXIT_USAGE, done.stderr[-2000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("l4spark: error:")]
+    assert len(errors) == 1 and "diagnosis_jbos" in errors[0] and "tables and views by name" in errors[0]
+    assert "Traceback" not in done.stderr and "SQLQueryContextLogger" not in done.stderr

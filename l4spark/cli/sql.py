@@ -18,6 +18,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pyspark.errors import AnalysisException
+    from pyspark.logger import PySparkLogger
+
+    from l4spark.errors import QueryError
     from l4spark.io.catalog import open_metastore, register_tables
     from l4spark.io.session import build_session
 
@@ -28,7 +32,17 @@ def run(args: argparse.Namespace) -> int:
     try:
         if not spark.catalog.databaseExists(config.catalog.database):
             register_tables(spark, config.storage, config.catalog)
-        spark.sql(args.query).show(args.rows, truncate=60, vertical=False)
+        # PySpark logs a failed query's whole JVM trace as JSON before raising; the one line below
+        # says what is wrong (the trace with --verbose)
+        PySparkLogger.getLogger("SQLQueryContextLogger").disabled = not getattr(args, "verbose", False)
+        try:
+            spark.sql(args.query).show(args.rows, truncate=60, vertical=False)
+        except AnalysisException as exc:  # the query is the user's input: one line, exit 2, no stack trace
+            database = config.catalog.database
+            names = sorted(f"{database}.{t.name}" for t in spark.catalog.listTables(database)) \
+                if spark.catalog.databaseExists(database) else []
+            raise QueryError(f"the query does not run: {(str(exc).splitlines() or [''])[0][:300]} "
+                             f"(tables and views by name: {', '.join(names) or 'none in this warehouse'})") from None
     finally:
         spark.stop()
     return 0
