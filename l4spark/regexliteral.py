@@ -32,13 +32,8 @@ _ATOMIC = getattr(sre_constants, "ATOMIC_GROUP", None)
 def required_literal(pattern: str) -> str | None:
     """The longest literal every match of ``pattern`` contains (at least ``MIN_LITERAL_CHARS``
     characters), or None when no such literal is known."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            tree = sre_parse.parse(pattern, FLAGS)
-    except (re.error, OverflowError, RecursionError, Warning):
-        return None
-    if tree.state.flags & (re.IGNORECASE | re.VERBOSE):
+    tree = _parsed(pattern)
+    if tree is None:
         return None
     best = max(_literal_runs(tree), key=len, default="")
     return best if len(best) >= MIN_LITERAL_CHARS else None
@@ -54,15 +49,20 @@ def required_literals(pattern: str) -> tuple[str, ...] | None:
     single = required_literal(pattern)
     if single is not None:
         return (single,)
+    tree = _parsed(pattern)
+    return None if tree is None else _best_set(tree)
+
+
+def _parsed(pattern: str):
+    """The regex as Python's parser reads it with Java's flags, or None when it cannot be read
+    alike (Java-only syntax) or its literals are no literal text (ignoring case, verbose)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             tree = sre_parse.parse(pattern, FLAGS)
     except (re.error, OverflowError, RecursionError, Warning):
         return None
-    if tree.state.flags & (re.IGNORECASE | re.VERBOSE):
-        return None
-    return _best_set(tree)
+    return None if tree.state.flags & (re.IGNORECASE | re.VERBOSE) else tree
 
 
 def _best_set(items) -> tuple[str, ...] | None:
