@@ -5,9 +5,9 @@ and iteration markers, frame and teardown lines, timers, elapsed-time lines), an
 search that fails tries the pattern at every position of the line. ``rlike`` first asks whether
 the line contains the literal every match must contain (``regexliteral.required_literal``), a
 byte search, and runs the regex only on the lines that do; an alternation whose every branch
-has a literal of its own is tested for any of them (``regexliteral.required_literals``). The value is ``Column.rlike``'s on
-every line, null for a null string included: ``And`` is false when the test is, and Spark
-does not evaluate its right side then.
+has a literal of its own is tested for any of them (``regexliteral.required_literals``). The
+value is ``Column.rlike``'s on every line, null for a null string included: ``And`` is false
+when the test is, and Spark does not evaluate its right side then.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def _may_match(text: Column, pattern: str) -> Column | None:
 def rlike(column: Column | str, pattern: str) -> Column:
     """``column.rlike(pattern)``: true where the string contains a match of ``pattern`` (Java
     regex), false where not, null for a null string; the regex runs only on strings that contain
-    its required literal."""
+    one of its required literals."""
     text = F.col(column) if isinstance(column, str) else column
     gate = _may_match(text, pattern)
     match = text.rlike(pattern)

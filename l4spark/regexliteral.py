@@ -11,6 +11,10 @@ characters in sequence, at the top level or inside a plain group or a repeat of 
 Anything else (a class, an alternation, an anchor, an optional part, a group with flags) ends a
 run. A regex Python cannot parse (Java-only syntax such as ``\\p{L}`` or ``\\Q...\\E``), or one
 that ignores case or white space, has no required literal: its callers run it as it is.
+
+``required_literals`` also reads alternations (session 56): where every branch of one has a
+literal of its own, a match contains one of them, and a line holding none cannot match
+(``death signal|SignalException: Process``, torchrun's ``Failures|Root Cause ...``).
 """
 
 from __future__ import annotations
