@@ -42,6 +42,11 @@ CORPUS = [
      ("2026-11-05 16:00:11.623", "INFO", "***** Running training *****")),
     ("2026-12-19T08:57:46.078175783Z stdout F [rank0]:[titan] 2026-12-19 08:57:46,078 - root - INFO - step: 10  loss: 10.2499",
      ("2026-12-19 08:57:46.078", "INFO", "step: 10  loss: 10.2499")),
+    # torchtitan as pasted in pytorch/torchtitan#1287 (colours off), and with its default ANSI colours kept
+    ("[rank0]:[titan] 2025-06-16 22:30:50,322 - root - INFO - step: 200  loss:  6.1384  memory: 49.66GiB(52.28%)  tps: 5,856",
+     ("2025-06-16 22:30:50.322", "INFO", "step: 200  loss:  6.1384  memory: 49.66GiB(52.28%)  tps: 5,856")),
+    ("[titan] 2025-06-16 22:30:50,322 - root - INFO - \x1b[31mstep: 200  \x1b[32mloss:  6.1384\x1b[39m",
+     ("2025-06-16 22:30:50.322", "INFO", "\x1b[31mstep: 200  \x1b[32mloss:  6.1384\x1b[39m")),
     ("2026-11-20 01:00:09,555 - torch.distributed.elastic.agent - ERROR - worker group failed",
      ("2026-11-20 01:00:09.555", "ERROR", "worker group failed")),
     ("11/03/2026 20:03:12 - WARNING - __main__ - Process rank: 1, device: cuda:1",
