@@ -626,6 +626,54 @@ def test_the_only_node_printing_a_node_local_known_fault_gains_in_the_ranking_sc
     assert same[same["job_id"] == "one"]["node"].tolist() == ["n391", "n389", "n390"]
 
 
+def test_the_node_whose_hca_reports_a_port_error_is_lifted_though_its_class_is_network():
+    """Issue #18, a blind generator's IB link flap (fleet 904, six nodes): every process of the
+    faulty node prints NCCL's ``NET/IB : Got async event : port error`` of its own HCA, its ring
+    neighbours print completion errors naming it and every node's watchdog fires. A peer with
+    start-up noise of its own was ranked first. The HCA's port error is that node's own words
+    (``ib-port-error``, class network, node-local by ``known_fault_local_patterns``): its printer
+    gains known_fault_weight. NCCL's later wordings match as well; the completion errors its
+    neighbours print lift nobody."""
+    from l4spark.diagnosis.patterns import seed_patterns
+    from l4spark.diagnosis.scoring import job_patterns, with_known_fault_printers
+    from l4spark.spatial.config import SpatialConfig
+
+    conf = load_config().diagnosis
+    assert "ib-port-error" in conf.known_fault_local_patterns and "network" not in conf.known_fault_classes
+    nodes = _ranking("flap", {"gpu-38": 0.626, "gpu-40": 0.520, "gpu-41": 0.490, "gpu-39": 0.476,
+                              "gpu-37": 0.393, "gpu-42": 0.393})
+    port = "gpu-a100-40:71607:72518 [7] transport/net_ib.cc:121 NCCL WARN NET/IB : Got async event : port error"
+    completion = ("NET/IB : Got completion from peer 10.12.1.50<43757> with status=12 opcode=0 len=0 vendor err 129 "
+                  "(Recv) localGid ::ffff:10.12.1.49 remoteGids::ffff:10.12.1.50")
+    evidence = pd.DataFrame({"job_id": "flap", "event_id": ["E_port", "E_completion"], "sample": [port, completion],
+                             "nodes": [["gpu-40"], ["gpu-39", "gpu-40", "gpu-41"]]})
+    matches = job_patterns(evidence, {}, seed_patterns(), conf.pattern_min_confidence)
+    assert {m.pattern_id for m in matches["flap"]} >= {"ib-port-error", "ib-completion-error"}
+
+    def first(local_patterns, found=matches):
+        got = with_known_fault_printers(nodes, found, evidence, conf.known_fault_weight, conf.known_fault_classes,
+                                        SpatialConfig(), conf.known_fault_share, per_pattern=conf.known_fault_per_pattern,
+                                        local_patterns=local_patterns)
+        return got.sort_values("rank")["node"].iloc[0]
+
+    assert first(conf.known_fault_local_patterns) == "gpu-40"
+    assert first(()) == "gpu-38"  # by class alone: sessions 56 and before
+    # printed by every node of the link, the completion errors alone lift nobody
+    alone = {"flap": [m for m in matches["flap"] if m.pattern_id != "ib-port-error"]}
+    assert first(conf.known_fault_local_patterns, alone) == "gpu-38"
+    # NCCL's wordings across versions (transport/net_ib.cc), and the events that are no port error
+    library = [p for p in seed_patterns() if p.pattern_id == "ib-port-error"]
+    for text, expected in [("NET/IB : mlx5_3:1 Got async event : port error", True),
+                           ("NET/IB : mlx5_0:1 Got non-fatal async event: port error(10)", True),
+                           ("NET/IB : mlx5_0:1 async fatal event: local catastrophic error", True),
+                           ("p2p_plugin.c:141 NCCL WARN NET/IB : Got async event : port error", True),
+                           ("NET/IB : mlx5_0:1 Got async event : GID table change", False),
+                           ("NET/IB : mlx5_0:1 Got non-fatal async event: port active(9)", False)]:
+        found = job_patterns(pd.DataFrame({"job_id": ["j"], "event_id": ["E"], "sample": [text]}), {}, library,
+                             conf.pattern_min_confidence)["j"]
+        assert bool(found) is expected, text
+
+
 def test_a_node_whose_cpus_throttle_alone_is_lifted_and_names_the_slowdown():
     """Issue #18, the slowdown kind: the kernel of one node reports its CPUs' thermal throttling
     (therm_throt.c) while the job slows to a crawl and is cancelled; every unit stops at once,
@@ -738,6 +786,8 @@ def test_known_fault_settings_are_checked():
         load_config(overrides={"diagnosis.known_fault_weight": 7})
     with pytest.raises(ConfigError, match="known_fault_classes"):
         load_config(overrides={"diagnosis.known_fault_classes": ["node", ""]})
+    with pytest.raises(ConfigError, match="known_fault_local_patterns"):
+        load_config(overrides={"diagnosis.known_fault_local_patterns": [""]})
 
 
 def test_a_slow_first_ranked_unit_is_the_straggler_fault_before_its_peers_timeouts():

@@ -440,7 +440,7 @@ def _diagnose_lines(spark, config, conf, tconf, job_ids, registry, events, jobs,
         signatures = sample_only_signatures(matches, evidence, templates, library)
         evidence = with_signature_printers(evidence, signatures, matched_event_lines(candidates, signatures))
     printers = known_fault_printers(matches, evidence, conf.known_fault_classes, conf.known_fault_share,
-                                    conf.known_fault_per_pattern)
+                                    conf.known_fault_per_pattern, conf.known_fault_local_patterns)
     claims = slowness_claims(library) if conf.measured_slowness_overrules else ()
     nodes = lift_printers(nodes, unmeasured_claims(nodes, printers, claims, conf.dead_unit_overrules_slowness),
                           conf.known_fault_weight, config.spatial)

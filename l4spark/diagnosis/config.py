@@ -166,6 +166,12 @@ class DiagnosisConfig:
     known_fault_weight: float = 0.5
     known_fault_classes: tuple = ("accelerator", "node", "out_of_memory", "storage", "software_incompatibility",
                                   "slowdown")
+    # Session 57: known faults of another class whose lines only the node whose part failed prints,
+    # by pattern id: they count as node-local too. NCCL prints its HCA's port error in every process
+    # of that node alone (ib-port-error, class network), while the completion errors and timeouts
+    # of the same link flap are its peers' (docs/diagnosis.md, "A network fault only its node
+    # prints"). (): by class alone, as before.
+    known_fault_local_patterns: tuple = ("ib-port-error",)
     # Session 36: the node that printed at least this share of a job's lines of its known faults
     # of those classes counts as their printer, not only a node that printed them alone: a
     # throttled node's 1,410 thermal lines beside a healthy peer's two brief ones (a CPU that
@@ -308,6 +314,9 @@ class DiagnosisConfig:
         if unknown:
             raise ConfigError(f"diagnosis.cross_job_reasons: expected a list of the cross-job filter's keep reasons of "
                               f"a job with history {list(EVIDENCE_REASONS)}, found {self.cross_job_reasons!r}")
+        if not all(isinstance(c, str) and c.strip() for c in self.known_fault_local_patterns):
+            raise ConfigError("diagnosis.known_fault_local_patterns: expected a list of pattern ids, found "
+                              f"{list(self.known_fault_local_patterns)!r}")
         if not all(isinstance(c, str) and c.strip() for c in self.known_fault_classes):
             raise ConfigError("diagnosis.known_fault_classes: expected a list of fault class names, found "
                               f"{list(self.known_fault_classes)!r}")

@@ -248,7 +248,8 @@ def _listed(value) -> list:
 
 def known_fault_printers(matches: dict[str, list[PatternMatch]], evidence: pd.DataFrame,
                          classes: Sequence[str], share: float = 1.0,
-                         per_pattern: bool = False) -> dict[str, tuple[str, list[str], float]]:
+                         per_pattern: bool = False,
+                         local_patterns: Collection[str] = ()) -> dict[str, tuple[str, list[str], float]]:
     """job -> (node, pattern ids, its share of the lines) for every job where one node printed
     at least ``share`` of the lines of its matched known faults of a node-local class
     (``classes``; each matched event counted once). ``matches``: ``job_patterns`` per job; ``evidence``: job_id, event_id, nodes
@@ -261,7 +262,10 @@ def known_fault_printers(matches: dict[str, list[PatternMatch]], evidence: pd.Da
     then no longer hides the one node that printed another (its kernel's OOM kill). Faults whose
     printers are different nodes say nothing about one of them: nobody is lifted, as pooled
     (a stale handle on one node's mount beside another node's thermal lines). The printer's
-    share is the least of its faults'."""
+    share is the least of its faults'.
+
+    ``local_patterns``: ids of known faults that are node-local whatever their class (NCCL's
+    HCA port error, class network: ``DiagnosisConfig.known_fault_local_patterns``)."""
     counted = "node_lines" in evidence.columns
     printed_by = {(r.job_id, r.event_id): dict(zip(_listed(r.nodes), _listed(r.node_lines) if counted
                                                    else [1] * len(_listed(r.nodes))))
@@ -281,8 +285,9 @@ def known_fault_printers(matches: dict[str, list[PatternMatch]], evidence: pd.Da
         return (top, printed) if len(lines) == 1 or (counted and printed >= share) else None
 
     lifted = {}
+    local_patterns = set(local_patterns)
     for job_id, found in matches.items():
-        local = [m for m in found if m.fault_class in classes]
+        local = [m for m in found if m.fault_class in classes or m.pattern_id in local_patterns]
         if not per_pattern:
             got = printer(job_id, local)
             if got is not None:
@@ -376,7 +381,8 @@ def with_unborne_claims_last(matches: dict[str, list[PatternMatch]], claims: Col
 def with_known_fault_printers(nodes: pd.DataFrame, matches: dict[str, list[PatternMatch]], evidence: pd.DataFrame,
                               weight: float, classes: Sequence[str], spatial: SpatialConfig,
                               share: float = 1.0, claims: Collection[str] = (),
-                              per_pattern: bool = False, stopped: bool = False) -> pd.DataFrame:
+                              per_pattern: bool = False, stopped: bool = False,
+                              local_patterns: Collection[str] = ()) -> pd.DataFrame:
     """The node ranking with one more term in its one score: a job's units on the node that
     printed a known fault of a node-local class (``classes``: a GPU's ECC error, the kernel's OOM
     kill, a stale handle on that node's mount) alone, or at least ``share`` of its lines
@@ -394,8 +400,8 @@ def with_known_fault_printers(nodes: pd.DataFrame, matches: dict[str, list[Patte
     """
     if nodes is None or not len(nodes) or weight <= 0:
         return nodes
-    lifted = unmeasured_claims(nodes, known_fault_printers(matches, evidence, classes, share, per_pattern), claims,
-                               stopped)
+    lifted = unmeasured_claims(nodes, known_fault_printers(matches, evidence, classes, share, per_pattern,
+                                                           local_patterns), claims, stopped)
     return lift_printers(nodes, lifted, weight, spatial)
 
 
@@ -497,6 +503,7 @@ def with_unit_faults(matches: dict[str, list[PatternMatch]], nodes: pd.DataFrame
 
     def explains(job_id: str, node: str, match: PatternMatch) -> bool:
         return not elsewhere(job_id, node, match) and (match.fault_class in set(conf.known_fault_classes)
+                                                       or match.pattern_id in set(conf.known_fault_local_patterns)
                                                        or cause(job_id, node, match) or printed(job_id, node, match))
 
     slow_class = slow_unit_pattern().fault_class

@@ -80,7 +80,8 @@ def outcomes(frames: tuple, setting: Setting, conf, spatial, lifted: bool = Fals
     ranked = nodes if lifted else with_known_fault_printers(nodes, matches, scored, setting.weight, setting.classes,
                                                            spatial, conf.known_fault_share, claims,
                                                            conf.known_fault_per_pattern,
-                                                           conf.dead_unit_overrules_slowness)
+                                                           conf.dead_unit_overrules_slowness,
+                                                           conf.known_fault_local_patterns)
     ordered = rank_matches(matches, scored, ranked, conf.matches_by_shown_time)
     if conf.slowness_needs_measuring:
         ordered = with_unborne_claims_last(ordered, slowness_claims(setting.library), slowed or set(), ranked)
