@@ -244,6 +244,35 @@ def titan_train() -> list[Line]:
                ("a", 0, 690, "ERROR", "failed (exitcode: 1) local_rank: 1 (pid: 4242) of binary: /usr/bin/python3")])
 
 
+def _bus_error(node: str, rank: int, t: float) -> list[Line]:
+    # a DataLoader worker dies of SIGBUS on a small /dev/shm (torch/csrc/DataLoader.cpp, then the
+    # main process's _error_if_any_worker_fails, torch/utils/data/_utils/signal_handling.py)
+    return [(node, rank, None, None, "ERROR: Unexpected bus error encountered in worker. This might be caused by "
+                                     "insufficient shared memory (shm)."),
+            (node, rank, None, None, "Traceback (most recent call last):"),
+            (node, rank, None, None, "RuntimeError: DataLoader worker (pid 13886) is killed by signal: Bus error. It is "
+                                     "possible that dataloader's workers are out of shared memory. Please try to raise "
+                                     "your shared memory limit."),
+            ("a", 0, t, "ERROR", f"failed (exitcode: 1) local_rank: {rank} (pid: 4242) of binary: /usr/bin/python3")]
+
+
+def hf_first_batch() -> list[Line]:
+    # the Trainer announces the training loop, then its first batch is never read
+    return _hf_setup() + [("a", 0, 20, "INFO", "***** Running training *****")] + _bus_error("b", 1, 31)
+
+
+def megatron_first_batch() -> list[Line]:
+    return (_megatron_setup(1) + [("a", 0, None, None, "> finished creating GPT datasets ..."),
+                                  ("a", 0, None, None, "training ..."),
+                                  ("a", 0, 5, None, "[before the start of training step] datetime: 2026-11-02 12:00:05 ")]
+            + _bus_error("b", 1, 9))
+
+
+def megatron_later_batch() -> list[Line]:
+    # the same worker's death after 40 iterations: the job was training
+    return _megatron_setup(1) + _megatron_training(1, 40, saves=()) + _bus_error("b", 1, 405)
+
+
 JOBS = {  # job -> (lines, failure stage, failure iteration)
     "megatron_data": (megatron_data, "data_loading", None),
     "megatron_save": (megatron_save, "checkpoint_saving", 60),
@@ -259,6 +288,10 @@ JOBS = {  # job -> (lines, failure stage, failure iteration)
     "torchtitan_data": (titan_data, "data_loading", None),
     "torchtitan_save": (titan_save, "checkpoint_saving", 100),
     "torchtitan_train": (titan_train, "training", 64),
+    # session 57: a DataLoader worker's death before the first iteration is a data_loading failure
+    "hf_trainer_first_batch": (hf_first_batch, "data_loading", None),
+    "megatron_first_batch": (megatron_first_batch, "data_loading", None),
+    "megatron_later_batch": (megatron_later_batch, "training", 41),
 }
 
 

@@ -183,6 +183,24 @@ DEFAULT_PACE_RULES: tuple[str, ...] = (
 )
 
 
+# Session 57: texts saying that a DataLoader's worker failed (PyTorch torch/utils/data/dataloader.py
+# and torch/csrc/DataLoader.cpp): "RuntimeError: DataLoader worker (pid N) is killed by signal: Bus
+# error. It is possible that dataloader's workers are out of shared memory. ...", "DataLoader
+# worker (pid(s) N, M) exited unexpectedly", the worker's own "ERROR: Unexpected bus error
+# encountered in worker. This might be caused by insufficient shared memory (shm).", an exception
+# the worker raised and the main process re-raised ("FileNotFoundError: Caught FileNotFoundError
+# in DataLoader worker process 0.", torch/_utils.py ExceptionWrapper) and "DataLoader timed out
+# after N seconds". A job that completed no iteration and printed one failed reading its first
+# batches: its failure stage is data_loading, whatever marker came last ("***** Running training
+# *****" is printed before the first batch is read; ``jobs.job_failure_points``).
+DEFAULT_DATA_FAILURE_RULES: tuple[str, ...] = (
+    r"DataLoader worker \(pid[^)]*\) (?:is killed by signal|exited unexpectedly)",
+    r"Unexpected (?:bus error|segmentation fault|floating-point exception) encountered in worker",
+    r"Caught \w+ in DataLoader worker process [0-9]+",
+    r"DataLoader timed out after [0-9]+ seconds",
+)
+
+
 @dataclass(frozen=True)
 class TemporalConfig:
     stage_rules: tuple[StageRule, ...] = DEFAULT_STAGE_RULES
@@ -193,6 +211,7 @@ class TemporalConfig:
     nonfinite_rules: tuple[str, ...] = DEFAULT_NONFINITE_RULES
     progress_clock_rules: tuple[str, ...] = DEFAULT_PROGRESS_CLOCK_RULES
     pace_rules: tuple[str, ...] = DEFAULT_PACE_RULES  # session 41; [] : slowdowns paced by time stamps alone
+    data_failure_rules: tuple[str, ...] = DEFAULT_DATA_FAILURE_RULES  # session 57; [] : by the last marker alone
     window: int = 10  # previous iterations each iteration is compared with
     sigma: float = 3.0  # anomalous: score < mean - sigma * std
     min_reference: int = 2  # reference iterations an iteration needs before the three-sigma rule judges it
@@ -295,6 +314,7 @@ class TemporalConfig:
         out += [(f"temporal.nonfinite_rules[{i}]", r) for i, r in enumerate(self.nonfinite_rules)]
         out += [(f"temporal.progress_clock_rules[{i}]", r) for i, r in enumerate(self.progress_clock_rules)]
         out += [(f"temporal.pace_rules[{i}]", r) for i, r in enumerate(self.pace_rules)]
+        out += [(f"temporal.data_failure_rules[{i}]", r) for i, r in enumerate(self.data_failure_rules)]
         for i, rule in enumerate(self.counted_iteration_rules):
             out += [(f"temporal.counted_iteration_rules[{i}].{name}", getattr(rule, name))
                     for name in ("pattern", "interval_pattern", "start_pattern") if getattr(rule, name)]

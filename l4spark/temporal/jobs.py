@@ -473,13 +473,28 @@ def job_failure_points(staged: DataFrame, progress: DataFrame, conf: TemporalCon
     iteration: in ``training``, the progress's ``failure_iteration``; in ``checkpoint_saving``,
     the iteration the failed save names (``failure_stages``' ``save_iteration``; else the
     last completed iteration, the progress's ``last_iteration``); null in other stages.
+
+    Session 57: a job that completed no iteration (no ``last_iteration``), ended before
+    ``checkpoint_saving`` and printed a line of ``data_failure_rules`` (a DataLoader's worker
+    killed by a bus error, or an exception it raised) failed reading its first batches:
+    ``data_loading``, whatever its last marker says (HF Trainer prints ``***** Running training
+    *****`` and Megatron-LM ``training ...`` before the first batch is read).
     """
     slowed = ((F.col("slowdown_from").isNotNull() | F.col("changed_from").isNotNull())
               & (F.col("end_stage") != "finished"))
     stage = F.col("failure_stage")
-    return (failure_stages(staged, conf).withColumnRenamed("failure_stage", "end_stage")
-            .join(progress, on="job_id", how="left")
-            .withColumn("failure_stage", F.when(slowed, F.lit("training")).otherwise(F.col("end_stage")))
+    first_batches = (F.col("last_iteration").isNull() & F.coalesce(F.col("data_failed"), F.lit(False))
+                     & F.col("end_stage").isin("init", "data_loading", "model_loading", "training"))
+    data_failed = (staged.where(any_rlike("message", conf.data_failure_rules))
+                   .select("job_id", F.lit(True).alias("data_failed")).distinct()
+                   if conf.data_failure_rules else None)
+    points = (failure_stages(staged, conf).withColumnRenamed("failure_stage", "end_stage")
+              .join(progress, on="job_id", how="left"))
+    points = (points.join(data_failed, on="job_id", how="left") if data_failed is not None
+              else points.withColumn("data_failed", F.lit(False)))
+    return (points
+            .withColumn("failure_stage", F.when(slowed, F.lit("training"))
+                        .when(first_batches, F.lit("data_loading")).otherwise(F.col("end_stage")))
             .select("job_id", "failure_stage",
                     F.when(stage == "training", F.col("failure_iteration"))
                     .when(stage == "checkpoint_saving", F.coalesce("save_iteration", "last_iteration"))
