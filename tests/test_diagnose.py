@@ -404,6 +404,10 @@ def test_teardown_and_advice_lines_are_consequences_not_news():
         _late_error("cuda_hint", "For debugging consider passing CUDA_LAUNCH_BLOCKING=1"),
         _late_error("nccl_enum", "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely."),
         _late_error("advice", "        Solution: 1. Check the rank service processes with other errors or no errors (HCCL timeout)"),
+        _late_error("causes", "        Possible Cause: 1. An exception occurs during the execution on some NPUs in the "
+                              "cluster. As a result, collective communication operation failed."),
+        _late_error("chained", "The above exception was the direct cause of the following exception:"),
+        _late_error("context", "During handling of the above exception, another exception occurred:"),
         # torchrun's root-cause block restates the agent's failed line above (fresh seed 16001: 73 of
         # 106 false events were these four lines)
         _late_error("block_host", "  host      : node373"),
@@ -419,7 +423,7 @@ def test_teardown_and_advice_lines_are_consequences_not_news():
     scored = score_events(evidence, timing, empty, empty, hits, shares, conf).set_index("event_id")
     assert scored.loc["cause", "flagged"] and scored.loc["exit", "flagged"]
     for event in ("sigterm", "summary", "hint", "cuda_hint", "nccl_enum", "advice", "block_host", "block_rank",
-                  "block_exit", "block_signal"):
+                  "block_exit", "block_signal", "causes", "chained", "context"):
         assert scored.loc[event, "consequence"] and not scored.loc[event, "flagged"], event
     # the rule is configuration: without it the teardown lines are flagged like any late error
     plain = score_events(evidence, timing, empty, empty, hits, shares,

@@ -291,6 +291,13 @@ class DiagnosisConfig:
         r"^\s*Last error:\s*$",  # NCCL: the header above the last warning (which is the news)
         r"^\s*nccl(RemoteError|SystemError|InternalError|UnhandledCudaError|InvalidUsage|InvalidArgument): ",  # NCCL's text for its error code
         r"^\s*Solution: ",  # Ascend (CANN/HCCL) error codes' remedy text
+        # ...and their fixed list of causes it may have (EI0002's "Possible Cause: 1. An exception
+        # occurs during the execution on some NPUs in the cluster. ...", public CANN logs), session 57
+        r"^\s*Possible Cause: ",
+        # CPython's separators between chained tracebacks (traceback.py's _cause_message and
+        # _context_message): framing, the exceptions around them are the news (session 57)
+        r"^\s*The above exception was the direct cause of the following exception:\s*$",
+        r"^\s*During handling of the above exception, another exception occurred:\s*$",
         r"\*\*\* (STEP|JOB) \S+ ON \S+ CANCELLED AT|^\s*srun: Job step aborted|^\s*srun: error: .*: Killed\s*$",  # Slurm
     )
     weights: dict = field(default_factory=lambda: {
