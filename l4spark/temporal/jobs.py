@@ -51,9 +51,10 @@ def indicating_stand_in(events: DataFrame, conf: TemporalConfig = TemporalConfig
 
 
 def failure_stages(staged: DataFrame, conf: TemporalConfig = TemporalConfig()) -> DataFrame:
-    """job_id, failure_stage, save_iteration, saved_iterations: the stage the job's narrating rank
-    file was in when it ended, the iteration of the last checkpoint save the job started, and the
-    iterations of all its saves (sorted; empty when no save marker names one).
+    """job_id, failure_stage, save_iteration, saved_iterations, data_failed: the stage the job's
+    narrating rank file was in when it ended, the iteration of the last checkpoint save the job
+    started, the iterations of all its saves (sorted; empty when no save marker names one), and
+    whether any of its lines says a DataLoader worker failed (``data_failure_rules``).
 
     Input: staged events (job_id, file, rank, line_no, message, stage). The narrating file is
     the one printing the most stage markers (rank 0 in every framework here; ties: lowest rank):
@@ -71,14 +72,16 @@ def failure_stages(staged: DataFrame, conf: TemporalConfig = TemporalConfig()) -
              .agg(F.count("_mark.stage").alias("n_marks"),
                   F.max_by(F.coalesce("stage", F.lit("init")), "line_no").alias("end_stage"),
                   F.collect_set(F.when(F.col("_mark.stage") == "checkpoint_saving", F.col("_mark.iteration")))
-                  .alias("file_saves")))
+                  .alias("file_saves"),
+                  F.max(any_rlike("message", conf.data_failure_rules)).alias("file_data_failed")))
     best = Window.partitionBy("job_id").orderBy(F.desc("n_marks"), "rank", "file")
     job = Window.partitionBy("job_id")
     return (files.withColumn("pick", F.row_number().over(best))
             .withColumn("saved_iterations", F.array_sort(F.array_distinct(F.flatten(F.collect_list("file_saves").over(job)))))
+            .withColumn("data_failed", F.max("file_data_failed").over(job))
             .where(F.col("pick") == 1)
             .select("job_id", F.col("end_stage").alias("failure_stage"),
-                    F.array_max("saved_iterations").alias("save_iteration"), "saved_iterations"))
+                    F.array_max("saved_iterations").alias("save_iteration"), "saved_iterations", "data_failed"))
 
 
 def _named_mark(staged: DataFrame, conf: TemporalConfig) -> Column:
@@ -483,16 +486,10 @@ def job_failure_points(staged: DataFrame, progress: DataFrame, conf: TemporalCon
     slowed = ((F.col("slowdown_from").isNotNull() | F.col("changed_from").isNotNull())
               & (F.col("end_stage") != "finished"))
     stage = F.col("failure_stage")
-    first_batches = (F.col("last_iteration").isNull() & F.coalesce(F.col("data_failed"), F.lit(False))
+    first_batches = (F.col("last_iteration").isNull() & F.col("data_failed")
                      & F.col("end_stage").isin("init", "data_loading", "model_loading", "training"))
-    data_failed = (staged.where(any_rlike("message", conf.data_failure_rules))
-                   .select("job_id", F.lit(True).alias("data_failed")).distinct()
-                   if conf.data_failure_rules else None)
-    points = (failure_stages(staged, conf).withColumnRenamed("failure_stage", "end_stage")
-              .join(progress, on="job_id", how="left"))
-    points = (points.join(data_failed, on="job_id", how="left") if data_failed is not None
-              else points.withColumn("data_failed", F.lit(False)))
-    return (points
+    return (failure_stages(staged, conf).withColumnRenamed("failure_stage", "end_stage")
+            .join(progress, on="job_id", how="left")
             .withColumn("failure_stage", F.when(slowed, F.lit("training"))
                         .when(first_batches, F.lit("data_loading")).otherwise(F.col("end_stage")))
             .select("job_id", "failure_stage",
