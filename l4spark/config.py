@@ -302,7 +302,7 @@ def _temporal(table: dict[str, Any]) -> TemporalConfig:
     (``names_iteration`` optional, default false), ``iteration_rules`` of
     ``{pattern}``, ``counted_iteration_rules`` of ``{pattern, interval_pattern, start_pattern}``,
     ``elapsed_rules``, ``bad_count_rules``, ``nonfinite_rules``, ``progress_clock_rules``, ``pace_rules`` and
-    ``data_failure_rules`` as lists of regexes (each replaces the default list whole)."""
+    ``data_failure_rules`` and ``save_failure_rules`` as lists of regexes (each replaces the default list whole)."""
     check_keys(table, [f.name for f in dataclasses.fields(TemporalConfig)], "temporal")
     try:
         if "stage_rules" in table:
@@ -311,7 +311,7 @@ def _temporal(table: dict[str, Any]) -> TemporalConfig:
         if "iteration_rules" in table:
             table["iteration_rules"] = tuple(IterationRule(str(r["pattern"])) for r in table["iteration_rules"])
         for name in ("elapsed_rules", "bad_count_rules", "nonfinite_rules", "progress_clock_rules", "pace_rules",
-                     "data_failure_rules"):
+                     "data_failure_rules", "save_failure_rules"):
             if name in table:
                 table[name] = tuple(str(r) for r in table[name])
         if "counted_iteration_rules" in table:

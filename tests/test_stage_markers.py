@@ -273,6 +273,66 @@ def megatron_later_batch() -> list[Line]:
     return _megatron_setup(1) + _megatron_training(1, 40, saves=()) + _bus_error("b", 1, 405)
 
 
+def _save_traceback(node: str, rank: int, frames: list[tuple[str, str]], error: str) -> list[Line]:
+    lines: list[Line] = [(node, rank, None, None, "Traceback (most recent call last):")]
+    for path, function in frames:
+        lines.append((node, rank, None, None, f'  File "{path}", line 322, in {function}'))
+    return lines + [(node, rank, None, None, error)]
+
+
+def hf_save_bar_after() -> list[Line]:
+    # tqdm bars every step (10 s), saves every 25 steps, the bar of step 50 printed after the
+    # save's first line; a rank of node b raises through the Trainer's FSDP save
+    site = "/usr/local/lib/python3.10/dist-packages"
+    out = "/lustre/ckpt/run9/checkpoint-50"
+    lines = _hf_setup() + [("a", 0, 20, "INFO", "***** Running training *****")]
+    for step in range(1, 51):
+        if step % 25 == 0:
+            lines.append(("a", 0, 20 + 10 * step, "INFO", f"Saving model checkpoint to /lustre/ckpt/run9/checkpoint-{step}"))
+        lines.append(("a", 0, None, None, f" {step * 2}%|#         | {step}/50 [{step // 6:02d}:{step * 10 % 60:02d}<05:00, 10.00s/it]"))
+        if step == 25:
+            lines.append(("a", 0, 20 + 10 * step + 5, "INFO", "Special tokens file saved in "
+                                                               "/lustre/ckpt/run9/checkpoint-25/special_tokens_map.json"))
+    lines.append(("a", 0, 521, "INFO", f"Configuration saved in {out}/config.json"))
+    return lines + _save_traceback("b", 1, [
+        (f"{site}/transformers/trainer.py", "_save_checkpoint"),
+        (f"{site}/transformers/trainer.py", "_save_optimizer_and_scheduler"),
+        (f"{site}/accelerate/utils/fsdp_utils.py", "save_fsdp_optimizer"),
+        (f"{site}/torch/distributed/checkpoint/filesystem.py", "_write_files_from_queue")],
+        f"OSError: [Errno 116] Stale file handle: '{out}/pytorch_model_fsdp_0/__1_0.distcp'") + [
+        ("a", 0, 560, "ERROR", "failed (exitcode: 1) local_rank: 1 (pid: 4242) of binary: /usr/bin/python3")]
+
+
+def titan_save_step_after() -> list[Line]:
+    # the save's first line printed before the progress line of the step it saves (torchtitan
+    # prints the step's metrics first; a log may interleave them the other way)
+    lines = _titan_setup() + _titan_training(90, saves=(50,))
+    lines += [("a", 0, 1041, "INFO", "Saving the checkpoint (or staging if async is enabled)."),
+              ("a", 0, 1041.5, "INFO", "step: 100  loss:  8.0000  grad_norm:  0.4411  memory: 38.80GiB(48.49%)  tps: 8,014")]
+    site = "/opt/conda/lib/python3.11/site-packages"
+    return lines + _save_traceback("b", 1, [
+        ("/workspace/torchtitan/torchtitan/train.py", "train"),
+        ("/workspace/torchtitan/torchtitan/components/checkpoint.py", "save"),
+        (f"{site}/torch/distributed/checkpoint/state_dict_saver.py", "save"),
+        (f"{site}/torch/distributed/checkpoint/filesystem.py", "_write_files_from_queue")],
+        "OSError: [Errno 116] Stale file handle: '/ckpt/step-100/__1_0.distcp'") + [
+        ("a", 0, 1100, "ERROR", "failed (exitcode: 1) local_rank: 1 (pid: 4242) of binary: /usr/bin/python3")]
+
+
+def deepspeed_own_reader() -> list[Line]:
+    # a training script's own reader (np.load of tokenized shards) after resuming the model from a
+    # DeepSpeed checkpoint: the last marker is the checkpoint load
+    return (_deepspeed_setup()
+            + [("a", 0, 3, "INFO", "[Torch] Loading checkpoint from /nfs/ckpt/run4/global_step1000/mp_rank_00_model_states.pt"),
+               ("a", 0, 40, "INFO", "successfully read 16 ZeRO state_dicts for rank 0"),
+               ("a", 0, 42, None, "Loading tokenized dataset from /nfs/data/c4_en")]
+            + _save_traceback("b", 1, [("/workspace/ds-train/train.py", "main"),
+                                       ("/workspace/ds-train/train.py", "load_tokenized_dataset"),
+                                       ("/opt/conda/lib/python3.10/site-packages/numpy/lib/npyio.py", "load")],
+                              "OSError: [Errno 116] Stale file handle: '/nfs/data/c4_en/shard_00035.npy'")
+            + [("a", 0, 60, "ERROR", "failed (exitcode: 1) local_rank: 1 (pid: 4242) of binary: /usr/bin/python3")])
+
+
 JOBS = {  # job -> (lines, failure stage, failure iteration)
     "megatron_data": (megatron_data, "data_loading", None),
     "megatron_save": (megatron_save, "checkpoint_saving", 60),
@@ -292,6 +352,12 @@ JOBS = {  # job -> (lines, failure stage, failure iteration)
     "hf_trainer_first_batch": (hf_first_batch, "data_loading", None),
     "megatron_first_batch": (megatron_first_batch, "data_loading", None),
     "megatron_later_batch": (megatron_later_batch, "training", 41),
+    # session 58: a traceback through a checkpoint save is a checkpoint_saving failure, though a
+    # progress line of the saved step came after the save's first line
+    "hf_trainer_save_bar_after": (hf_save_bar_after, "checkpoint_saving", 50),
+    "torchtitan_save_step_after": (titan_save_step_after, "checkpoint_saving", 100),
+    # and a traceback through the code reading the dataset, before the first iteration, is data_loading
+    "deepspeed_own_reader": (deepspeed_own_reader, "data_loading", None),
 }
 
 

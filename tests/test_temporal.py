@@ -943,6 +943,77 @@ def test_untimed_log_dicts_are_paced_by_the_timed_checkpoint_saves(spark):
     assert failure == {True: [(230, 232)], False: [(230, 235)]}
 
 
+def test_a_save_after_the_last_timed_progress_line_is_the_later_anchor(spark):
+    """Megatron-DeepSpeed: its progress line (every 10 steps, 18 s a step) has no date, DeepSpeed's
+    ``step=N`` line (every 100) has, and a save follows each dated line: ``Saving model checkpoint``,
+    ``[Torch] Saved`` 84 s later, ``Checkpoint global_step200 is ready now!``. A crash logged (by
+    another rank) 9 s into step 234: from the dated ``step=200`` line at the pace of the dated
+    lines, saves included, it was placed at 237. From the save's last line at the pace between
+    saves less their length, it is 234. Fresh 36183's NIC down (label 3242) was reported 3244."""
+    lines, line, t = [], 0, 0.0
+
+    def add(at, message, rank=0):
+        nonlocal line
+        line += 1
+        lines.append(("md", "ab"[rank], rank, f"md/{'ab'[rank]}/r{rank}", line, None if at is None else _ts(at), None,
+                      f"E_{message[:16]}", message, None, None))
+
+    add(0, "> building train, validation, and test datasets ...")
+    add(0, "training ...")
+    for step in range(1, 234):
+        t += 18
+        if step % 10 == 0 and step <= 230:
+            add(None, f" iteration {step:8d}/ 1000 | elapsed time per iteration (ms): 18000.0 | lm loss: 1.5 |")
+        if step % 100 == 0:
+            add(t, f"[Rank 0] step={step}, skipped=0, lr=[1e-05], mom=[(0.9, 0.95)]")
+            add(t + 1, f"Saving model checkpoint: /ckpt/global_step{step}/layer_00-model_00-model_states.pt")
+            add(t + 85, f"[Torch] Saved /ckpt/global_step{step}/bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt.")
+            add(t + 90, f"[Torch] Checkpoint global_step{step} is ready now!")
+            t += 90
+    add(10, "rank 1 is up", rank=1)
+    add(t + 9, "RuntimeError: CUDA error: an illegal memory access was encountered", rank=1)
+    staged = with_stage_and_iteration(spark.createDataFrame(lines, SCHEMA))
+    candidates = staged.select("job_id", "event_id").distinct()
+    failure = {}
+    for anchored in (True, False):
+        _, progress = analyse_iterations(staged, candidates, TemporalConfig(saves_after_timed_marks=anchored))
+        failure[anchored] = [(r.last_iteration, r.failure_iteration) for r in progress.collect()]
+    assert failure == {True: [(230, 234)], False: [(230, 237)]}
+
+
+@pytest.mark.parametrize("restart", [False, True])
+def test_untimed_bars_are_put_on_the_job_clock_from_where_training_began(spark, restart):
+    """HF Trainer's tqdm bars (every 10 steps, 3 s a step) carry no timestamp but their elapsed
+    time, from the bar's creation right after the timed ``***** Running training *****``. A rank
+    of node b fails (timed) 2 s after bar 100: on the job's clock that is step 101, not the
+    interval's middle (105). A bar whose clock restarts (a new bar each epoch) contradicts the
+    timed line printed after it, and nothing is put on the job's clock."""
+    lines, line = [], 0
+
+    def add(at, message, rank=0):
+        nonlocal line
+        line += 1
+        lines.append(("hf", "ab"[rank], rank, f"hf/{'ab'[rank]}/r{rank}", line, None if at is None else _ts(at), None,
+                      f"E_{message[:16]}", message, None, None))
+
+    add(0, "logging_steps=10,")
+    add(40, "***** Running training *****")
+    for step in range(10, 101, 10):
+        elapsed = 3 * (step - 50 if restart and step > 50 else step)
+        add(None, f" {step}%|#         | {step}/1000 [{elapsed // 60:02d}:{elapsed % 60:02d}<45:00,  3.00s/it]")
+        if step == 60:
+            add(40 + 3 * step + 1, "[WARNING|trainer.py:2040] gradient overflow, skipping step")
+    add(10, "rank 1 is up", rank=1)
+    add(40 + 300 + 2, "RuntimeError: CUDA error: an illegal memory access was encountered", rank=1)
+    staged = with_stage_and_iteration(spark.createDataFrame(lines, SCHEMA))
+    candidates = staged.select("job_id", "event_id").distinct()
+    failure = {}
+    for anchored in (True, False):
+        _, progress = analyse_iterations(staged, candidates, TemporalConfig(bar_clock_from_training_start=anchored))
+        failure[anchored] = [(r.last_iteration, r.failure_iteration) for r in progress.collect()]
+    assert failure == {True: [(100, 105 if restart else 101)], False: [(100, 105)]}
+
+
 def test_a_log_dict_turning_nan_beside_numbered_bars_is_the_change(spark):
     """HF Trainer with tqdm bars: each step's bar numbers the iteration and the log dict after it
     is one event, normal or nan (the parser's template takes ``nan`` as a value), and printed by

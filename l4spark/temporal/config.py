@@ -193,13 +193,46 @@ DEFAULT_PACE_RULES: tuple[str, ...] = (
 # after N seconds". A job that completed no iteration and printed one failed reading its first
 # batches: its failure stage is data_loading, whatever marker came last ("***** Running training
 # *****" is printed before the first batch is read; ``jobs.job_failure_points``).
+#
+# Session 58: also a traceback frame of the code that reads the dataset: HF datasets' load.py,
+# arrow_dataset.py, builder.py, arrow_reader.py and table.py (``load_dataset``, ``load_from_disk``,
+# ``Dataset.map`` over a cached file), Megatron-LM's megatron/core/datasets (``BlendedMegatronDatasetBuilder
+# .build``, ``_build_megatron_dataset_splits``, the indexed dataset's reader), and any function named
+# for loading, building or reading a dataset (``build_train_valid_test_datasets``, a training
+# script's own ``load_tokenized_dataset``; Megatron's ``build_train_valid_test_data_iterators`` and
+# ``train_valid_test_datasets_provider``).
 DEFAULT_DATA_FAILURE_RULES: tuple[str, ...] = (
     r"DataLoader worker \(pid[^)]*\) (?:is killed by signal|exited unexpectedly)",
     r"Unexpected (?:bus error|segmentation fault|floating-point exception) encountered in worker",
     r"Caught \w+ in DataLoader worker process [0-9]+",
     r"DataLoader timed out after [0-9]+ seconds",
+    r'File "[^"]*", line [0-9]+, in \w*(?:(?:load|build|prepare|read|open|get|make|create)_\w*'
+    r'(?:datasets?|data_iterators?|data_?loaders?)|datasets?_provider)\w*\b',
+    r'File "[^"]*/datasets/(?:load|arrow_dataset|builder|arrow_reader|table)\.py", line [0-9]+, in ',
+    r'File "[^"]*megatron/core/datasets/[^"]*", line [0-9]+, in ',
 )
 
+
+# Session 58: traceback frames of a framework's checkpoint save, each function where it lives:
+# Megatron-LM / MindSpeed-LLM / Megatron-DeepSpeed training.py ``save_checkpoint_and_time`` and
+# checkpointing.py ``save_checkpoint``; DeepSpeed runtime/engine.py ``save_checkpoint``,
+# ``_save_checkpoint``, ``_save_zero_checkpoint``; transformers trainer.py ``_save_checkpoint``,
+# ``_save_optimizer_and_scheduler``; accelerate utils/fsdp_utils.py ``save_fsdp_model``,
+# ``save_fsdp_optimizer``; torch.distributed.checkpoint state_dict_saver.py ``save``,
+# ``save_state_dict``, ``_save_state_dict`` and filesystem.py ``write_data``,
+# ``_write_files_from_queue``; torchtitan's checkpoint.py ``CheckpointManager.save``. A job whose
+# failing process raised through one of them failed saving a checkpoint, whatever its last marker
+# says (HF Trainer's and torchtitan's progress line of the step may follow the save's first line;
+# torchtitan's save names no step). Loading frames (``load_checkpoint``, ``state_dict_loader.py``,
+# ``read_data``) are not saves, and ``torch.save`` alone is not one (a dataset cache is written
+# with it too). ``jobs.job_failure_points``.
+DEFAULT_SAVE_FAILURE_RULES: tuple[str, ...] = (
+    r'File "[^"]*", line [0-9]+, in (?:save_checkpoint|save_checkpoint_and_time|_save_checkpoint'
+    r'|_save_zero_checkpoint|_save_optimizer_and_scheduler|save_fsdp_model|save_fsdp_optimizer)\b',
+    r'File "[^"]*torch/distributed/checkpoint/(?:state_dict_saver\.py", line [0-9]+, in (?:save|save_state_dict'
+    r'|_save_state_dict)|filesystem\.py", line [0-9]+, in (?:write_data|_write_files_from_queue))\b',
+    r'File "[^"]*torchtitan/[^"]*checkpoint\.py", line [0-9]+, in save\b',
+)
 
 @dataclass(frozen=True)
 class TemporalConfig:
@@ -212,6 +245,7 @@ class TemporalConfig:
     progress_clock_rules: tuple[str, ...] = DEFAULT_PROGRESS_CLOCK_RULES
     pace_rules: tuple[str, ...] = DEFAULT_PACE_RULES  # session 41; [] : slowdowns paced by time stamps alone
     data_failure_rules: tuple[str, ...] = DEFAULT_DATA_FAILURE_RULES  # session 57; [] : by the last marker alone
+    save_failure_rules: tuple[str, ...] = DEFAULT_SAVE_FAILURE_RULES  # session 58; [] : by the last marker alone
     window: int = 10  # previous iterations each iteration is compared with
     sigma: float = 3.0  # anomalous: score < mean - sigma * std
     min_reference: int = 2  # reference iterations an iteration needs before the three-sigma rule judges it
@@ -275,6 +309,22 @@ class TemporalConfig:
     # timed line (2485 for 2488) and a dataloader bus error (5815 for 5818) had gone to the interval's
     # middle. False: the middle (sessions 50 and before)
     pace_from_earlier_marks: bool = True
+    # Session 58: when the last progress line has no time, the job's last timed checkpoint save is an
+    # anchor even when earlier progress lines are timed; the later of the two places the stop (a save's
+    # lines end after the step line that names it, and its length is not training time). Fresh 36183:
+    # Megatron-DeepSpeed's dated ``step=3200`` line, then the save of step 3200 (108 s, 2.4 steps):
+    # a NIC down at 3242 was placed at 3244. False: the last timed progress line, the save counted as
+    # training (sessions 57 and before)
+    saves_after_timed_marks: bool = True
+    # Session 58: untimed progress bars with an elapsed clock (HF Trainer's tqdm) are put on the job's clock
+    # from the time of the last timed stage marker before the first bar (``***** Running training *****``;
+    # the Trainer creates its bar right after), when every timed line of that rank after it lies between its
+    # neighbouring bars within ``bar_clock_tolerance_s``: the first error then places the stop inside the
+    # interval after the last bar. Third blind generator 911: an ECC error at step 500 after bar 475 (bars
+    # every 25 steps) was placed at the interval's middle, 488. False: such bars pace only (sessions 57 and
+    # before)
+    bar_clock_from_training_start: bool = True
+    bar_clock_tolerance_s: float = 10.0
     # Session 40: when the first error after the last progress line came before one iteration past the
     # next progress line's due time, it places the stop even in a stalled job (a process that died at
     # once, its peers waiting in the collective until HCCL's timeout). False: a stalled job's first
@@ -315,6 +365,7 @@ class TemporalConfig:
         out += [(f"temporal.progress_clock_rules[{i}]", r) for i, r in enumerate(self.progress_clock_rules)]
         out += [(f"temporal.pace_rules[{i}]", r) for i, r in enumerate(self.pace_rules)]
         out += [(f"temporal.data_failure_rules[{i}]", r) for i, r in enumerate(self.data_failure_rules)]
+        out += [(f"temporal.save_failure_rules[{i}]", r) for i, r in enumerate(self.save_failure_rules)]
         for i, rule in enumerate(self.counted_iteration_rules):
             out += [(f"temporal.counted_iteration_rules[{i}].{name}", getattr(rule, name))
                     for name in ("pattern", "interval_pattern", "start_pattern") if getattr(rule, name)]

@@ -213,9 +213,10 @@ def analyse_progress(marks: list[tuple[int, float | None]], last_t: float | None
     stalled or a line says when the failure began). ``saves``: (step N, time, seconds per step): the
     job's last timed checkpoint save that names its step (begun when step N was done), the time of
     its last timed line, and the pace between such saves (less the saves' own lines); with
-    ``conf.pace_from_saves``, when the last progress line has no time, the stop is N + 1 advanced
-    by the time from that line to ``first_error_t`` (or ``began_t``) over that pace, within the
-    log interval after the last progress line; with ``conf.pace_from_earlier_marks``, when the last
+    ``conf.pace_from_saves``, when the last progress line has no time and no timed progress line
+    came after step N, the stop is N + 1 advanced by the time from that save's last line to
+    ``first_error_t`` (or ``began_t``) over that pace, within the log interval after the last
+    progress line; with ``conf.pace_from_earlier_marks``, when the last
     progress lines have no time but an earlier one has, the stop is that line's iteration + 1
     advanced by the time from it to the first error over the pace, within the log interval after
     the last progress line (when the error came after that line was due by the pace and less than
@@ -279,9 +280,10 @@ def analyse_progress(marks: list[tuple[int, float | None]], last_t: float | None
     if seconds and broke_t is not None and last_mark_t is not None and broke_t > last_mark_t:
         failure += min(stride - 1, int(max(broke_t - last_mark_t - saving_s, 0.0) / seconds))
     elif (conf.pace_from_saves and saves is not None and last_mark_t is None and broke_t is not None
-          and saves[2] > 0 and broke_t > saves[1]):
-        # untimed progress lines (HF Trainer's log dicts): the timed saves are the clock. The save
-        # of step N starts when step N is done; training goes on after its last line
+          and saves[2] > 0 and broke_t > saves[1] and not (marks and marks[-1][0] > saves[0])):
+        # untimed progress lines (HF Trainer's log dicts): the timed saves are the clock, unless a
+        # timed progress line came after the last save. The save of step N starts when step N is
+        # done; training goes on after its last line
         saved_it, saved_t, saved_s = saves
         failure = min(last_it + stride, max(last_it + 1, saved_it + 1 + int((broke_t - saved_t) / saved_s)))
     elif (conf.pace_from_earlier_marks and on_job_clock and seconds and broke_t is not None and last_mark_t is None

@@ -51,10 +51,11 @@ def indicating_stand_in(events: DataFrame, conf: TemporalConfig = TemporalConfig
 
 
 def failure_stages(staged: DataFrame, conf: TemporalConfig = TemporalConfig()) -> DataFrame:
-    """job_id, failure_stage, save_iteration, saved_iterations, data_failed: the stage the job's
-    narrating rank file was in when it ended, the iteration of the last checkpoint save the job
-    started, the iterations of all its saves (sorted; empty when no save marker names one), and
-    whether any of its lines says a DataLoader worker failed (``data_failure_rules``).
+    """job_id, failure_stage, save_iteration, saved_iterations, data_failed, save_failed: the stage
+    the job's narrating rank file was in when it ended, the iteration of the last checkpoint save
+    the job started, the iterations of all its saves (sorted; empty when no save marker names
+    one), whether any of its lines says a DataLoader worker failed (``data_failure_rules``) and
+    whether any is a frame of a traceback through a checkpoint save (``save_failure_rules``).
 
     Input: staged events (job_id, file, rank, line_no, message, stage). The narrating file is
     the one printing the most stage markers (rank 0 in every framework here; ties: lowest rank):
@@ -73,15 +74,18 @@ def failure_stages(staged: DataFrame, conf: TemporalConfig = TemporalConfig()) -
                   F.max_by(F.coalesce("stage", F.lit("init")), "line_no").alias("end_stage"),
                   F.collect_set(F.when(F.col("_mark.stage") == "checkpoint_saving", F.col("_mark.iteration")))
                   .alias("file_saves"),
-                  F.max(any_rlike("message", conf.data_failure_rules)).alias("file_data_failed")))
+                  F.max(any_rlike("message", conf.data_failure_rules)).alias("file_data_failed"),
+                  F.max(any_rlike("message", conf.save_failure_rules)).alias("file_save_failed")))
     best = Window.partitionBy("job_id").orderBy(F.desc("n_marks"), "rank", "file")
     job = Window.partitionBy("job_id")
     return (files.withColumn("pick", F.row_number().over(best))
             .withColumn("saved_iterations", F.array_sort(F.array_distinct(F.flatten(F.collect_list("file_saves").over(job)))))
             .withColumn("data_failed", F.max("file_data_failed").over(job))
+            .withColumn("save_failed", F.max("file_save_failed").over(job))
             .where(F.col("pick") == 1)
             .select("job_id", F.col("end_stage").alias("failure_stage"),
-                    F.array_max("saved_iterations").alias("save_iteration"), "saved_iterations", "data_failed"))
+                    F.array_max("saved_iterations").alias("save_iteration"), "saved_iterations", "data_failed",
+                    "save_failed"))
 
 
 def _named_mark(staged: DataFrame, conf: TemporalConfig) -> Column:
@@ -283,6 +287,12 @@ def _analyse_job(frame: pd.DataFrame, conf: TemporalConfig) -> pd.DataFrame:
     clock = "t_job" if conf.progress_on_job_clock else "t"
     marks_list = [(int(i), float(t) if pd.notna(t) else None)
                   for i, t in frame.loc[frame["reported"].notna(), ["reported", clock]].itertuples(index=False)]
+    origin = (_bar_clock_origin(frame, clock, conf.bar_clock_tolerance_s)
+              if conf.bar_clock_from_training_start and all(t is None for _, t in marks_list) else None)
+    if origin is not None:
+        # untimed progress bars read on the job's clock: their own elapsed time from where training began
+        marks_list = [(int(i), origin + float(c) if pd.notna(c) else None)
+                      for i, c in frame.loc[frame["reported"].notna(), ["reported", "clock_s"]].itertuples(index=False)]
     frame = _by_interval(frame).sort_values(["iteration", "rank", "line_no"], kind="stable")
     last = max((i for i, _ in marks_list), default=None)
     died_training = frame["end_stage"].iloc[0] == "training"
@@ -320,7 +330,8 @@ def _analyse_job(frame: pd.DataFrame, conf: TemporalConfig) -> pd.DataFrame:
     stated = ([(int(i), float(s)) for i, s in frame.loc[frame["reported"].notna() & frame["pace_s"].notna(),
                                                         ["reported", "pace_s"]].itertuples(index=False)]
               if "pace_s" in frame.columns else [])
-    saves = _saves(frame) if last_mark_t is None else None
+    last_untimed = last is not None and all(t is None for i, t in marks_list if i == last)
+    saves = _saves(frame) if last_mark_t is None or (conf.saves_after_timed_marks and last_untimed) else None
     if saves is not None and broke_t is None:
         # progress lines without a time: when it broke, after the last timed save, by the stop's new events
         after_save = lines.loc[(lines["iteration"] == stopped) & lines["token"].isin(new_events)
@@ -394,6 +405,29 @@ def _analyse_job(frame: pd.DataFrame, conf: TemporalConfig) -> pd.DataFrame:
     out = pd.DataFrame([[row.get(c) for c in columns] for row in rows], columns=columns, dtype=object)
     log.debug("temporal %s: %s", job_id, json.dumps({"anomalous": anomalous, "failure": failure_iteration}))
     return out
+
+
+def _bar_clock_origin(frame: pd.DataFrame, clock: str, tolerance_s: float) -> float | None:
+    """When the clock of a rank's untimed progress bars started, on ``clock``: the time of the
+    last timed stage marker the rank printed before its first bar (HF Trainer creates its tqdm
+    bar in ``on_train_begin``, right after ``***** Running training *****``), or None. Only when
+    every timed line the rank printed after it lies between its neighbouring bars on that clock,
+    within ``tolerance_s`` (a bar that restarts every epoch, or a marker long before the bar
+    began, fails it)."""
+    if "clock_s" not in frame.columns or frame["clock_s"].isna().all():
+        return None
+    rank = frame.loc[frame["clock_s"].notna(), "rank"].value_counts().index[0]
+    own = frame[frame["rank"] == rank].sort_values("line_no")
+    first_bar = own.loc[own["clock_s"].notna(), "line_no"].min()
+    starts = own[(own["line_no"] < first_bar) & own["stage_mark"] & own[clock].notna()]
+    if starts.empty:
+        return None
+    origin = float(starts[clock].iloc[-1])
+    before, after = own["clock_s"].ffill(), own["clock_s"].bfill()
+    timed = own[(own["line_no"] > first_bar) & own[clock].notna()]
+    early = timed[clock] < origin + before[timed.index] - tolerance_s
+    late = after[timed.index].notna() & (timed[clock] > origin + after[timed.index] + tolerance_s)
+    return None if (early | late).any() else origin
 
 
 def _saves(frame: pd.DataFrame) -> tuple[int, float, float] | None:
@@ -482,19 +516,28 @@ def job_failure_points(staged: DataFrame, progress: DataFrame, conf: TemporalCon
     killed by a bus error, or an exception it raised) failed reading its first batches:
     ``data_loading``, whatever its last marker says (HF Trainer prints ``***** Running training
     *****`` and Megatron-LM ``training ...`` before the first batch is read).
+
+    Session 58: a job that ended in ``training`` and printed a traceback frame of a checkpoint
+    save (``save_failure_rules``) failed in ``checkpoint_saving``: a progress line of the step
+    being saved may follow the save's first line, and torchtitan's save names no step. Its
+    iteration is that of the save, or the last completed one when later (a save naming no step).
     """
     slowed = ((F.col("slowdown_from").isNotNull() | F.col("changed_from").isNotNull())
               & (F.col("end_stage") != "finished"))
     stage = F.col("failure_stage")
     first_batches = (F.col("last_iteration").isNull() & F.col("data_failed")
                      & F.col("end_stage").isin("init", "data_loading", "model_loading", "training"))
+    in_save = F.col("save_failed") & (F.col("end_stage") == "training")
     return (failure_stages(staged, conf).withColumnRenamed("failure_stage", "end_stage")
             .join(progress, on="job_id", how="left")
             .withColumn("failure_stage", F.when(slowed, F.lit("training"))
-                        .when(first_batches, F.lit("data_loading")).otherwise(F.col("end_stage")))
+                        .when(first_batches, F.lit("data_loading"))
+                        .when(in_save, F.lit("checkpoint_saving")).otherwise(F.col("end_stage")))
             .select("job_id", "failure_stage",
                     F.when(stage == "training", F.col("failure_iteration"))
-                    .when(stage == "checkpoint_saving", F.coalesce("save_iteration", "last_iteration"))
+                    .when(stage == "checkpoint_saving",
+                          F.when(in_save, F.greatest("save_iteration", "last_iteration"))
+                          .otherwise(F.coalesce("save_iteration", "last_iteration")))
                     .cast("long").alias("failure_iteration")))
 
 
