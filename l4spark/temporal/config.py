@@ -234,6 +234,7 @@ DEFAULT_SAVE_FAILURE_RULES: tuple[str, ...] = (
     r'File "[^"]*torchtitan/[^"]*checkpoint\.py", line [0-9]+, in save\b',
 )
 
+
 @dataclass(frozen=True)
 class TemporalConfig:
     stage_rules: tuple[StageRule, ...] = DEFAULT_STAGE_RULES
