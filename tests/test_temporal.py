@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -904,6 +905,31 @@ def test_a_slowdown_is_confirmed_by_the_interval_the_job_was_cancelled_in():
     assert analyse_progress(marks, last_t=t + 200.0, first_error_t=t + 200.0, open_interval=True).slowdown_from is None
 
 
+def _two_rank_job(job_id: str, width: int = 16) -> tuple[list[tuple], Callable[..., None]]:
+    """Rows of a job of two ranks (rank 0 on node a, rank 1 on node b) and ``add(at, message,
+    rank=0)`` appending a line (``at`` in seconds, None for an untimed line; its event id from
+    the message's first ``width`` characters)."""
+    rows: list[tuple] = []
+
+    def add(at, message, rank=0):
+        rows.append((job_id, "ab"[rank], rank, f"{job_id}/{'ab'[rank]}/r{rank}", len(rows) + 1,
+                     None if at is None else _ts(at), None, f"E_{message[:width]}", message, None, None))
+
+    return rows, add
+
+
+def _stop_with_and_without(spark, rows: list[tuple], setting: str) -> dict[bool, list[tuple]]:
+    """(last_iteration, failure_iteration) of each job, with the temporal ``setting`` on and off
+    (every event a candidate)."""
+    staged = with_stage_and_iteration(spark.createDataFrame(rows, SCHEMA))
+    candidates = staged.select("job_id", "event_id").distinct()
+    out = {}
+    for on in (True, False):
+        _, progress = analyse_iterations(staged, candidates, TemporalConfig(**{setting: on}))
+        out[on] = [(r.last_iteration, r.failure_iteration) for r in progress.collect()]
+    return out
+
+
 def test_untimed_log_dicts_are_paced_by_the_timed_checkpoint_saves(spark):
     """HF Trainer without tqdm bars: `{'loss': ...}` every 10 steps carries no time, so nothing
     placed a crash inside the 10-step interval after the last dict (its middle was reported).
@@ -913,13 +939,8 @@ def test_untimed_log_dicts_are_paced_by_the_timed_checkpoint_saves(spark):
     into step 232 is placed at 232, not 235 (the middle of 231-240); counting the save as steps
     (the pace from save to save, 18.9 s, from the save's first line) gives 235 too. Fresh 23013's
     HF program_bug (label 31731) was reported 31735."""
-    lines, line, t = [], 0, 0.0
-
-    def add(at, message, rank=0):
-        nonlocal line
-        line += 1
-        lines.append(("hf", "ab"[rank], rank, f"hf/{'ab'[rank]}/r{rank}", line, None if at is None else _ts(at), None,
-                      f"E_{message[:16]}", message, None, None))
+    lines, add = _two_rank_job("hf")
+    t = 0.0
 
     add(0, "logging_steps=10,")
     add(0, "***** Running training *****")
@@ -933,14 +954,7 @@ def test_untimed_log_dicts_are_paced_by_the_timed_checkpoint_saves(spark):
             t += 90
     add(10, "rank 1 is up", rank=1)
     add(t + 9, "RuntimeError: CUDA error: an illegal memory access was encountered", rank=1)
-    staged = with_stage_and_iteration(spark.createDataFrame(lines, SCHEMA))
-    candidates = staged.select("job_id", "event_id").distinct()
-    failure = {}
-    for paced in (True, False):
-        conf = TemporalConfig(pace_from_saves=paced)
-        _, progress = analyse_iterations(staged, candidates, conf)
-        failure[paced] = [(r.last_iteration, r.failure_iteration) for r in progress.collect()]
-    assert failure == {True: [(230, 232)], False: [(230, 235)]}
+    assert _stop_with_and_without(spark, lines, "pace_from_saves") == {True: [(230, 232)], False: [(230, 235)]}
 
 
 def test_a_save_after_the_last_timed_progress_line_is_the_later_anchor(spark):
@@ -950,13 +964,8 @@ def test_a_save_after_the_last_timed_progress_line_is_the_later_anchor(spark):
     another rank) 9 s into step 234: from the dated ``step=200`` line at the pace of the dated
     lines, saves included, it was placed at 237. From the save's last line at the pace between
     saves less their length, it is 234. Fresh 36183's NIC down (label 3242) was reported 3244."""
-    lines, line, t = [], 0, 0.0
-
-    def add(at, message, rank=0):
-        nonlocal line
-        line += 1
-        lines.append(("md", "ab"[rank], rank, f"md/{'ab'[rank]}/r{rank}", line, None if at is None else _ts(at), None,
-                      f"E_{message[:16]}", message, None, None))
+    lines, add = _two_rank_job("md")
+    t = 0.0
 
     add(0, "> building train, validation, and test datasets ...")
     add(0, "training ...")
@@ -972,13 +981,7 @@ def test_a_save_after_the_last_timed_progress_line_is_the_later_anchor(spark):
             t += 90
     add(10, "rank 1 is up", rank=1)
     add(t + 9, "RuntimeError: CUDA error: an illegal memory access was encountered", rank=1)
-    staged = with_stage_and_iteration(spark.createDataFrame(lines, SCHEMA))
-    candidates = staged.select("job_id", "event_id").distinct()
-    failure = {}
-    for anchored in (True, False):
-        _, progress = analyse_iterations(staged, candidates, TemporalConfig(saves_after_timed_marks=anchored))
-        failure[anchored] = [(r.last_iteration, r.failure_iteration) for r in progress.collect()]
-    assert failure == {True: [(230, 234)], False: [(230, 237)]}
+    assert _stop_with_and_without(spark, lines, "saves_after_timed_marks") == {True: [(230, 234)], False: [(230, 237)]}
 
 
 @pytest.mark.parametrize("restart", [False, True])
@@ -988,13 +991,7 @@ def test_untimed_bars_are_put_on_the_job_clock_from_where_training_began(spark, 
     of node b fails (timed) 2 s after bar 100: on the job's clock that is step 101, not the
     interval's middle (105). A bar whose clock restarts (a new bar each epoch) contradicts the
     timed line printed after it, and nothing is put on the job's clock."""
-    lines, line = [], 0
-
-    def add(at, message, rank=0):
-        nonlocal line
-        line += 1
-        lines.append(("hf", "ab"[rank], rank, f"hf/{'ab'[rank]}/r{rank}", line, None if at is None else _ts(at), None,
-                      f"E_{message[:16]}", message, None, None))
+    lines, add = _two_rank_job("hf")
 
     add(0, "logging_steps=10,")
     add(40, "***** Running training *****")
@@ -1005,13 +1002,8 @@ def test_untimed_bars_are_put_on_the_job_clock_from_where_training_began(spark, 
             add(40 + 3 * step + 1, "[WARNING|trainer.py:2040] gradient overflow, skipping step")
     add(10, "rank 1 is up", rank=1)
     add(40 + 300 + 2, "RuntimeError: CUDA error: an illegal memory access was encountered", rank=1)
-    staged = with_stage_and_iteration(spark.createDataFrame(lines, SCHEMA))
-    candidates = staged.select("job_id", "event_id").distinct()
-    failure = {}
-    for anchored in (True, False):
-        _, progress = analyse_iterations(staged, candidates, TemporalConfig(bar_clock_from_training_start=anchored))
-        failure[anchored] = [(r.last_iteration, r.failure_iteration) for r in progress.collect()]
-    assert failure == {True: [(100, 105 if restart else 101)], False: [(100, 105)]}
+    assert _stop_with_and_without(spark, lines, "bar_clock_from_training_start") == {
+        True: [(100, 105 if restart else 101)], False: [(100, 105)]}
 
 
 def test_a_log_dict_turning_nan_beside_numbered_bars_is_the_change(spark):
