@@ -333,6 +333,20 @@ def deepspeed_own_reader() -> list[Line]:
             + [("a", 0, 60, "ERROR", "failed (exitcode: 1) local_rank: 1 (pid: 4242) of binary: /usr/bin/python3")])
 
 
+def titan_save_error_survived() -> list[Line]:
+    # a rank logs a save's traceback at step 50 (the save was retried and finished), then a rank
+    # runs out of memory in step 64: the job broke training, not saving
+    training = _titan_training(60, saves=(50,))
+    at = next(i for i, line in enumerate(training) if line[1] == 1 and line[4].startswith("Finished saving"))
+    retried = _save_traceback("b", 1, [("/workspace/torchtitan/torchtitan/components/checkpoint.py", "save"),
+                                       ("/opt/conda/lib/python3.11/site-packages/torch/distributed/checkpoint/"
+                                        "filesystem.py", "_write_files_from_queue")],
+                              "OSError: [Errno 5] Input/output error: '/ckpt/step-50/__1_0.distcp'")
+    return (_titan_setup() + training[:at] + retried + training[at:]
+            + [("b", 1, 675, None, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."),
+               ("a", 0, 690, "ERROR", "failed (exitcode: 1) local_rank: 1 (pid: 4242) of binary: /usr/bin/python3")])
+
+
 JOBS = {  # job -> (lines, failure stage, failure iteration)
     "megatron_data": (megatron_data, "data_loading", None),
     "megatron_save": (megatron_save, "checkpoint_saving", 60),
@@ -358,6 +372,8 @@ JOBS = {  # job -> (lines, failure stage, failure iteration)
     "torchtitan_save_step_after": (titan_save_step_after, "checkpoint_saving", 100),
     # and a traceback through the code reading the dataset, before the first iteration, is data_loading
     "deepspeed_own_reader": (deepspeed_own_reader, "data_loading", None),
+    # a save's traceback long before the job broke does not make it a save failure
+    "torchtitan_save_error_survived": (titan_save_error_survived, "training", 64),
 }
 
 

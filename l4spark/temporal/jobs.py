@@ -55,7 +55,9 @@ def failure_stages(staged: DataFrame, conf: TemporalConfig = TemporalConfig()) -
     the job's narrating rank file was in when it ended, the iteration of the last checkpoint save
     the job started, the iterations of all its saves (sorted; empty when no save marker names
     one), whether any of its lines says a DataLoader worker failed (``data_failure_rules``) and
-    whether any is a frame of a traceback through a checkpoint save (``save_failure_rules``).
+    whether a rank file printed a frame of a traceback through a checkpoint save
+    (``save_failure_rules``) with no progress line after it (a save whose failure was logged and
+    retried, the rank training on, does not count).
 
     Input: staged events (job_id, file, rank, line_no, message, stage). The narrating file is
     the one printing the most stage markers (rank 0 in every framework here; ties: lowest rank):
@@ -69,19 +71,24 @@ def failure_stages(staged: DataFrame, conf: TemporalConfig = TemporalConfig()) -
     (``with_stage_and_iteration(with_marks=True)``) is used instead of matching the rules again.
     """
     marked = staged.withColumn("_mark", _named_mark(staged, conf))
+    progress = (F.col("progress_mark") if "progress_mark" in staged.columns
+                else iteration_marker(conf).isNotNull() | counted_marker(conf))
     files = (marked.groupBy("job_id", "file", "rank")
              .agg(F.count("_mark.stage").alias("n_marks"),
                   F.max_by(F.coalesce("stage", F.lit("init")), "line_no").alias("end_stage"),
                   F.collect_set(F.when(F.col("_mark.stage") == "checkpoint_saving", F.col("_mark.iteration")))
                   .alias("file_saves"),
                   F.max(any_rlike("message", conf.data_failure_rules)).alias("file_data_failed"),
-                  F.max(any_rlike("message", conf.save_failure_rules)).alias("file_save_failed")))
+                  F.max(F.when(progress, F.col("line_no"))).alias("last_progress_no"),
+                  F.max(F.when(any_rlike("message", conf.save_failure_rules), F.col("line_no"))).alias("last_save_frame_no"))
+             # a save's traceback the file printed no progress line after: the rank did not train on
+             .withColumn("file_save_failed", F.col("last_save_frame_no") > F.coalesce("last_progress_no", F.lit(-1))))
     best = Window.partitionBy("job_id").orderBy(F.desc("n_marks"), "rank", "file")
     job = Window.partitionBy("job_id")
     return (files.withColumn("pick", F.row_number().over(best))
             .withColumn("saved_iterations", F.array_sort(F.array_distinct(F.flatten(F.collect_list("file_saves").over(job)))))
             .withColumn("data_failed", F.max("file_data_failed").over(job))
-            .withColumn("save_failed", F.max("file_save_failed").over(job))
+            .withColumn("save_failed", F.coalesce(F.max("file_save_failed").over(job), F.lit(False)))
             .where(F.col("pick") == 1)
             .select("job_id", F.col("end_stage").alias("failure_stage"),
                     F.array_max("saved_iterations").alias("save_iteration"), "saved_iterations", "data_failed",
@@ -518,7 +525,8 @@ def job_failure_points(staged: DataFrame, progress: DataFrame, conf: TemporalCon
     *****`` and Megatron-LM ``training ...`` before the first batch is read).
 
     Session 58: a job that ended in ``training`` and printed a traceback frame of a checkpoint
-    save (``save_failure_rules``) failed in ``checkpoint_saving``: a progress line of the step
+    save (``save_failure_rules``), and no progress line after it in that rank's file, failed in
+    ``checkpoint_saving``: a progress line of the step
     being saved may follow the save's first line, and torchtitan's save names no step. Its
     iteration is that of the save, or the last completed one when later (a save naming no step).
     """
