@@ -71,8 +71,11 @@ def failure_stages(staged: DataFrame, conf: TemporalConfig = TemporalConfig()) -
     (``with_stage_and_iteration(with_marks=True)``) is used instead of matching the rules again.
     """
     marked = staged.withColumn("_mark", _named_mark(staged, conf))
-    progress = (F.col("progress_mark") if "progress_mark" in staged.columns
-                else iteration_marker(conf).isNotNull() | counted_marker(conf))
+    # a stage marker, a numbered or a counted progress line; the first two are the carried
+    # ``progress_mark`` when the staged frame has it, matched here otherwise
+    marker = (F.col("progress_mark") if "progress_mark" in staged.columns
+              else F.col("_mark").isNotNull() | iteration_marker(conf).isNotNull())
+    progress = marker | counted_marker(conf)
     files = (marked.groupBy("job_id", "file", "rank")
              .agg(F.count("_mark.stage").alias("n_marks"),
                   F.max_by(F.coalesce("stage", F.lit("init")), "line_no").alias("end_stage"),
