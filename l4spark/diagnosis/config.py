@@ -24,6 +24,12 @@ NATIVE_FRAMING_PATTERNS = (
     r"^\s*terminate called (after throwing an instance of |without an active exception|recursively)",
     r"^\s*Exception raised from \S+ at \S+ \(most recent call first\):\s*$",
 )
+# NCCL's back trace of an error code as it returns up the call chain: every NCCLCHECK and
+# NCCLCHECKGOTO on the way logs ``INFO(NCCL_ALL, "%s:%d -> %d", __FILE__, __LINE__, res)`` (with
+# `` (%s)`` and strerror in SYSCHECK's forms), commented "Print the back trace" in NCCL's
+# src/include/checks.h: where the error passed, as a stack frame is; the WARN line before it
+# (or the library's exception) says what went wrong
+NCCL_BACKTRACE_PATTERN = r"(^|\s)[\w./-]+\.(cc|cu|cpp|c|h):[0-9]+ -> [0-9]+( \([^)]*\))?( \[[A-Za-z ]+\])?\s*$"
 # A Python warning as the warnings module prints it (warnings._formatwarnmsg_impl, CPython 3.x):
 # "path/to/module.py:N: Category: message" and then, indented by two spaces, the source line of
 # the call that warned ("  warnings.warn("), as a traceback prints a frame's source line. The
@@ -74,6 +80,9 @@ class DiagnosisConfig:
     # frame_patterns (sessions 17 and before). On 2-3-node jobs it was half the false events
     # (docs/diagnosis.md, "Native exception framing")
     native_exception_framing: bool = True
+    # NCCL's back-trace lines (NCCL_BACKTRACE_PATTERN, ``transport/net.cc:1302 -> 6``) count as
+    # stack frames too; false: sessions 58 and before (docs/diagnosis.md, "NCCL's back trace")
+    nccl_backtrace_frames: bool = True
     # the indented source line printed under a Python warning (WARNING_LINE_PATTERN) of the same
     # file and rank counts as a stack frame, as source_after's line under a traceback frame;
     # false: sessions 18 and before (docs/diagnosis.md, "Python warnings' source lines")
@@ -267,6 +276,22 @@ class DiagnosisConfig:
     exception_line_patterns: tuple = (r"^(?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Z][A-Za-z0-9_]*(?:Error|Exception)(?:\[[^\]]*\])?: ",)
     exit_line_patterns: tuple = (r"failed \(exitcode: -?[0-9]+\) local_rank: [0-9]+",
                                  r"exits with return code = -?[0-9]+\s*$")
+    # Session 59: a launcher's report that a process ended says who went down, not why. Where the
+    # job printed a cause (a flagged error line that is neither such a report nor a peer's report
+    # that the failure reached it, ``spatial.remote_patterns``), the reports are not flagged; where
+    # they are all there is (a worker the kernel killed without a word), they stay. The reports
+    # (``launcher_exit_patterns``): torch elastic's agent (``failed (exitcode: N) local_rank: N``,
+    # torch/distributed/elastic/multiprocessing/api.py), DeepSpeed's launcher (``... exits with
+    # return code = N``, deepspeed/launcher/launch.py), srun's task exits (``srun: error: <node>:
+    # task N: Exited with exit code N``, ``...: Terminated``, ``...: Killed``: the signals a
+    # teardown sends; a task's ``Out Of Memory`` or ``Segmentation fault`` names a cause and is not
+    # here) and pdsh's remote command (``pdsh@<host>: <host>: ssh exited with exit code N``).
+    # false: sessions 58 and before (docs/diagnosis.md, "Exit reports yield to a cause")
+    exit_lines_yield_to_causes: bool = True
+    launcher_exit_patterns: tuple = (r"failed \(exitcode: -?[0-9]+\) local_rank: [0-9]+",
+                                     r"exits with return code = -?[0-9]+\s*$",
+                                     r"\btasks? [0-9][0-9,\-\[\]]*: (?:Exited with exit code [0-9]+|Terminated|Killed)\s*$",
+                                     r"\bssh exited with exit code [0-9]+")
     # consequence and advice lines: the launcher tearing the other processes down after one failed,
     # and the fixed hints printed under an error; they say the job is going down or how to debug,
     # not what went wrong (the agent's line naming the failed process and its exit code is not here)
@@ -299,6 +324,9 @@ class DiagnosisConfig:
         r"^\s*The above exception was the direct cause of the following exception:\s*$",
         r"^\s*During handling of the above exception, another exception occurred:\s*$",
         r"\*\*\* (STEP|JOB) \S+ ON \S+ CANCELLED AT|^\s*srun: Job step aborted|^\s*srun: error: .*: Killed\s*$",  # Slurm
+        # NCCL's proxy service thread when a local rank's process closes its connection: the
+        # processes of the node going down one by one (session 59)
+        r"\[Service thread\] Connection closed by localRank [0-9]+",
     )
     weights: dict = field(default_factory=lambda: {
         "cross_job": 0.3, "spatial": 0.3, "temporal": 0.3, "pattern": 0.5, "late": 0.4, "error": 0.2})
@@ -335,6 +363,7 @@ class DiagnosisConfig:
             _check_java_regex(regex, "diagnosis.frame_patterns")
         for regex in NATIVE_FRAMING_PATTERNS:
             _check_java_regex(regex, "diagnosis.native_exception_framing")
+        _check_java_regex(NCCL_BACKTRACE_PATTERN, "diagnosis.nccl_backtrace_frames")
         for regex in (WARNING_LINE_PATTERN, INDENTED_PATTERN):
             _check_java_regex(regex, "diagnosis.warning_source_lines")
         _check_java_regex(CONFIG_ECHO_PATTERN, "diagnosis.config_echo_lines")
@@ -342,6 +371,8 @@ class DiagnosisConfig:
             _check_java_regex(regex, "diagnosis.consequence_patterns")
         for regex in self.exit_line_patterns:
             _check_java_regex(regex, "diagnosis.exit_line_patterns")
+        for regex in self.launcher_exit_patterns:
+            _check_java_regex(regex, "diagnosis.launcher_exit_patterns")
         for regex in self.failed_call_patterns:
             _check_java_regex(regex, "diagnosis.failed_call_patterns")
         for regex in self.exception_line_patterns:
@@ -354,7 +385,9 @@ class DiagnosisConfig:
     def line_frame_patterns(self) -> tuple:
         """The stack-frame regexes a line is matched against: ``frame_patterns``, plus the C++
         exception framing when ``native_exception_framing``."""
-        return (*self.frame_patterns, *NATIVE_FRAMING_PATTERNS) if self.native_exception_framing else self.frame_patterns
+        native = NATIVE_FRAMING_PATTERNS if self.native_exception_framing else ()
+        nccl = (NCCL_BACKTRACE_PATTERN,) if self.nccl_backtrace_frames else ()
+        return (*self.frame_patterns, *native, *nccl)
 
 
 def _check_java_regex(regex: str, key: str) -> None:

@@ -27,7 +27,8 @@ from l4spark.spatial.score import order_units, suspect_flags, unit_key
 SCORE_SETTINGS = ("onset_margin_s", "setup_onset_margin_s", "exception_lines", "exception_line_patterns",
                   "cross_job_reasons", "suspect_exit_lines", "failed_call_lines", "failed_call_patterns",
                   "nonfinite_lines", "generic_min_jobs", "generic_share", "consequence_patterns", "weights",
-                  "min_score", "max_events", "bounded_lines_not_late", "peer_failure_lines")
+                  "min_score", "max_events", "bounded_lines_not_late", "peer_failure_lines",
+                  "exit_lines_yield_to_causes", "launcher_exit_patterns")
 
 SEVERITY = {"FATAL": 4, "CRITICAL": 4, "ERROR": 3, "WARN": 2, "WARNING": 2, "INFO": 1, "DEBUG": 0}
 
@@ -106,6 +107,8 @@ def score_events(evidence: pd.DataFrame, timing: pd.DataFrame, spatial: pd.DataF
                       + weights["late"] * frame["late"] + weights["error"] * (frame["error"] + 0.5 * frame["warning"]))
     frame["score"] = frame["score"].astype(float).round(4)
     frame["flagged"] = (frame["score"] >= conf.min_score) & ~frame["generic"] & ~frame["frame"] & ~frame["consequence"]
+    if conf.exit_lines_yield_to_causes:
+        frame["flagged"] &= ~_exit_reports_with_a_cause(frame, conf, peer_failure_patterns)
     frame["sources"] = [[s for s in SOURCES if row[s]] for row in frame[list(SOURCES)].to_dict("records")]
     frame = frame.sort_values(["job_id", "flagged", "score", "first_t", "event_id"],
                               ascending=[True, False, False, True, True], kind="stable", na_position="last")
@@ -113,6 +116,16 @@ def score_events(evidence: pd.DataFrame, timing: pd.DataFrame, spatial: pd.DataF
     frame.loc[~frame["flagged"], "rank"] = pd.NA
     frame = frame[frame["rank"].isna() | (frame["rank"] <= conf.max_events)]
     return frame.drop(columns=["temporal_it", "warning"]).reset_index(drop=True)
+
+
+def _exit_reports_with_a_cause(frame: pd.DataFrame, conf: DiagnosisConfig, peer_failure_patterns: Sequence[str]) -> pd.Series:
+    """True on the flagged launcher exit reports (``launcher_exit_patterns``) of a job that also
+    flagged a cause: an error line that is no exit report and no peer's report that the failure
+    reached it (``peer_failure_patterns``)."""
+    report = _matches_any(frame["sample"], conf.launcher_exit_patterns)
+    cause = frame["flagged"] & frame["error"] & ~report & ~_matches_any(frame["sample"], peer_failure_patterns)
+    has_cause = cause.groupby(frame["job_id"]).transform("any").astype(bool)
+    return frame["flagged"] & report & has_cause
 
 
 def _suspect_exit(frame: pd.DataFrame, nodes: pd.DataFrame | None) -> pd.Series:

@@ -376,8 +376,8 @@ class BehaviourMixin:
             msg, tm = FORMATS["socket_closed"].fill(host=self.lay.nodes[nb], port=rng.randint(32768, 60999))
             tid = r.pid + 240 + r.local
             self._add(t, r.nccl_warn, "misc/socket.cc:49", msg, tid, tmpl=tm)
-            m2, t2 = FORMATS["socket_trace"].fill(line=749)
-            self._add(t + 1e-4, r.nccl, m2, tid, tmpl=t2)
+            # NCCL's back trace of the error code (NCCLCHECK): where it passed, not labelled
+            self._add(t + 1e-4, r.nccl, FORMATS["socket_trace"].fill(line=749)[0], tid)
             m3, t3 = FORMATS["socket_poll_failed"].fill(op="%012x" % rng.getrandbits(44))
             self._add(t + 2e-4, r.nccl_warn, "proxy.cc:1143", m3, tid, tmpl=t3)
             self._nccl_exception(r, rng, t + rng.uniform(0.05, 1.0), msg, tm)

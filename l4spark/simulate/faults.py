@@ -589,13 +589,14 @@ class FaultPlan(ExtraKinds, BehaviourMixin):
             msgs.append((msg, tm))
             tt = t + i * rng.uniform(0.001, 0.05)
             self._add(tt, r.nccl_warn, "transport/net_ib.cc:1696", msg, tid + i, tmpl=tm)
-        # every connection of the proxy thread that fails reports its call trace
-        m2, t2 = fill(T_NET_TRACE, line=1134, code=6)
-        m3, t3 = fill(T_PROXY_TRACE, line=858, code=6)
+        # every connection of the proxy thread that fails reports its call trace: NCCL's back
+        # trace of the error code (NCCLCHECK), where it passed, not what went wrong: not labelled
+        m2 = fill(T_NET_TRACE, line=1134, code=6)[0]
+        m3 = fill(T_PROXY_TRACE, line=858, code=6)[0]
         for c in range(min(self.spec.n_channels, 32)):
             tt = t + 0.06 + c * 0.0007
-            self._add(tt, r.nccl, m2, tid, tmpl=t2)
-            self._add(tt + 0.0001, r.nccl, m3, tid, tmpl=t3)
+            self._add(tt, r.nccl, m2, tid)
+            self._add(tt + 0.0001, r.nccl, m3, tid)
         self._nccl_exception(r, rng, t + rng.uniform(0.05, 1.5), msgs[0][0], msgs[0][1])
 
     def _nccl_exception(self, r: RankLog, rng: random.Random, t: float, last_error: str, last_error_t: str) -> None:
@@ -806,8 +807,7 @@ class FaultPlan(ExtraKinds, BehaviourMixin):
         # the proxy thread's warning lands in the middle of the main thread's traceback
         tw = t + 0.01 + rng.randint(2, 14) * 2e-5 + 1e-6
         self._add(tw, r.nccl_warn, "proxy.cc:1497", m, tid, tmpl=tm)
-        m2, t2 = fill("proxy.cc:{line} -> {code} [Proxy Thread]", line=1661, code=1)
-        self._add(tw + 1e-6, r.nccl, m2, tid, tmpl=t2)
+        self._add(tw + 1e-6, r.nccl, fill(T_PROXY_TRACE, line=1661, code=1)[0], tid)  # back trace: not labelled
         ex, ex_t = fill(T_CUDA_ERR, what=what)
         tail = ["CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.",
                 "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
@@ -855,8 +855,7 @@ class FaultPlan(ExtraKinds, BehaviourMixin):
                                                            verr=verr, dir="Send", mine=r.ip)
             msgs.append((m, tm))
             self._add(t + i * 0.002, r.nccl_warn, "transport/net_ib.cc:1696", m, tid, tmpl=tm)
-            m2, t2 = fill(T_NET_TRACE, line=1134, code=6)
-            self._add(t + i * 0.002 + 1e-4, r.nccl, m2, tid, tmpl=t2)
+            self._add(t + i * 0.002 + 1e-4, r.nccl, fill(T_NET_TRACE, line=1134, code=6)[0], tid)  # back trace: not labelled
         self._nccl_exception(r, rng, t + rng.uniform(0.01, 0.5), msgs[0][0], msgs[0][1])
 
     def _root_node_down(self, r, rng, t):
