@@ -94,7 +94,7 @@ class IngestConfig:
 
 @dataclass(frozen=True)
 class StructureConfig:
-    max_wrapper_depth: int = 3
+    max_wrapper_depth: int = 4
     fold_digits: bool = True
     max_shapes: int = 300000
     regex_trial: bool = True  # run the timed trial on wrapper, header and mask regexes (regexsafety)

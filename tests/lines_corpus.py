@@ -34,6 +34,21 @@ CORPUS = [
      ("--11-20 01:00:11.123456", "ERROR", "[Rank 3] Watchdog caught collective operation timeout")),
     ("{'loss': 2.1543, 'grad_norm': 0.83, 'learning_rate': 1.9e-05, 'epoch': 0.12}",
      (None, None, "{'loss': 2.1543, 'grad_norm': 0.83, 'learning_rate': 1.9e-05, 'epoch': 0.12}")),
+    # session 59: kubectl logs --prefix --timestamps of a Kubeflow PyTorchJob pod (kubectl's logs.go
+    # prefixes "[pod/<pod>/<container>] "), Ray's driver echoing a worker's line, srun --label right-aligned
+    ("[pod/ft-pretrain-worker-3/pytorch] 2024-08-24T21:04:21.008448753Z [default1]:[2026-11-20 01:00:01,123] [INFO] "
+     "[engine.py:1:f] [Rank 9] saving",
+     ("2026-11-20 01:00:01.123", "INFO", "saving")),
+    # four wrappers deep: the pod, the apiserver's time stamp, torchrun's tee, torch's rank tag
+    ("[pod/ft-pretrain-master-0/pytorch] 2024-08-24T21:34:06.438442446Z [default1]:[rank1]:[W1103 20:03:33.871212720 "
+     "ProcessGroupNCCL.cpp:4115] [PG 0 Rank 1]  using GPU 1 to perform barrier",
+     ("2024-08-24T21:34:06.438442446Z", "WARN", "[PG 0 Rank 1]  using GPU 1 to perform barrier")),
+    ("(RayTrainWorker pid=1926403, ip=10.56.78.10) Traceback (most recent call last):",
+     (None, None, "Traceback (most recent call last):")),
+    ("(TorchTrainer pid=7236) Started distributed worker processes: ",
+     (None, None, "Started distributed worker processes: ")),
+    (" 3:   File \"/workspace/Megatron-LM/pretrain_gpt.py\", line 285, in <module>",
+     (None, None, '  File "/workspace/Megatron-LM/pretrain_gpt.py", line 285, in <module>')),
     ("[1,3]<stderr>:WARNING: Logging before InitGoogleLogging() is written to STDERR",
      (None, "WARN", "WARNING: Logging before InitGoogleLogging() is written to STDERR")),
     ("2026-11-20T01:00:01Z [default0]:[default0]:hello",
