@@ -312,7 +312,9 @@ def test_faulty_node_is_not_always_most_errors_nor_first(fleet):
 
 def test_indicating_lines_have_several_levels_and_some_repeat_many_times(fleet, tmp_path):
     stats = label_stats(fleet.root)
-    assert {"ERROR", "WARN", "INFO", "NONE"} <= set(stats["line_share_by_level"])
+    # (INFO-level labelled lines were NCCL's back trace until session 59, which labels it no more:
+    # a straggler detector's lines are the INFO ones now, and this small fleet may have none)
+    assert {"ERROR", "WARN", "NONE"} <= set(stats["line_share_by_level"])
     assert abs(sum(stats["line_share_by_level"].values()) - 1) < 1e-3
     big = simulate_fleet(tmp_path, FleetOptions(seed=8, jobs=6, failed_share=1.0, nodes=(8, 8), iterations=100,
                                                 fault_kinds=("nic_link_down", "node_down", "nccl_timeout"),

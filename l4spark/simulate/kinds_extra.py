@@ -320,9 +320,9 @@ class ExtraKinds:
         tid = r.pid + 60 + r.local
         m, tm = FORMATS["ibv_modify_qp"].fill(err=self.init_error)
         self._add(t, r.nccl_warn, "misc/ibvwrap.cc:187", m, tid, tmpl=tm)
+        # NCCL's back trace of the error code (NCCLCHECK): where it passed, not labelled
         for i, src in enumerate(("transport/net_ib.cc:1043", "transport/net.cc:690", "init.cc:1341")):
-            mt, tt = FORMATS["nccl_trace2"].fill(src=src)
-            self._add(t + 1e-4 * (i + 1), r.nccl, mt, tid, tmpl=tt)
+            self._add(t + 1e-4 * (i + 1), r.nccl, FORMATS["nccl_trace2"].fill(src=src)[0], tid)
         ex, ex_t = FORMATS["nccl_unhandled_system"].fill(line=1970, v=self.nccl_version)
         sys_line = FORMATS["nccl_system_error"].pattern
         self._py_exception(r, rng, t + 0.05, [ex, sys_line, "Last error:", m], {0: ex_t, 3: tm}, stage="init")
