@@ -81,7 +81,8 @@ class DiagnosisConfig:
     # (docs/diagnosis.md, "Native exception framing")
     native_exception_framing: bool = True
     # NCCL's back-trace lines (NCCL_BACKTRACE_PATTERN, ``transport/net.cc:1302 -> 6``) count as
-    # stack frames too; false: sessions 58 and before (docs/diagnosis.md, "NCCL's back trace")
+    # stack frames too; false: sessions 58 and before (docs/diagnosis.md, "Exit reports yield to a
+    # cause; NCCL's back trace is a frame")
     nccl_backtrace_frames: bool = True
     # the indented source line printed under a Python warning (WARNING_LINE_PATTERN) of the same
     # file and rank counts as a stack frame, as source_after's line under a traceback frame;
@@ -384,7 +385,8 @@ class DiagnosisConfig:
     @property
     def line_frame_patterns(self) -> tuple:
         """The stack-frame regexes a line is matched against: ``frame_patterns``, plus the C++
-        exception framing when ``native_exception_framing``."""
+        exception framing when ``native_exception_framing`` and NCCL's back trace when
+        ``nccl_backtrace_frames``."""
         native = NATIVE_FRAMING_PATTERNS if self.native_exception_framing else ()
         nccl = (NCCL_BACKTRACE_PATTERN,) if self.nccl_backtrace_frames else ()
         return (*self.frame_patterns, *native, *nccl)
