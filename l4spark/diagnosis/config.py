@@ -280,18 +280,16 @@ class DiagnosisConfig:
     # Session 59: a launcher's report that a process ended says who went down, not why. Where the
     # job printed a cause (a flagged error line that is neither such a report nor a peer's report
     # that the failure reached it, ``spatial.remote_patterns``), the reports are not flagged; where
-    # they are all there is (a worker the kernel killed without a word), they stay. The reports
-    # (``launcher_exit_patterns``): torch elastic's agent (``failed (exitcode: N) local_rank: N``,
-    # torch/distributed/elastic/multiprocessing/api.py), DeepSpeed's launcher (``... exits with
-    # return code = N``, deepspeed/launcher/launch.py), srun's task exits (``srun: error: <node>:
-    # task N: Exited with exit code N``, ``...: Terminated``, ``...: Killed``: the signals a
-    # teardown sends; a task's ``Out Of Memory`` or ``Segmentation fault`` names a cause and is not
-    # here) and pdsh's remote command (``pdsh@<host>: <host>: ssh exited with exit code N``).
-    # false: sessions 58 and before (docs/diagnosis.md, "Exit reports yield to a cause")
+    # they are all there is (a worker the kernel killed without a word), they stay. The reports:
+    # ``exit_line_patterns`` above (torch elastic's agent, DeepSpeed's launcher) and
+    # ``launcher_exit_patterns``, the launchers whose line names no worker of a node: srun's task
+    # exits (``srun: error: <node>: task N: Exited with exit code N``, ``...: Terminated``,
+    # ``...: Killed``: the signals a teardown sends; a task's ``Out Of Memory`` or ``Segmentation
+    # fault`` names a cause and is not here) and pdsh's remote command (``pdsh@<host>: <host>: ssh
+    # exited with exit code N``). false: sessions 58 and before (docs/diagnosis.md, "Exit reports
+    # yield to a cause")
     exit_lines_yield_to_causes: bool = True
-    launcher_exit_patterns: tuple = (r"failed \(exitcode: -?[0-9]+\) local_rank: [0-9]+",
-                                     r"exits with return code = -?[0-9]+\s*$",
-                                     r"\btasks? [0-9][0-9,\-\[\]]*: (?:Exited with exit code [0-9]+|Terminated|Killed)\s*$",
+    launcher_exit_patterns: tuple = (r"\btasks? [0-9][0-9,\-\[\]]*: (?:Exited with exit code [0-9]+|Terminated|Killed)\s*$",
                                      r"\bssh exited with exit code [0-9]+")
     # consequence and advice lines: the launcher tearing the other processes down after one failed,
     # and the fixed hints printed under an error; they say the job is going down or how to debug,

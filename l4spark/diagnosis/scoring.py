@@ -119,10 +119,10 @@ def score_events(evidence: pd.DataFrame, timing: pd.DataFrame, spatial: pd.DataF
 
 
 def _exit_reports_with_a_cause(frame: pd.DataFrame, conf: DiagnosisConfig, peer_failure_patterns: Sequence[str]) -> pd.Series:
-    """True on the flagged launcher exit reports (``launcher_exit_patterns``) of a job that also
-    flagged a cause: an error line that is no exit report and no peer's report that the failure
-    reached it (``peer_failure_patterns``)."""
-    report = _matches_any(frame["sample"], conf.launcher_exit_patterns)
+    """True on the flagged launcher exit reports (``exit_line_patterns``, ``launcher_exit_patterns``)
+    of a job that also flagged a cause: an error line that is no exit report and no peer's report
+    that the failure reached it (``peer_failure_patterns``)."""
+    report = _matches_any(frame["sample"], (*conf.exit_line_patterns, *conf.launcher_exit_patterns))
     cause = frame["flagged"] & frame["error"] & ~report & ~_matches_any(frame["sample"], peer_failure_patterns)
     has_cause = cause.groupby(frame["job_id"]).transform("any").astype(bool)
     return frame["flagged"] & report & has_cause
