@@ -28,7 +28,7 @@ SCORE_SETTINGS = ("onset_margin_s", "setup_onset_margin_s", "exception_lines", "
                   "cross_job_reasons", "suspect_exit_lines", "failed_call_lines", "failed_call_patterns",
                   "nonfinite_lines", "generic_min_jobs", "generic_share", "consequence_patterns", "weights",
                   "min_score", "max_events", "bounded_lines_not_late", "peer_failure_lines",
-                  "exit_lines_yield_to_causes", "launcher_exit_patterns")
+                  "exit_lines_yield_to_causes", "exit_line_patterns", "launcher_exit_patterns")
 
 SEVERITY = {"FATAL": 4, "CRITICAL": 4, "ERROR": 3, "WARN": 2, "WARNING": 2, "INFO": 1, "DEBUG": 0}
 

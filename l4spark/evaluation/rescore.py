@@ -14,8 +14,8 @@ configuration (``--conf`` files, then ``--set`` overrides, values as TOML litera
 flags the dump's events job for job.
 
 Only the settings ``score_events`` reads (``scoring.SCORE_SETTINGS``) can change here, and of
-those not the ones that also shaped its inputs (``INPUT_SHAPING``: ``suspect_exit_lines`` and
-``nonfinite_lines`` decide what the evidence holds, ``consequence_patterns`` what the cross-job
+those not the ones that also shaped its inputs (``INPUT_SHAPING``: ``suspect_exit_lines``,
+``exit_line_patterns`` and ``nonfinite_lines`` decide what the evidence holds, ``consequence_patterns`` what the cross-job
 filter dropped as boilerplate); every other setting was fixed by the run that wrote the dump,
 and changing one with ``--set`` is refused (a ``--conf`` file is not checked: give it the dump's
 run's settings, or only free ones). Printed: per dump and in total, the flagged events against the
@@ -35,7 +35,7 @@ from pathlib import Path
 import pandas as pd
 
 # of ``scoring.SCORE_SETTINGS``, the ones that also shaped the dump's inputs
-INPUT_SHAPING = ("suspect_exit_lines", "nonfinite_lines", "consequence_patterns")
+INPUT_SHAPING = ("suspect_exit_lines", "exit_line_patterns", "nonfinite_lines", "consequence_patterns")
 
 
 def read_score_inputs(dump: Path) -> dict[str, pd.DataFrame]:
